@@ -1,0 +1,32 @@
+/* Shared includes and small macros for every ebrtc BPF program. */
+#ifndef EBRTC_COMMON_H
+#define EBRTC_COMMON_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define INLINE static __always_inline
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+
+/* An IPv4 or IPv6 address; IPv4 lives in the first word, the rest is zero. */
+union ip_addr {
+	__u8 bytes[16]; /* first, so generated Go code sees the whole address */
+	__be32 v4;
+	__be32 v6[4];
+};
+
+#endif

@@ -1,0 +1,46 @@
+/* Every packet the data plane sees ends in exactly one outcome, counted in
+ * the per-CPU "outcomes" map. Go mirrors this list (offload.Outcome): keep the
+ * order in sync with internal/offload/outcome.go.
+ */
+#ifndef EBRTC_OUTCOME_H
+#define EBRTC_OUTCOME_H
+
+enum outcome {
+	/* Relayed in the kernel. */
+	OUT_FAST_CLIENT_TO_PEER = 0,
+	OUT_FAST_PEER_TO_CLIENT,
+	OUT_FAST_HAIRPIN, /* client -> own relay -> client, both legs in XDP */
+
+	/* Not TURN traffic: handed to the kernel without a look. */
+	OUT_PASS_NOT_IP,
+	OUT_PASS_NOT_UDP,
+	OUT_PASS_NOT_TURN,
+
+	/* TURN (or unparseable) traffic handed to the kernel untouched: the slow path. */
+	OUT_SLOW_VLAN,
+	OUT_SLOW_IP_OPTIONS,
+	OUT_SLOW_FRAGMENT,
+	OUT_SLOW_IPV6_EXT_HEADER,
+	OUT_SLOW_BAD_LENGTH,
+	OUT_SLOW_BAD_IP_CHECKSUM,
+	OUT_SLOW_ZERO_UDP_CHECKSUM,
+	OUT_SLOW_NOT_CHANNEL_DATA,
+	OUT_SLOW_UNKNOWN_CHANNEL,
+	OUT_SLOW_CHANNEL_LENGTH,
+	OUT_SLOW_UNKNOWN_PEER,
+	OUT_SLOW_FIB_NO_NEIGHBOUR,
+	OUT_SLOW_FIB_FRAG_NEEDED,
+	OUT_SLOW_FIB_OTHER,
+	OUT_SLOW_NO_EGRESS_PORT,
+	OUT_SLOW_NO_HEADROOM,
+
+	/* Dropped: the packet could not be restored after a partial rewrite. */
+	OUT_DROP_REWRITE_FAILED,
+
+	OUT_MAX,
+};
+
+/* Internal: parsing succeeded, keep going. Never counted. */
+#define OUT_CONTINUE OUT_MAX
+
+#endif

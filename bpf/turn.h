@@ -1,0 +1,97 @@
+/* TURN ChannelData (RFC 8656 section 12) and the offload maps' layouts.
+ * Go mirrors these structs through bpf2go; change both together. */
+#ifndef EBRTC_TURN_H
+#define EBRTC_TURN_H
+
+#include "common.h"
+
+#define CHANNEL_MIN 0x4000
+#define CHANNEL_MAX 0x4fff
+#define CHANNEL_HDR_LEN 4
+
+struct channel_hdr {
+	__be16 number;
+	__be16 len;
+};
+
+/* One side of a relayed datagram. */
+struct endpoint {
+	union ip_addr ip;
+	__be16 port;
+	__u8 family; /* AF_INET or AF_INET6 */
+	__u8 pad;
+};
+
+/* Where a matched datagram goes and how it is counted. For client->peer
+ * routes src is the relay address on the wire and dst the peer; for
+ * peer->client routes src is the server's listening address and dst the
+ * client, and channel is the number to put in front of the data. */
+struct route {
+	struct endpoint src;
+	struct endpoint dst;
+	__be16 channel;
+	__u16 flags;
+	__u32 stats_slot;
+};
+
+/* Set on a client->peer route whose peer is another relay address of this
+ * server, so the hairpin lookup is done only where it can hit. */
+#define ROUTE_F_PEER_IS_RELAY 0x1
+
+/* ChannelData from a client: keyed by the client's 5-tuple and channel. */
+struct client_key_v4 {
+	__be32 client_ip;
+	__be32 server_ip;
+	__be16 client_port;
+	__be16 server_port;
+	__be16 channel;
+	__u16 pad;
+};
+
+struct client_key_v6 {
+	__u8 client_ip[16];
+	__u8 server_ip[16];
+	__be16 client_port;
+	__be16 server_port;
+	__be16 channel;
+	__u16 pad;
+};
+
+/* Plain UDP from a peer to a relay address. */
+struct peer_key_v4 {
+	__be32 peer_ip;
+	__be32 relay_ip;
+	__be16 peer_port;
+	__be16 relay_port;
+};
+
+struct peer_key_v6 {
+	__u8 peer_ip[16];
+	__u8 relay_ip[16];
+	__be16 peer_port;
+	__be16 relay_port;
+};
+
+struct flow_stats {
+	__u64 packets;
+	__u64 bytes;     /* UDP payload bytes as received */
+	__u64 last_seen; /* CLOCK_MONOTONIC_COARSE, ns */
+};
+
+struct outcome_stats {
+	__u64 packets;
+	__u64 bytes; /* frame bytes as received */
+};
+
+#define MAX_LISTEN_PORTS 8
+
+struct offload_config {
+	__be16 listen_ports[MAX_LISTEN_PORTS]; /* 0 = unused */
+	__u16 relay_port_min;                  /* host order */
+	__u16 relay_port_max;
+	__u8 ipv4_ttl;
+	__u8 ipv6_hop_limit;
+	__u16 pad;
+};
+
+#endif

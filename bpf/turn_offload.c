@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/* XDP fast path for TURN ChannelData over UDP (RFC 8656).
+ *
+ * Client -> peer: ChannelData arriving at a TURN listening port on a bound
+ * channel leaves as plain UDP from the relay address to the peer.
+ * Peer -> client: UDP arriving at a relay address from a bound peer leaves as
+ * ChannelData from the listening address to the client.
+ * Hairpin: when the peer is another relay address of this server, both legs
+ * are done here and the datagram leaves as ChannelData to the other client.
+ *
+ * Headers are rebuilt from scratch at fixed offsets (no payload move); the
+ * payload stays where it is and bpf_xdp_adjust_head/tail resize around it.
+ * Anything the program is not sure about is passed to the kernel untouched.
+ */
+#include "common.h"
+#include "csum.h"
+#include "eth.h"
+#include "ip.h"
+#include "udp.h"
+#include "turn.h"
+#include "outcome.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define MAX_CHANNELS 65536
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CHANNELS);
+	__type(key, struct client_key_v4);
+	__type(value, struct route);
+} client_routes_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CHANNELS);
+	__type(key, struct client_key_v6);
+	__type(value, struct route);
+} client_routes_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CHANNELS);
+	__type(key, struct peer_key_v4);
+	__type(value, struct route);
+} peer_routes_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CHANNELS);
+	__type(key, struct peer_key_v6);
+	__type(value, struct route);
+} peer_routes_v6 SEC(".maps");
+
+/* Per channel and direction; slots are handed out by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2 * MAX_CHANNELS);
+	__type(key, __u32);
+	__type(value, struct flow_stats);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, OUT_MAX);
+	__type(key, __u32);
+	__type(value, struct outcome_stats);
+} outcomes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offload_config);
+} config SEC(".maps");
+
+/* Interfaces the program may redirect to (ifindex -> ifindex). */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} egress_ports SEC(".maps");
+
+/* What parsing learned about the incoming datagram. */
+struct packet {
+	struct ip_info ip;
+	struct udp_info udp;
+	__u32 payload_off; /* UDP payload offset from ctx->data */
+};
+
+/* The datagram to emit: which bytes of the incoming packet are its data,
+ * where it goes, and whether a ChannelData header goes in front. */
+struct emit {
+	const struct route *route;
+	__u32 data_off;
+	__u16 data_len;
+	__be16 channel; /* 0: plain UDP to a peer */
+	__u64 data_sum;
+	__u8 data_sum_valid; /* 0 when the input had no UDP checksum */
+	__u8 tos;
+	__u8 df;
+};
+
+INLINE void count_outcome(__u32 outcome, __u32 bytes)
+{
+	struct outcome_stats *s = bpf_map_lookup_elem(&outcomes, &outcome);
+
+	if (s) {
+		s->packets++;
+		s->bytes += bytes;
+	}
+}
+
+INLINE void count_flow(__u32 slot, __u32 bytes)
+{
+	struct flow_stats *s = bpf_map_lookup_elem(&flows, &slot);
+
+	if (s) {
+		s->packets++;
+		s->bytes += bytes;
+		s->last_seen = bpf_ktime_get_coarse_ns();
+	}
+}
+
+INLINE int parse(struct xdp_md *ctx, struct packet *pkt)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u16 proto;
+	int out;
+
+	out = eth_parse(data, data_end, &proto);
+	if (out != OUT_CONTINUE)
+		return out;
+	if (proto == ETH_P_IP) {
+		out = ipv4_parse(data + ETH_HLEN, data_end, &pkt->ip);
+		if (out != OUT_CONTINUE)
+			return out;
+		pkt->payload_off = ETH_HLEN + sizeof(struct iphdr) + sizeof(struct udphdr);
+		return udp_parse(data + ETH_HLEN + sizeof(struct iphdr), data_end, &pkt->ip, &pkt->udp);
+	}
+	out = ipv6_parse(data + ETH_HLEN, data_end, &pkt->ip);
+	if (out != OUT_CONTINUE)
+		return out;
+	pkt->payload_off = ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct udphdr);
+	return udp_parse(data + ETH_HLEN + sizeof(struct ipv6hdr), data_end, &pkt->ip, &pkt->udp);
+}
+
+INLINE int is_listen_port(const struct offload_config *cfg, __be16 port)
+{
+#pragma unroll
+	for (int i = 0; i < MAX_LISTEN_PORTS; i++)
+		if (cfg->listen_ports[i] && cfg->listen_ports[i] == port)
+			return 1;
+	return 0;
+}
+
+INLINE int is_relay_port(const struct offload_config *cfg, __be16 port)
+{
+	__u16 p = bpf_ntohs(port);
+
+	return p >= cfg->relay_port_min && p <= cfg->relay_port_max;
+}
+
+INLINE struct route *lookup_client_route(const struct packet *pkt, __be16 channel)
+{
+	if (pkt->ip.family == AF_INET) {
+		struct client_key_v4 k = {
+			.client_ip = pkt->ip.saddr.v4,
+			.server_ip = pkt->ip.daddr.v4,
+			.client_port = pkt->udp.sport,
+			.server_port = pkt->udp.dport,
+			.channel = channel,
+		};
+		return bpf_map_lookup_elem(&client_routes_v4, &k);
+	}
+	struct client_key_v6 k = {
+		.client_port = pkt->udp.sport,
+		.server_port = pkt->udp.dport,
+		.channel = channel,
+	};
+	__builtin_memcpy(k.client_ip, pkt->ip.saddr.v6, 16);
+	__builtin_memcpy(k.server_ip, pkt->ip.daddr.v6, 16);
+	return bpf_map_lookup_elem(&client_routes_v6, &k);
+}
+
+INLINE struct route *lookup_peer_route(const struct endpoint *peer, const struct endpoint *relay)
+{
+	if (peer->family == AF_INET) {
+		struct peer_key_v4 k = {
+			.peer_ip = peer->ip.v4,
+			.relay_ip = relay->ip.v4,
+			.peer_port = peer->port,
+			.relay_port = relay->port,
+		};
+		return bpf_map_lookup_elem(&peer_routes_v4, &k);
+	}
+	struct peer_key_v6 k = {
+		.peer_port = peer->port,
+		.relay_port = relay->port,
+	};
+	__builtin_memcpy(k.peer_ip, peer->ip.v6, 16);
+	__builtin_memcpy(k.relay_ip, relay->ip.v6, 16);
+	return bpf_map_lookup_elem(&peer_routes_v6, &k);
+}
+
+/* Full sum of the data, for inputs without a UDP checksum that must leave with
+ * one (IPv4 -> IPv6). Every load has a constant size (64-byte chunks, then
+ * words, then the last 0-3 bytes) so the verifier keeps its bounds; all
+ * pieces start at even offsets, so byte parity holds. */
+#define SUM_CHUNK 64
+#define SUM_MAX_CHUNKS 24
+
+INLINE int load_and_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u64 *sum)
+{
+	__u8 buf[4] = {};
+
+	switch (n) {
+	case 1:
+		if (bpf_xdp_load_bytes(ctx, off, buf, 1))
+			return -1;
+		break;
+	case 2:
+		if (bpf_xdp_load_bytes(ctx, off, buf, 2))
+			return -1;
+		break;
+	case 3:
+		if (bpf_xdp_load_bytes(ctx, off, buf, 3))
+			return -1;
+		break;
+	case 4:
+		if (bpf_xdp_load_bytes(ctx, off, buf, 4))
+			return -1;
+		break;
+	default:
+		return 0;
+	}
+	*sum += *(__u32 *)buf;
+	return 0;
+}
+
+INLINE int data_sum_slow(struct xdp_md *ctx, __u32 off, __u32 len, __u64 *sum)
+{
+	__u8 buf[SUM_CHUNK];
+	__u32 end = off + len;
+	int i;
+
+	if (len > SUM_CHUNK * SUM_MAX_CHUNKS)
+		return -1;
+	for (i = 0; i < SUM_MAX_CHUNKS && off + SUM_CHUNK <= end; i++) {
+		if (bpf_xdp_load_bytes(ctx, off, buf, SUM_CHUNK))
+			return -1;
+		*sum += (__u32)bpf_csum_diff(NULL, 0, (__be32 *)buf, SUM_CHUNK, 0);
+		off += SUM_CHUNK;
+	}
+	for (i = 0; i < SUM_CHUNK / 4 && off + 4 <= end; i++) {
+		if (load_and_sum(ctx, off, 4, sum))
+			return -1;
+		off += 4;
+	}
+	return off < end ? load_and_sum(ctx, off, end - off, sum) : 0;
+}
+
+INLINE int fib_outcome(int rc)
+{
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		return OUT_SLOW_FIB_NO_NEIGHBOUR;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		return OUT_SLOW_FIB_FRAG_NEEDED;
+	}
+	return OUT_SLOW_FIB_OTHER;
+}
+
+INLINE int fib_lookup(struct xdp_md *ctx, const struct route *r, __u32 ip_len,
+		      struct bpf_fib_lookup *fib)
+{
+	int rc;
+
+	fib->family = r->dst.family;
+	fib->l4_protocol = IPPROTO_UDP;
+	fib->sport = r->src.port;
+	fib->dport = r->dst.port;
+	fib->tot_len = ip_len;
+	fib->ifindex = ctx->ingress_ifindex;
+	if (r->dst.family == AF_INET) {
+		fib->ipv4_src = r->src.ip.v4;
+		fib->ipv4_dst = r->dst.ip.v4;
+	} else {
+		__builtin_memcpy(fib->ipv6_src, r->src.ip.v6, 16);
+		__builtin_memcpy(fib->ipv6_dst, r->dst.ip.v6, 16);
+	}
+	rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return fib_outcome(rc);
+	if (fib->ifindex != ctx->ingress_ifindex &&
+	    !bpf_map_lookup_elem(&egress_ports, &fib->ifindex))
+		return OUT_SLOW_NO_EGRESS_PORT;
+	return OUT_CONTINUE;
+}
+
+/* Bytes in front of the data in the outgoing frame. */
+INLINE __u32 out_header_len(const struct emit *e)
+{
+	return ETH_HLEN + ip_header_len(e->route->dst.family) + sizeof(struct udphdr) +
+	       (e->channel ? CHANNEL_HDR_LEN : 0);
+}
+
+/* Resize the frame around the data: head to the new header length, tail to
+ * data + padding. Returns the padding actually added, or -1 with the frame
+ * restored, or -2 when it could not be restored. */
+INLINE int resize(struct xdp_md *ctx, const struct emit *e, __u32 hdr_len, __u32 pad)
+{
+	int delta = (int)e->data_off - (int)hdr_len;
+	int len;
+
+	if (bpf_xdp_adjust_head(ctx, delta))
+		return -1;
+	len = (int)(ctx->data_end - ctx->data);
+	if (bpf_xdp_adjust_tail(ctx, (int)(hdr_len + e->data_len + pad) - len) == 0)
+		return pad;
+	/* Padding is optional over UDP (RFC 8656 section 12.5); try without. */
+	if (pad && bpf_xdp_adjust_tail(ctx, (int)(hdr_len + e->data_len) - len) == 0)
+		return 0;
+	return bpf_xdp_adjust_head(ctx, -delta) ? -2 : -1;
+}
+
+INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct bpf_fib_lookup *fib,
+			 __u16 udp_len, __u64 sum)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	const struct route *r = e->route;
+	struct udphdr *udph;
+	__u8 ttl = 64, hop_limit = 64;
+	__u32 zero = 0;
+	struct offload_config *cfg = bpf_map_lookup_elem(&config, &zero);
+
+	if (cfg) {
+		ttl = cfg->ipv4_ttl;
+		hop_limit = cfg->ipv6_hop_limit;
+	}
+	if (r->dst.family == AF_INET) {
+		struct iphdr *iph = data + ETH_HLEN;
+
+		udph = (void *)(iph + 1);
+		if ((void *)(udph + 1) + CHANNEL_HDR_LEN > data_end)
+			return -1;
+		eth_write(data, fib->dmac, fib->smac, ETH_P_IP);
+		ipv4_write(iph, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->df, ttl);
+	} else {
+		struct ipv6hdr *ip6h = data + ETH_HLEN;
+
+		udph = (void *)(ip6h + 1);
+		if ((void *)(udph + 1) + CHANNEL_HDR_LEN > data_end)
+			return -1;
+		eth_write(data, fib->dmac, fib->smac, ETH_P_IPV6);
+		ipv6_write(ip6h, &r->src.ip, &r->dst.ip, udp_len, e->tos, hop_limit);
+	}
+	udp_write(udph, r->src.port, r->dst.port, udp_len);
+	if (e->channel) {
+		struct channel_hdr *ch = (void *)(udph + 1);
+
+		ch->number = e->channel;
+		ch->len = bpf_htons(e->data_len);
+	}
+	if (e->data_sum_valid || r->dst.family == AF_INET6)
+		udph->check = udp_csum_finish(sum);
+	return 0;
+}
+
+/* The grown tail may hold an old Ethernet trailer: zero the padding.
+ * Constant lengths keep the verifier's bounds on the size argument. */
+INLINE int zero_padding(struct xdp_md *ctx, __u32 off, int n)
+{
+	__u32 zeros = 0;
+
+	switch (n) {
+	case 1:
+		return bpf_xdp_store_bytes(ctx, off, &zeros, 1);
+	case 2:
+		return bpf_xdp_store_bytes(ctx, off, &zeros, 2);
+	case 3:
+		return bpf_xdp_store_bytes(ctx, off, &zeros, 3);
+	}
+	return 0;
+}
+
+/* Build and send the outgoing datagram. Nothing is written before every
+ * check that can fail has passed, so a slow-path verdict leaves the packet
+ * exactly as it arrived. */
+INLINE int emit(struct xdp_md *ctx, struct emit *e, int *action)
+{
+	const struct route *r = e->route;
+	struct bpf_fib_lookup fib = {};
+	__u32 hdr_len = out_header_len(e);
+	__u32 pad = e->channel ? (-(__u32)e->data_len & 3) : 0;
+	__u16 udp_len = sizeof(struct udphdr) + (e->channel ? CHANNEL_HDR_LEN : 0) + e->data_len;
+	__u64 sum;
+	int out, added;
+
+	out = fib_lookup(ctx, r, ip_header_len(r->dst.family) + udp_len + pad, &fib);
+	if (out != OUT_CONTINUE)
+		return out;
+	if (!e->data_sum_valid && r->dst.family == AF_INET6) {
+		e->data_sum = 0;
+		if (data_sum_slow(ctx, e->data_off, e->data_len, &e->data_sum))
+			return OUT_SLOW_ZERO_UDP_CHECKSUM;
+	}
+
+	added = resize(ctx, e, hdr_len, pad);
+	if (added == -1)
+		return OUT_SLOW_NO_HEADROOM;
+	if (added < 0)
+		return OUT_DROP_REWRITE_FAILED;
+	if (zero_padding(ctx, (hdr_len + e->data_len) & 0xffff, added))
+		return OUT_DROP_REWRITE_FAILED;
+	udp_len += added;
+
+	sum = csum_pseudo(&r->src.ip, &r->dst.ip, r->dst.family, udp_len);
+	sum += (__u64)r->src.port + r->dst.port + bpf_htons(udp_len);
+	if (e->channel)
+		sum += (__u64)e->channel + bpf_htons(e->data_len);
+	sum += e->data_sum;
+	if (write_headers(ctx, e, &fib, udp_len, sum))
+		return OUT_DROP_REWRITE_FAILED;
+
+	if (fib.ifindex == ctx->ingress_ifindex)
+		*action = XDP_TX;
+	else
+		*action = bpf_redirect_map(&egress_ports, fib.ifindex, 0);
+	return OUT_CONTINUE;
+}
+
+/* Sum of the ChannelData padding bytes (0-3 of them), which the data leaves behind. */
+INLINE int padding_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u16 data_len, __u64 *sum)
+{
+	__u8 pad[4] = {};
+
+	if (n == 0)
+		return 0;
+	if (n > 3 || bpf_xdp_load_bytes(ctx, off & 0xffff, pad, n & 3))
+		return -1;
+#pragma unroll
+	for (int i = 0; i < 3; i++)
+		if (i < n)
+			*sum += csum_byte(pad[i], (data_len + i) & 1);
+	return 0;
+}
+
+/* ChannelData from a client on a listening port. */
+INLINE int client_to_peer(struct xdp_md *ctx, struct packet *pkt, struct emit *e, __u32 slots[2])
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 payload_len = pkt->udp.len - sizeof(struct udphdr);
+	struct channel_hdr *ch = data + (pkt->payload_off & 0xff);
+	struct route *r, *back;
+	__u16 data_len;
+	__u64 sum;
+
+	if (payload_len < CHANNEL_HDR_LEN || (void *)(ch + 1) > data_end)
+		return OUT_SLOW_NOT_CHANNEL_DATA;
+	if ((bpf_ntohs(ch->number) & 0xc000) != 0x4000)
+		return OUT_SLOW_NOT_CHANNEL_DATA;
+	r = lookup_client_route(pkt, ch->number);
+	if (!r)
+		return OUT_SLOW_UNKNOWN_CHANNEL;
+	data_len = bpf_ntohs(ch->len);
+	/* RFC 8656 12.5: over UDP, up to 3 bytes of padding may follow the data. */
+	if (CHANNEL_HDR_LEN + data_len > payload_len ||
+	    payload_len > CHANNEL_HDR_LEN + ((data_len + 3) & ~3))
+		return OUT_SLOW_CHANNEL_LENGTH;
+
+	e->route = r;
+	e->data_off = pkt->payload_off + CHANNEL_HDR_LEN;
+	e->data_len = data_len;
+	e->channel = 0;
+	e->data_sum_valid = pkt->udp.csum != 0;
+	if (e->data_sum_valid) {
+		sum = udp_payload_sum(&pkt->ip, &pkt->udp);
+		sum = csum_sub16(sum, csum_fold((__u64)ch->number + ch->len));
+		__u64 pad_sum = 0;
+		if (padding_sum(ctx, e->data_off + data_len, payload_len - CHANNEL_HDR_LEN - data_len,
+				data_len, &pad_sum))
+			return OUT_SLOW_CHANNEL_LENGTH;
+		e->data_sum = csum_sub16(sum, csum_fold(pad_sum));
+	}
+	slots[0] = r->stats_slot;
+	if (!(r->flags & ROUTE_F_PEER_IS_RELAY))
+		return OUT_FAST_CLIENT_TO_PEER;
+
+	/* The peer is one of our relay addresses: do its peer->client leg too. */
+	back = lookup_peer_route(&r->src, &r->dst);
+	if (!back)
+		return OUT_SLOW_UNKNOWN_PEER;
+	e->route = back;
+	e->channel = back->channel;
+	slots[1] = back->stats_slot;
+	return OUT_FAST_HAIRPIN;
+}
+
+/* Plain UDP from a peer on a relay port. */
+INLINE int peer_to_client(struct packet *pkt, struct emit *e, __u32 slots[2])
+{
+	struct endpoint peer = { .ip = pkt->ip.saddr, .port = pkt->udp.sport, .family = pkt->ip.family };
+	struct endpoint relay = { .ip = pkt->ip.daddr, .port = pkt->udp.dport, .family = pkt->ip.family };
+	struct route *r = lookup_peer_route(&peer, &relay);
+
+	if (!r)
+		return OUT_SLOW_UNKNOWN_PEER;
+	e->route = r;
+	e->data_off = pkt->payload_off;
+	e->data_len = pkt->udp.len - sizeof(struct udphdr);
+	e->channel = r->channel;
+	e->data_sum_valid = pkt->udp.csum != 0;
+	if (e->data_sum_valid)
+		e->data_sum = udp_payload_sum(&pkt->ip, &pkt->udp);
+	slots[0] = r->stats_slot;
+	return OUT_FAST_PEER_TO_CLIENT;
+}
+
+INLINE int classify(struct xdp_md *ctx, struct packet *pkt, struct emit *e, __u32 slots[2])
+{
+	__u32 zero = 0;
+	struct offload_config *cfg = bpf_map_lookup_elem(&config, &zero);
+
+	if (!cfg)
+		return OUT_PASS_NOT_TURN;
+	if (is_listen_port(cfg, pkt->udp.dport))
+		return client_to_peer(ctx, pkt, e, slots);
+	if (is_relay_port(cfg, pkt->udp.dport))
+		return peer_to_client(pkt, e, slots);
+	return OUT_PASS_NOT_TURN;
+}
+
+SEC("xdp")
+int turn_offload(struct xdp_md *ctx)
+{
+	__u32 frame_len = ctx->data_end - ctx->data;
+	struct packet pkt = {};
+	struct emit e = {};
+	__u32 slots[2] = { ~0U, ~0U };
+	int action = XDP_PASS;
+	int fast, out;
+
+	out = parse(ctx, &pkt);
+	if (out != OUT_CONTINUE)
+		goto done;
+	fast = classify(ctx, &pkt, &e, slots);
+	if (fast > OUT_FAST_HAIRPIN) {
+		out = fast;
+		goto done;
+	}
+	e.tos = pkt.ip.tos;
+	e.df = pkt.ip.df;
+	out = emit(ctx, &e, &action);
+	if (out == OUT_DROP_REWRITE_FAILED)
+		action = XDP_DROP;
+	if (out != OUT_CONTINUE)
+		goto done;
+	out = fast;
+	count_flow(slots[0], e.data_len);
+	if (slots[1] != ~0U)
+		count_flow(slots[1], e.data_len);
+done:
+	count_outcome(out, frame_len);
+	return action;
+}

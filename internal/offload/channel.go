@@ -1,0 +1,312 @@
+package offload
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Channel is one bound TURN channel, with every address as it is on the wire.
+type Channel struct {
+	Client netip.AddrPort // the client's address as the server sees it
+	Server netip.AddrPort // the listening address the client sends to (never a wildcard)
+	Relay  netip.AddrPort // the allocation's relay address on the wire (not the advertised one)
+	Peer   netip.AddrPort
+	Number uint16
+}
+
+func (c Channel) normalized() Channel {
+	unmap := func(ap netip.AddrPort) netip.AddrPort {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return Channel{Client: unmap(c.Client), Server: unmap(c.Server), Relay: unmap(c.Relay), Peer: unmap(c.Peer), Number: c.Number}
+}
+
+func (c Channel) validate() error {
+	switch {
+	case c.Number < 0x4000 || c.Number > 0x4fff:
+		return fmt.Errorf("channel number %#x outside 0x4000-0x4fff", c.Number)
+	case !c.Client.IsValid() || !c.Server.IsValid() || !c.Relay.IsValid() || !c.Peer.IsValid():
+		return errors.New("channel has an unset address")
+	case c.Server.Addr().IsUnspecified() || c.Relay.Addr().IsUnspecified():
+		return errors.New("server and relay addresses must be the on-wire ones, not wildcards")
+	case c.Client.Addr().Is4() != c.Server.Addr().Is4():
+		return errors.New("client and server address families differ")
+	case c.Relay.Addr().Is4() != c.Peer.Addr().Is4():
+		return errors.New("relay and peer address families differ")
+	}
+	return nil
+}
+
+func (c Channel) String() string {
+	return fmt.Sprintf("%s->%s ch %#x relay %s->%s", c.Client, c.Server, c.Number, c.Relay, c.Peer)
+}
+
+type channelState struct {
+	toPeerSlot, toClientSlot uint32
+}
+
+// AddChannel installs both directions of a channel. Adding an installed
+// channel again is a no-op (ChannelBind refreshes).
+func (e *Engine) AddChannel(ch Channel) error {
+	ch = ch.normalized()
+	if err := ch.validate(); err != nil {
+		return fmt.Errorf("offload: %v: %w", ch, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.channels[ch]; ok {
+		return nil
+	}
+	st, err := e.allocSlots()
+	if err != nil {
+		return err
+	}
+	toPeer := turnRoute{Src: endpointOf(ch.Relay), Dst: endpointOf(ch.Peer), StatsSlot: st.toPeerSlot}
+	if e.relayIPs[ch.Peer.Addr()] {
+		toPeer.Flags |= routeFlagPeerIsRelay
+	}
+	toClient := turnRoute{Src: endpointOf(ch.Server), Dst: endpointOf(ch.Client), Channel: be16(ch.Number), StatsSlot: st.toClientSlot}
+
+	if err := e.putClientRoute(ch, &toPeer); err != nil {
+		e.freeSlots(st)
+		return err
+	}
+	if err := e.putPeerRoute(ch, &toClient); err != nil {
+		_ = e.deleteClientRoute(ch)
+		e.freeSlots(st)
+		return err
+	}
+	e.channels[ch] = st
+	return nil
+}
+
+// RemoveChannel removes both directions of a channel; removing an unknown
+// channel is not an error.
+func (e *Engine) RemoveChannel(ch Channel) error {
+	ch = ch.normalized()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, ok := e.channels[ch]
+	if !ok {
+		return nil
+	}
+	delete(e.channels, ch)
+	e.freeSlots(st)
+	return errors.Join(e.deleteClientRoute(ch), e.deletePeerRoute(ch))
+}
+
+// Channels returns the installed channels.
+func (e *Engine) Channels() []Channel {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Channel, 0, len(e.channels))
+	for ch := range e.channels {
+		out = append(out, ch)
+	}
+	return out
+}
+
+const routeFlagPeerIsRelay = 0x1
+
+func (e *Engine) putClientRoute(ch Channel, r *turnRoute) error {
+	var err error
+	if ch.Client.Addr().Is4() {
+		err = e.objs.ClientRoutesV4.Update(clientKeyV4(ch), r, ebpf.UpdateAny)
+	} else {
+		err = e.objs.ClientRoutesV6.Update(clientKeyV6(ch), r, ebpf.UpdateAny)
+	}
+	if err != nil {
+		return fmt.Errorf("offload: install %v client route: %w", ch, err)
+	}
+	return nil
+}
+
+func (e *Engine) putPeerRoute(ch Channel, r *turnRoute) error {
+	var err error
+	if ch.Peer.Addr().Is4() {
+		err = e.objs.PeerRoutesV4.Update(peerKeyV4(ch), r, ebpf.UpdateAny)
+	} else {
+		err = e.objs.PeerRoutesV6.Update(peerKeyV6(ch), r, ebpf.UpdateAny)
+	}
+	if err != nil {
+		return fmt.Errorf("offload: install %v peer route: %w", ch, err)
+	}
+	return nil
+}
+
+func (e *Engine) deleteClientRoute(ch Channel) error {
+	if ch.Client.Addr().Is4() {
+		return ignoreNotExist(e.objs.ClientRoutesV4.Delete(clientKeyV4(ch)))
+	}
+	return ignoreNotExist(e.objs.ClientRoutesV6.Delete(clientKeyV6(ch)))
+}
+
+func (e *Engine) deletePeerRoute(ch Channel) error {
+	if ch.Peer.Addr().Is4() {
+		return ignoreNotExist(e.objs.PeerRoutesV4.Delete(peerKeyV4(ch)))
+	}
+	return ignoreNotExist(e.objs.PeerRoutesV6.Delete(peerKeyV6(ch)))
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
+	return err
+}
+
+func clientKeyV4(ch Channel) *turnClientKeyV4 {
+	return &turnClientKeyV4{
+		ClientIp: ipv4Word(ch.Client.Addr()), ServerIp: ipv4Word(ch.Server.Addr()),
+		ClientPort: be16(ch.Client.Port()), ServerPort: be16(ch.Server.Port()), Channel: be16(ch.Number),
+	}
+}
+
+func clientKeyV6(ch Channel) *turnClientKeyV6 {
+	return &turnClientKeyV6{
+		ClientIp: ch.Client.Addr().As16(), ServerIp: ch.Server.Addr().As16(),
+		ClientPort: be16(ch.Client.Port()), ServerPort: be16(ch.Server.Port()), Channel: be16(ch.Number),
+	}
+}
+
+func peerKeyV4(ch Channel) *turnPeerKeyV4 {
+	return &turnPeerKeyV4{
+		PeerIp: ipv4Word(ch.Peer.Addr()), RelayIp: ipv4Word(ch.Relay.Addr()),
+		PeerPort: be16(ch.Peer.Port()), RelayPort: be16(ch.Relay.Port()),
+	}
+}
+
+func peerKeyV6(ch Channel) *turnPeerKeyV6 {
+	return &turnPeerKeyV6{
+		PeerIp: ch.Peer.Addr().As16(), RelayIp: ch.Relay.Addr().As16(),
+		PeerPort: be16(ch.Peer.Port()), RelayPort: be16(ch.Relay.Port()),
+	}
+}
+
+// slotPool hands out indexes into the per-CPU flow counter array.
+type slotPool struct {
+	free []uint32
+	next uint32
+	max  uint32
+}
+
+func newSlotPool(max uint32) slotPool { return slotPool{max: max} }
+
+func (p *slotPool) get() (uint32, bool) {
+	if n := len(p.free); n > 0 {
+		s := p.free[n-1]
+		p.free = p.free[:n-1]
+		return s, true
+	}
+	if p.next >= p.max {
+		return 0, false
+	}
+	p.next++
+	return p.next - 1, true
+}
+
+func (p *slotPool) put(s uint32) { p.free = append(p.free, s) }
+
+func (e *Engine) allocSlots() (channelState, error) {
+	a, ok1 := e.slots.get()
+	b, ok2 := e.slots.get()
+	if !ok1 || !ok2 {
+		if ok1 {
+			e.slots.put(a)
+		}
+		return channelState{}, errors.New("offload: channel table full")
+	}
+	st := channelState{toPeerSlot: a, toClientSlot: b}
+	// A reused slot must start from zero.
+	zero := make([]turnFlowStats, ebpf.MustPossibleCPU())
+	for _, s := range []uint32{a, b} {
+		if err := e.objs.Flows.Put(s, zero); err != nil {
+			e.freeSlots(st)
+			return channelState{}, fmt.Errorf("offload: reset counters: %w", err)
+		}
+	}
+	return st, nil
+}
+
+func (e *Engine) freeSlots(st channelState) {
+	e.slots.put(st.toPeerSlot)
+	e.slots.put(st.toClientSlot)
+}
+
+// FlowStats counts one direction of one channel on the fast path.
+type FlowStats struct {
+	Packets  uint64
+	Bytes    uint64 // data bytes (ChannelData payload)
+	LastSeen time.Time
+}
+
+// ChannelStats returns the fast-path counters of an installed channel.
+func (e *Engine) ChannelStats(ch Channel) (toPeer, toClient FlowStats, err error) {
+	ch = ch.normalized()
+	e.mu.Lock()
+	st, ok := e.channels[ch]
+	e.mu.Unlock()
+	if !ok {
+		return FlowStats{}, FlowStats{}, fmt.Errorf("offload: %v is not installed", ch)
+	}
+	if toPeer, err = e.flowStats(st.toPeerSlot); err != nil {
+		return
+	}
+	toClient, err = e.flowStats(st.toClientSlot)
+	return
+}
+
+func (e *Engine) flowStats(slot uint32) (FlowStats, error) {
+	var perCPU []turnFlowStats
+	if err := e.objs.Flows.Lookup(slot, &perCPU); err != nil {
+		return FlowStats{}, fmt.Errorf("offload: read counters: %w", err)
+	}
+	var s FlowStats
+	var last uint64
+	for _, c := range perCPU {
+		s.Packets += c.Packets
+		s.Bytes += c.Bytes
+		last = max(last, c.LastSeen)
+	}
+	if last != 0 {
+		s.LastSeen = monotonicToWall(last)
+	}
+	return s, nil
+}
+
+// monotonicToWall converts a CLOCK_MONOTONIC_COARSE reading (what
+// bpf_ktime_get_coarse_ns returns) to wall-clock time.
+func monotonicToWall(ns uint64) time.Time {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+		return time.Time{}
+	}
+	now := uint64(ts.Nano())
+	if ns > now {
+		return time.Now()
+	}
+	return time.Now().Add(-time.Duration(now - ns))
+}
+
+// Outcomes returns the global per-outcome counters, summed over CPUs.
+func (e *Engine) Outcomes() (map[Outcome]Counter, error) {
+	out := make(map[Outcome]Counter, numOutcomes)
+	for _, o := range Outcomes() {
+		var perCPU []turnOutcomeStats
+		if err := e.objs.Outcomes.Lookup(uint32(o), &perCPU); err != nil {
+			return nil, fmt.Errorf("offload: read outcome %v: %w", o, err)
+		}
+		var c Counter
+		for _, s := range perCPU {
+			c.Packets += s.Packets
+			c.Bytes += s.Bytes
+		}
+		out[o] = c
+	}
+	return out, nil
+}

@@ -1,0 +1,188 @@
+// Package offload loads the XDP ChannelData fast path (bpf/turn_offload.c),
+// attaches it to interfaces and keeps its maps in step with the TURN channels
+// that the control plane (ebrtc turn, or the snooper of ebrtc offload) reports.
+package offload
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// Config configures the data plane.
+type Config struct {
+	// ListenPorts are the UDP ports TURN clients send ChannelData to.
+	ListenPorts []uint16
+	// RelayPortMin and RelayPortMax bound the relay (allocation) ports.
+	RelayPortMin, RelayPortMax uint16
+	// RelayIPs are this server's relay addresses on the wire; a channel whose
+	// peer is one of them is relayed client-to-client entirely in XDP.
+	RelayIPs []netip.Addr
+	// MaxChannels sizes the maps (default 65536 per family and direction).
+	MaxChannels uint32
+}
+
+func (c *Config) validate() error {
+	if len(c.ListenPorts) == 0 || len(c.ListenPorts) > maxListenPorts {
+		return fmt.Errorf("offload: listen ports: need 1 to %d, got %d", maxListenPorts, len(c.ListenPorts))
+	}
+	if c.RelayPortMin == 0 || c.RelayPortMin > c.RelayPortMax {
+		return fmt.Errorf("offload: relay port range %d-%d is empty", c.RelayPortMin, c.RelayPortMax)
+	}
+	for _, p := range c.ListenPorts {
+		if p >= c.RelayPortMin && p <= c.RelayPortMax {
+			return fmt.Errorf("offload: listen port %d lies inside the relay port range", p)
+		}
+	}
+	return nil
+}
+
+const (
+	maxListenPorts     = 8
+	defaultMaxChannels = 65536
+)
+
+// Engine owns the loaded BPF objects, their attachments and the channel table.
+type Engine struct {
+	objs turnObjects
+
+	mu       sync.Mutex
+	links    map[int]link.Link // by ifindex
+	relayIPs map[netip.Addr]bool
+	channels map[Channel]channelState
+	slots    slotPool
+}
+
+// Load loads the program and its maps into the kernel. It attaches nothing.
+func Load(cfg Config) (*Engine, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxChannels == 0 {
+		cfg.MaxChannels = defaultMaxChannels
+	}
+	spec, err := loadTurn()
+	if err != nil {
+		return nil, fmt.Errorf("offload: read BPF object: %w", err)
+	}
+	for _, name := range []string{"client_routes_v4", "client_routes_v6", "peer_routes_v4", "peer_routes_v6"} {
+		spec.Maps[name].MaxEntries = cfg.MaxChannels
+	}
+	spec.Maps["flows"].MaxEntries = 2 * cfg.MaxChannels
+
+	e := &Engine{
+		links:    map[int]link.Link{},
+		relayIPs: map[netip.Addr]bool{},
+		channels: map[Channel]channelState{},
+		slots:    newSlotPool(2 * cfg.MaxChannels),
+	}
+	if err := spec.LoadAndAssign(&e.objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("offload: load BPF program: %+v", verr)
+		}
+		return nil, fmt.Errorf("offload: load BPF program: %w", err)
+	}
+	for _, ip := range cfg.RelayIPs {
+		e.relayIPs[ip.Unmap()] = true
+	}
+	if err := e.objs.Config.Put(uint32(0), kernelConfig(cfg)); err != nil {
+		e.objs.Close()
+		return nil, fmt.Errorf("offload: write config: %w", err)
+	}
+	return e, nil
+}
+
+func kernelConfig(cfg Config) turnOffloadConfig {
+	kc := turnOffloadConfig{
+		RelayPortMin: cfg.RelayPortMin,
+		RelayPortMax: cfg.RelayPortMax,
+		// What the kernel would put on a datagram the relay sends itself (RFC 8656 section 14).
+		Ipv4Ttl:      uint8(sysctlInt("/proc/sys/net/ipv4/ip_default_ttl", 64)),
+		Ipv6HopLimit: uint8(sysctlInt("/proc/sys/net/ipv6/conf/default/hop_limit", 64)),
+	}
+	for i, p := range cfg.ListenPorts {
+		kc.ListenPorts[i] = be16(p)
+	}
+	return kc
+}
+
+func sysctlInt(path string, fallback int) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fallback
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || v <= 0 || v > 255 {
+		return fallback
+	}
+	return v
+}
+
+// AttachMode says how the program was attached to an interface.
+type AttachMode string
+
+const (
+	AttachNative  AttachMode = "native"
+	AttachGeneric AttachMode = "generic"
+)
+
+// Attach attaches the program to the interface, in native (driver) mode where
+// the driver supports it and generic mode otherwise, and allows redirects to it.
+func (e *Engine) Attach(ifname string) (AttachMode, error) {
+	iface, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return "", fmt.Errorf("offload: interface %q: %w", ifname, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.links[iface.Index]; ok {
+		return "", fmt.Errorf("offload: already attached to %s", ifname)
+	}
+	mode := AttachNative
+	l, err := link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPDriverMode})
+	if err != nil {
+		mode = AttachGeneric
+		l, err = link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPGenericMode})
+	}
+	if err != nil {
+		return "", fmt.Errorf("offload: attach XDP to %s: %w", ifname, err)
+	}
+	if err := e.objs.EgressPorts.Put(uint32(iface.Index), uint32(iface.Index)); err != nil {
+		l.Close()
+		return "", fmt.Errorf("offload: add %s to egress ports: %w", ifname, err)
+	}
+	e.links[iface.Index] = l
+	return mode, nil
+}
+
+// Close detaches the program from every interface and frees the maps.
+// Traffic then flows through the kernel to the user-space server again.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for idx, l := range e.links {
+		errs = append(errs, l.Close())
+		delete(e.links, idx)
+	}
+	errs = append(errs, e.objs.Close())
+	return errors.Join(errs...)
+}
+
+// Program is the loaded XDP program, for BPF_PROG_TEST_RUN in tests and benchmarks.
+func (e *Engine) Program() *ebpf.Program { return e.objs.TurnOffload }
+
+// AllowEgress lets the program redirect to an interface it is not attached to
+// (tests and benchmarks use it with BPF_PROG_TEST_RUN).
+func (e *Engine) AllowEgress(ifindex int) error {
+	return e.objs.EgressPorts.Put(uint32(ifindex), uint32(ifindex))
+}

@@ -1,0 +1,69 @@
+package offload
+
+// Outcome is what the data plane did with one packet. The order mirrors
+// enum outcome in bpf/outcome.h; TestOutcomeListMatchesBPF keeps them in sync.
+type Outcome uint32
+
+const (
+	FastClientToPeer Outcome = iota
+	FastPeerToClient
+	FastHairpin
+	PassNotIP
+	PassNotUDP
+	PassNotTURN
+	SlowVLAN
+	SlowIPOptions
+	SlowFragment
+	SlowIPv6ExtHeader
+	SlowBadLength
+	SlowBadIPChecksum
+	SlowZeroUDPChecksum
+	SlowNotChannelData
+	SlowUnknownChannel
+	SlowChannelLength
+	SlowUnknownPeer
+	SlowFIBNoNeighbour
+	SlowFIBFragNeeded
+	SlowFIBOther
+	SlowNoEgressPort
+	SlowNoHeadroom
+	DropRewriteFailed
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	"fast_client_to_peer", "fast_peer_to_client", "fast_hairpin",
+	"pass_not_ip", "pass_not_udp", "pass_not_turn",
+	"vlan", "ip_options", "fragment", "ipv6_ext_header", "bad_length", "bad_ip_checksum",
+	"zero_udp_checksum", "not_channel_data", "unknown_channel", "channel_length", "unknown_peer",
+	"fib_no_neighbour", "fib_frag_needed", "fib_other", "no_egress_port", "no_headroom",
+	"drop_rewrite_failed",
+}
+
+// Outcomes lists every outcome in order.
+func Outcomes() []Outcome {
+	all := make([]Outcome, numOutcomes)
+	for i := range all {
+		all[i] = Outcome(i)
+	}
+	return all
+}
+
+func (o Outcome) String() string {
+	if o < numOutcomes {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// IsFast reports whether the packet was relayed in the kernel.
+func (o Outcome) IsFast() bool { return o <= FastHairpin }
+
+// IsSlow reports whether TURN (or unparseable) traffic was handed to user space.
+func (o Outcome) IsSlow() bool { return o >= SlowVLAN && o < DropRewriteFailed }
+
+// Counter is a packet and byte count.
+type Counter struct {
+	Packets uint64
+	Bytes   uint64
+}
