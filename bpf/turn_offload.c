@@ -345,7 +345,7 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 		struct iphdr *iph = data + ETH_HLEN;
 
 		udph = (void *)(iph + 1);
-		if ((void *)(udph + 1) + CHANNEL_HDR_LEN > data_end)
+		if ((void *)(udph + 1) > data_end)
 			return -1;
 		eth_write(data, fib->dmac, fib->smac, ETH_P_IP);
 		ipv4_write(iph, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->df, ttl);
@@ -353,7 +353,7 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 		struct ipv6hdr *ip6h = data + ETH_HLEN;
 
 		udph = (void *)(ip6h + 1);
-		if ((void *)(udph + 1) + CHANNEL_HDR_LEN > data_end)
+		if ((void *)(udph + 1) > data_end)
 			return -1;
 		eth_write(data, fib->dmac, fib->smac, ETH_P_IPV6);
 		ipv6_write(ip6h, &r->src.ip, &r->dst.ip, udp_len, e->tos, hop_limit);
@@ -362,6 +362,8 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 	if (e->channel) {
 		struct channel_hdr *ch = (void *)(udph + 1);
 
+		if ((void *)(ch + 1) > data_end)
+			return -1;
 		ch->number = e->channel;
 		ch->len = bpf_htons(e->data_len);
 	}

@@ -56,6 +56,7 @@ type Engine struct {
 
 	mu       sync.Mutex
 	links    map[int]link.Link // by ifindex
+	restores []func() error    // sysctls to put back on Close
 	relayIPs map[netip.Addr]bool
 	channels map[Channel]channelState
 	slots    slotPool
@@ -136,8 +137,11 @@ const (
 )
 
 // Attach attaches the program to the interface, in native (driver) mode where
-// the driver supports it and generic mode otherwise, and allows redirects to it.
-func (e *Engine) Attach(ifname string) (AttachMode, error) {
+// the driver supports it and generic mode otherwise, and allows redirects to
+// it. With manageForwarding it turns on the interface's forwarding sysctls
+// that bpf_fib_lookup needs (forwarding.go) until Close; without, it fails
+// when they are off.
+func (e *Engine) Attach(ifname string, manageForwarding bool) (AttachMode, error) {
 	iface, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return "", fmt.Errorf("offload: interface %q: %w", ifname, err)
@@ -146,6 +150,15 @@ func (e *Engine) Attach(ifname string) (AttachMode, error) {
 	defer e.mu.Unlock()
 	if _, ok := e.links[iface.Index]; ok {
 		return "", fmt.Errorf("offload: already attached to %s", ifname)
+	}
+	if manageForwarding {
+		restore, err := EnableForwarding(ifname)
+		if err != nil {
+			return "", err
+		}
+		e.restores = append(e.restores, restore)
+	} else if !ForwardingEnabled(ifname) {
+		return "", fmt.Errorf("offload: %s does not forward (net.ipv4/ipv6.conf.%s.forwarding); the fast path needs it", ifname, ifname)
 	}
 	mode := AttachNative
 	l, err := link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPDriverMode})
@@ -174,6 +187,10 @@ func (e *Engine) Close() error {
 		errs = append(errs, l.Close())
 		delete(e.links, idx)
 	}
+	for _, restore := range e.restores {
+		errs = append(errs, restore())
+	}
+	e.restores = nil
 	errs = append(errs, e.objs.Close())
 	return errors.Join(errs...)
 }

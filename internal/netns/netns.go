@@ -1,0 +1,92 @@
+// Package netns creates named network namespaces (as `ip netns add` does),
+// runs commands and Go code inside them, and deletes them again.
+package netns
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// NS is a named network namespace under /run/netns.
+type NS struct {
+	Name string
+}
+
+// New creates a namespace named prefix-<random>, with loopback up.
+func New(prefix string) (*NS, error) {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	ns := &NS{Name: prefix + "-" + hex.EncodeToString(b[:])}
+	if err := IP("netns", "add", ns.Name); err != nil {
+		return nil, err
+	}
+	if err := ns.IP("link", "set", "lo", "up"); err != nil {
+		_ = ns.Delete()
+		return nil, err
+	}
+	return ns, nil
+}
+
+// Delete removes the namespace; the kernel removes its interfaces with it.
+func (n *NS) Delete() error { return IP("netns", "delete", n.Name) }
+
+// IP runs `ip -n NAME args...`.
+func (n *NS) IP(args ...string) error { return IP(append([]string{"-n", n.Name}, args...)...) }
+
+// IP runs the ip(8) command and returns its output in the error on failure.
+func IP(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Command returns a command that runs inside the namespace.
+func (n *NS) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// Output runs a command inside the namespace and returns its standard output.
+func (n *NS) Output(name string, args ...string) (string, error) {
+	cmd := n.Command(name, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s in %s: %v: %s", name, strings.Join(args, " "), n.Name, err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// Do runs fn on an OS thread switched into the namespace. Sockets fn creates
+// stay in the namespace after it returns; goroutines fn starts do not run in it.
+func (n *NS) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked: it dies with the goroutine, so a
+		// thread in the wrong namespace never returns to the scheduler.
+		runtime.LockOSThread()
+		fd, err := os.Open("/run/netns/" + n.Name)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer fd.Close()
+		if err := unix.Setns(int(fd.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", n.Name, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}

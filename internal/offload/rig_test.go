@@ -1,0 +1,184 @@
+package offload
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+// rig is a namespace with a client-facing and a peer-facing interface (veth
+// pairs, the far ends unused) and static neighbours, so bpf_fib_lookup
+// resolves MAC addresses while BPF_PROG_TEST_RUN feeds the program frames.
+type rig struct {
+	t      *testing.T
+	ns     *netns.NS
+	engine *Engine
+	ifs    map[string]rigIface
+}
+
+type rigIface struct {
+	index int
+	mac   net.HardwareAddr
+}
+
+var (
+	serverMAC = map[string]string{"cli0": "02:00:00:00:01:01", "peer0": "02:00:00:00:02:01", "far0": "02:00:00:00:03:01"}
+	neighMAC  = map[string]string{"cli0": "02:00:00:00:01:02", "peer0": "02:00:00:00:02:02", "far0": "02:00:00:00:03:02"}
+	rigAddrs  = map[string][2]string{
+		"cli0":  {"10.10.1.1/24", "fd10:1::1/64"},
+		"peer0": {"10.10.2.1/24", "fd10:2::1/64"},
+		"far0":  {"10.10.3.1/24", "fd10:3::1/64"},
+	}
+	rigNeighs = map[string][]string{
+		"cli0":  {"10.10.1.2", "fd10:1::2"},
+		"peer0": {"10.10.2.2", "fd10:2::2"},
+		"far0":  {"10.10.3.2", "fd10:3::2"},
+	}
+)
+
+const peerMTU = 1280
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	testenv.RequireRoot(t)
+	ns, err := netns.New("ebrtc-ut")
+	if err != nil {
+		testenv.Missing(t, "network namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = ns.Delete() })
+
+	r := &rig{t: t, ns: ns, ifs: map[string]rigIface{}}
+	for _, name := range []string{"cli0", "peer0", "far0"} {
+		far := name[:len(name)-1] + "1"
+		must(t, ns.IP("link", "add", name, "address", serverMAC[name], "type", "veth", "peer", "name", far))
+		must(t, ns.IP("link", "set", name, "up"))
+		must(t, ns.IP("link", "set", far, "up"))
+		for _, a := range rigAddrs[name] {
+			must(t, ns.IP("addr", "add", a, "dev", name, "nodad"))
+		}
+		for _, n := range rigNeighs[name] {
+			must(t, ns.IP("neigh", "replace", n, "lladdr", neighMAC[name], "dev", name, "nud", "permanent"))
+		}
+	}
+	must(t, ns.IP("link", "set", "peer0", "mtu", fmt.Sprint(peerMTU)))
+
+	must(t, ns.Do(func() error {
+		for _, name := range []string{"cli0", "peer0", "far0"} {
+			iface, err := net.InterfaceByName(name)
+			if err != nil {
+				return err
+			}
+			r.ifs[name] = rigIface{index: iface.Index, mac: iface.HardwareAddr}
+			// bpf_fib_lookup answers only for interfaces that forward (forwarding.go).
+			if _, err := EnableForwarding(name); err != nil {
+				return err
+			}
+		}
+		e, err := Load(Config{
+			ListenPorts:  []uint16{3478, 5349},
+			RelayPortMin: 49152, RelayPortMax: 65535,
+			RelayIPs: []netip.Addr{netip.MustParseAddr("10.10.2.1"), netip.MustParseAddr("fd10:2::1")},
+		})
+		if err != nil {
+			return err
+		}
+		r.engine = e
+		// far0 is deliberately left out: routes through it must stay in the kernel.
+		if err := e.AllowEgress(r.ifs["cli0"].index); err != nil {
+			return err
+		}
+		return e.AllowEgress(r.ifs["peer0"].index)
+	}))
+	t.Cleanup(func() { _ = r.engine.Close() })
+	return r
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// xdpMD is struct xdp_md as BPF_PROG_TEST_RUN takes it.
+type xdpMD struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+// run feeds one frame to the program as if it arrived on ingress.
+func (r *rig) run(ingress string, in []byte) (uint32, []byte) {
+	r.t.Helper()
+	var ret uint32
+	out := make([]byte, len(in)+512)
+	must(r.t, r.ns.Do(func() error {
+		opts := &ebpf.RunOptions{
+			Data:    in,
+			DataOut: out,
+			Context: xdpMD{DataEnd: uint32(len(in)), IngressIfindex: uint32(r.ifs[ingress].index)},
+		}
+		var err error
+		ret, err = r.engine.Program().Run(opts)
+		out = opts.DataOut
+		return err
+	}))
+	return ret, out
+}
+
+func (r *rig) outcomes() map[Outcome]Counter {
+	r.t.Helper()
+	o, err := r.engine.Outcomes()
+	must(r.t, err)
+	return o
+}
+
+// expectOutcome runs fn and checks that exactly one packet was counted, under want.
+func (r *rig) expectOutcome(want Outcome, fn func()) {
+	r.t.Helper()
+	before := r.outcomes()
+	fn()
+	after := r.outcomes()
+	for _, o := range Outcomes() {
+		d := after[o].Packets - before[o].Packets
+		switch {
+		case o == want && d != 1:
+			r.t.Errorf("outcome %v counted %d packets, want 1", o, d)
+		case o != want && d != 0:
+			r.t.Errorf("outcome %v counted %d packets, want 0 (expected %v)", o, d, want)
+		}
+	}
+}
+
+// toward builds the frame the program must emit on iface towards a neighbour.
+func (r *rig) toward(iface string, u frame.UDP) []byte {
+	u.SrcMAC = r.ifs[iface].mac
+	u.DstMAC, _ = net.ParseMAC(neighMAC[iface])
+	return u.Marshal()
+}
+
+// from builds a frame arriving on iface from a neighbour.
+func (r *rig) from(iface string, u frame.UDP) []byte {
+	u.SrcMAC, _ = net.ParseMAC(neighMAC[iface])
+	u.DstMAC = r.ifs[iface].mac
+	if u.TTL == 0 {
+		u.TTL = 57
+	}
+	return u.Marshal()
+}
+
+func requireFrame(t *testing.T, got, want []byte) {
+	t.Helper()
+	if _, err := frame.Parse(got); err != nil {
+		t.Errorf("emitted frame does not parse: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("emitted frame differs\n got % x\nwant % x", got, want)
+	}
+}
