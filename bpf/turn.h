@@ -80,7 +80,7 @@ struct flow_stats {
 
 struct outcome_stats {
 	__u64 packets;
-	__u64 bytes; /* frame bytes as received */
+	__u64 bytes; /* fast: relayed data bytes; others: frame bytes as received */
 };
 
 #define MAX_LISTEN_PORTS 8

@@ -562,10 +562,12 @@ int turn_offload(struct xdp_md *ctx)
 		action = XDP_DROP;
 	if (out != OUT_CONTINUE)
 		goto done;
-	out = fast;
 	count_flow(slots[0], e.data_len);
 	if (slots[1] != ~0U)
 		count_flow(slots[1], e.data_len);
+	/* Fast outcomes count relayed data bytes, like the user-space counters. */
+	count_outcome(fast, e.data_len);
+	return action;
 done:
 	count_outcome(out, frame_len);
 	return action;

@@ -1,0 +1,53 @@
+// Command ebrtc runs eBPF-accelerated WebRTC media relays.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands = []command{
+	{"turn", "run a TURN server (RFC 8656) with the XDP fast path", runTurn},
+	{"version", "print the version", runVersion},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "ebrtc: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "ebrtc: eBPF-accelerated WebRTC media relays\n\nUsage: ebrtc COMMAND [flags]\n\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'ebrtc COMMAND --help' for a command's flags.")
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fmt.Fprintf(stdout, "ebrtc %s\n", version)
+	return 0
+}

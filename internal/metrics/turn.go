@@ -1,0 +1,88 @@
+// Package metrics exports relay counters to Prometheus.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ebrtc/ebrtc/internal/offload"
+)
+
+var (
+	packetsDesc = prometheus.NewDesc("ebrtc_turn_packets_total",
+		"Relayed data packets by path (fast: XDP, slow: user space) and direction.", []string{"path", "direction"}, nil)
+	bytesDesc = prometheus.NewDesc("ebrtc_turn_bytes_total",
+		"Relayed data bytes (without TURN framing) by path and direction.", []string{"path", "direction"}, nil)
+	slowReasonDesc = prometheus.NewDesc("ebrtc_turn_slow_path_packets_total",
+		"Packets the XDP program handed to the kernel, by reason.", []string{"reason"}, nil)
+	xdpDesc = prometheus.NewDesc("ebrtc_xdp_packets_total",
+		"Every packet the XDP program saw, by outcome.", []string{"outcome"}, nil)
+	allocationsDesc = prometheus.NewDesc("ebrtc_turn_allocations", "Current allocations.", nil, nil)
+	channelsDesc    = prometheus.NewDesc("ebrtc_turn_channels", "Current channel bindings.", nil, nil)
+)
+
+const (
+	clientToPeer = "client_to_peer"
+	peerToClient = "peer_to_client"
+)
+
+// TURNCollector reads the fast path's BPF counters and the slow path's
+// counters at scrape time.
+type TURNCollector struct {
+	engine *offload.Engine // nil: user space only
+	slow   func() (toPeer, toClient offload.Counter)
+	counts func() (allocations, channels int)
+}
+
+// NewTURNCollector builds the collector; engine may be nil.
+func NewTURNCollector(engine *offload.Engine, slow func() (toPeer, toClient offload.Counter), counts func() (int, int)) *TURNCollector {
+	return &TURNCollector{engine: engine, slow: slow, counts: counts}
+}
+
+func (c *TURNCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{packetsDesc, bytesDesc, slowReasonDesc, xdpDesc, allocationsDesc, channelsDesc} {
+		ch <- d
+	}
+}
+
+func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
+	allocs, chans := c.counts()
+	ch <- prometheus.MustNewConstMetric(allocationsDesc, prometheus.GaugeValue, float64(allocs))
+	ch <- prometheus.MustNewConstMetric(channelsDesc, prometheus.GaugeValue, float64(chans))
+
+	toPeer, toClient := c.slow()
+	emitPair(ch, "slow", clientToPeer, toPeer)
+	emitPair(ch, "slow", peerToClient, toClient)
+
+	var fastToPeer, fastToClient offload.Counter
+	if c.engine != nil {
+		outcomes, err := c.engine.Outcomes()
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(xdpDesc, err)
+			return
+		}
+		fastToPeer, fastToClient = FastByDirection(outcomes)
+		for o, n := range outcomes {
+			ch <- prometheus.MustNewConstMetric(xdpDesc, prometheus.CounterValue, float64(n.Packets), o.String())
+			if o.IsSlow() {
+				ch <- prometheus.MustNewConstMetric(slowReasonDesc, prometheus.CounterValue, float64(n.Packets), o.String())
+			}
+		}
+	}
+	emitPair(ch, "fast", clientToPeer, fastToPeer)
+	emitPair(ch, "fast", peerToClient, fastToClient)
+}
+
+// FastByDirection folds the fast outcomes into the two directions: a hairpin
+// is one client-to-peer and one peer-to-client relay, as user space counts it.
+func FastByDirection(o map[offload.Outcome]offload.Counter) (toPeer, toClient offload.Counter) {
+	add := func(a, b offload.Counter) offload.Counter {
+		return offload.Counter{Packets: a.Packets + b.Packets, Bytes: a.Bytes + b.Bytes}
+	}
+	hp := o[offload.FastHairpin]
+	return add(o[offload.FastClientToPeer], hp), add(o[offload.FastPeerToClient], hp)
+}
+
+func emitPair(ch chan<- prometheus.Metric, path, direction string, n offload.Counter) {
+	ch <- prometheus.MustNewConstMetric(packetsDesc, prometheus.CounterValue, float64(n.Packets), path, direction)
+	ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.CounterValue, float64(n.Bytes), path, direction)
+}

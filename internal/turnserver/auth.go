@@ -1,0 +1,72 @@
+package turnserver
+
+import (
+	"crypto/hmac"
+	"crypto/sha1" //nolint:gosec // RFC 8489 long-term credentials and the TURN REST API use SHA-1
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pion/logging"
+	"github.com/pion/turn/v5"
+)
+
+// authHandler accepts configured long-term users and, with a secret, TURN
+// REST API ephemeral credentials (username "expiry:userid", password
+// base64(HMAC-SHA1(secret, username))). The returned user id is what quotas
+// count: the name, or the userid part of an ephemeral username.
+func authHandler(users map[string]string, secret string, now func() time.Time, log logging.LeveledLogger) turn.AuthHandler {
+	return func(ra *turn.RequestAttributes) (string, []byte, bool) {
+		if pass, ok := users[ra.Username]; ok {
+			return ra.Username, turn.GenerateAuthKey(ra.Username, ra.Realm, pass), true
+		}
+		if secret == "" {
+			log.Infof("auth: unknown user %q from %v", ra.Username, ra.SrcAddr)
+			return "", nil, false
+		}
+		expiry, userID, ok := parseRESTUsername(ra.Username)
+		if !ok {
+			log.Infof("auth: %q from %v is neither a user nor expiry:userid", ra.Username, ra.SrcAddr)
+			return "", nil, false
+		}
+		if !now().Before(expiry) {
+			log.Infof("auth: expired ephemeral username %q from %v", ra.Username, ra.SrcAddr)
+			return "", nil, false
+		}
+		return userID, turn.GenerateAuthKey(ra.Username, ra.Realm, restPassword(secret, ra.Username)), true
+	}
+}
+
+func parseRESTUsername(username string) (expiry time.Time, userID string, ok bool) {
+	ts, user, _ := strings.Cut(username, ":")
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || sec <= 0 {
+		return time.Time{}, "", false
+	}
+	if user == "" {
+		user = username
+	}
+	return time.Unix(sec, 0), user, true
+}
+
+// restPassword is the TURN REST API password for an ephemeral username.
+func restPassword(secret, username string) string {
+	mac := hmac.New(sha1.New, []byte(secret))
+	mac.Write([]byte(username))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// userIDFor maps a request's username to the user id authHandler returns
+// for it, which quotas count.
+func userIDFor(users map[string]string) func(string) string {
+	return func(username string) string {
+		if _, ok := users[username]; ok {
+			return username
+		}
+		if _, user, ok := parseRESTUsername(username); ok {
+			return user
+		}
+		return username
+	}
+}

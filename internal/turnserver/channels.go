@@ -1,0 +1,197 @@
+package turnserver
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/pion/logging"
+	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/offload"
+)
+
+// channelSink is where offloadable channels go: the XDP engine.
+type channelSink interface {
+	AddChannel(offload.Channel) error
+	RemoveChannel(offload.Channel) error
+}
+
+// channelTable follows pion's allocation events and keeps the fast path equal
+// to what the slow path would relay: a channel is installed only while the
+// channel AND a permission for its peer's IP exist, only for plain UDP
+// listeners (never TLS/DTLS/TCP, whose clients expect their transport), and
+// with wire addresses (listener wildcard and advertised relay resolved).
+type channelTable struct {
+	sink         channelSink
+	udpListeners map[netip.AddrPort]bool
+	toWire       func(netip.AddrPort) netip.AddrPort
+	serverFor    func(listener, client netip.AddrPort) (netip.AddrPort, error)
+	log          logging.LeveledLogger
+
+	mu          sync.Mutex
+	allocations map[allocKey]*allocState
+}
+
+type allocKey struct{ client, listener netip.AddrPort }
+
+type allocState struct {
+	server   netip.AddrPort // on the wire
+	perms    map[netip.Addr]bool
+	channels map[uint16]offload.Channel
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// state returns the allocation's state, creating it on first use; nil when
+// the allocation cannot be offloaded.
+func (t *channelTable) state(src, dst net.Addr, protocol string) *allocState {
+	key := allocKey{addrPort(src), addrPort(dst)}
+	if st, ok := t.allocations[key]; ok {
+		return st
+	}
+	if protocol != "UDP" || !t.udpListeners[key.listener] {
+		return nil
+	}
+	server, err := t.serverFor(key.listener, key.client)
+	if err != nil {
+		t.log.Warnf("offload: no server address towards %v: %v; its channels stay in user space", key.client, err)
+		return nil
+	}
+	st := &allocState{server: server, perms: map[netip.Addr]bool{}, channels: map[uint16]offload.Channel{}}
+	t.allocations[key] = st
+	return st
+}
+
+func (t *channelTable) install(ch offload.Channel) {
+	if err := t.sink.AddChannel(ch); err != nil {
+		t.log.Warnf("offload: %v stays in user space: %v", ch, err)
+	}
+}
+
+func (t *channelTable) uninstall(ch offload.Channel) {
+	if err := t.sink.RemoveChannel(ch); err != nil {
+		t.log.Errorf("offload: remove %v: %v", ch, err)
+	}
+}
+
+func (t *channelTable) channelCreated(src, dst net.Addr, protocol string, relay, peer net.Addr, number uint16) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.state(src, dst, protocol)
+	if st == nil {
+		return
+	}
+	ch := offload.Channel{
+		Client: addrPort(src), Server: st.server,
+		Relay: t.toWire(addrPort(relay)), Peer: t.toWire(addrPort(peer)), // a peer at our advertised address is our relay
+		Number: number,
+	}
+	st.channels[number] = ch
+	if st.perms[addrPort(peer).Addr()] {
+		t.install(ch)
+	}
+}
+
+func (t *channelTable) channelDeleted(src, dst net.Addr, number uint16) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.allocations[allocKey{addrPort(src), addrPort(dst)}]
+	if st == nil {
+		return
+	}
+	if ch, ok := st.channels[number]; ok {
+		delete(st.channels, number)
+		t.uninstall(ch)
+	}
+}
+
+func (t *channelTable) permissionCreated(src, dst net.Addr, protocol string, peer net.IP) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.state(src, dst, protocol)
+	if st == nil {
+		return
+	}
+	ip, _ := netip.AddrFromSlice(peer)
+	st.perms[ip.Unmap()] = true
+	for _, ch := range st.channels {
+		if t.permitted(st, ch) {
+			t.install(ch)
+		}
+	}
+}
+
+func (t *channelTable) permissionDeleted(src, dst net.Addr, peer net.IP) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.allocations[allocKey{addrPort(src), addrPort(dst)}]
+	if st == nil {
+		return
+	}
+	ip, _ := netip.AddrFromSlice(peer)
+	delete(st.perms, ip.Unmap())
+	for _, ch := range st.channels {
+		if !t.permitted(st, ch) {
+			t.uninstall(ch)
+		}
+	}
+}
+
+// permitted checks the permission for the peer as the client named it (the
+// channel's Peer may have been mapped from the advertised to the wire address).
+func (t *channelTable) permitted(st *allocState, ch offload.Channel) bool {
+	for ip := range st.perms {
+		if t.toWire(netip.AddrPortFrom(ip, ch.Peer.Port())) == ch.Peer {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *channelTable) allocationDeleted(src, dst net.Addr) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := allocKey{addrPort(src), addrPort(dst)}
+	st := t.allocations[key]
+	if st == nil {
+		return
+	}
+	for _, ch := range st.channels {
+		t.uninstall(ch)
+	}
+	delete(t.allocations, key)
+}
+
+// eventHandler wires the table (and the allocation counters) into pion.
+func (t *channelTable) eventHandler(allocs *allocationCounter) turn.EventHandler {
+	return turn.EventHandler{
+		OnAllocationCreated: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, port int) {
+			allocs.created(userID)
+		},
+		OnAllocationDeleted: func(src, dst net.Addr, protocol, userID, realm string) {
+			allocs.deleted(userID)
+			t.allocationDeleted(src, dst)
+		},
+		OnPermissionCreated: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, peer net.IP) {
+			t.permissionCreated(src, dst, protocol, peer)
+		},
+		OnPermissionDeleted: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, peer net.IP) {
+			t.permissionDeleted(src, dst, peer)
+		},
+		OnChannelCreated: func(src, dst net.Addr, protocol, userID, realm string, relay, peer net.Addr, number uint16) {
+			allocs.channel(+1)
+			t.channelCreated(src, dst, protocol, relay, peer, number)
+		},
+		OnChannelDeleted: func(src, dst net.Addr, protocol, userID, realm string, relay, peer net.Addr, number uint16) {
+			allocs.channel(-1)
+			t.channelDeleted(src, dst, number)
+		},
+	}
+}

@@ -1,0 +1,343 @@
+package turnserver
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration of `ebrtc turn`. Every field has the same
+// key as a command-line flag, a YAML key and an EBRTC_ environment variable
+// (docs/configuration.md).
+type Config struct {
+	Listen            []string `yaml:"listen"`
+	UDPThreads        int      `yaml:"udp-threads"`
+	Users             []string `yaml:"user"`
+	AuthSecret        string   `yaml:"auth-secret"`
+	Realm             string   `yaml:"realm"`
+	RelayIPs          []string `yaml:"relay-ip"`
+	ExternalIPs       []string `yaml:"external-ip"`
+	MinPort           int      `yaml:"min-port"`
+	MaxPort           int      `yaml:"max-port"`
+	AllowPeers        []string `yaml:"allow-peer"`
+	DenyPeers         []string `yaml:"deny-peer"`
+	UserQuota         int      `yaml:"user-quota"`
+	TotalQuota        int      `yaml:"total-quota"`
+	Offload           string   `yaml:"offload"`
+	OffloadIfaces     []string `yaml:"offload-iface"`
+	OffloadForwarding string   `yaml:"offload-forwarding"`
+	MetricsListen     string   `yaml:"metrics-listen"`
+	TLSCert           string   `yaml:"tls-cert"`
+	TLSKey            string   `yaml:"tls-key"`
+	LogLevel          string   `yaml:"log-level"`
+}
+
+// DefaultConfig is what an empty configuration means.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            []string{"udp://0.0.0.0:3478", "tcp://0.0.0.0:3478"},
+		UDPThreads:        runtime.NumCPU(),
+		Realm:             "ebrtc",
+		MinPort:           49152,
+		MaxPort:           65535,
+		Offload:           "xdp",
+		OffloadForwarding: "auto",
+		LogLevel:          "info",
+	}
+}
+
+// Listener is one parsed --listen value.
+type Listener struct {
+	Scheme string // udp, tcp, tls, dtls
+	Addr   netip.AddrPort
+}
+
+// Settings is the validated, typed form of Config.
+type Settings struct {
+	Config
+	Listeners   []Listener
+	Users       map[string]string
+	RelayIPs    []netip.Addr // at most one per family
+	ExternalIPs []netip.Addr // at most one per family
+	Policy      *PeerPolicy
+}
+
+// Load builds the configuration from defaults, then the YAML file named by
+// --config, then EBRTC_* environment variables, then the flags in args.
+func Load(args []string, env func(string) string) (*Settings, error) {
+	cfg := DefaultConfig()
+	fs := flagSet(&cfg)
+	configPath := findConfigFlag(args)
+	if configPath == "" {
+		configPath = env("EBRTC_CONFIG")
+	}
+	if configPath != "" {
+		if err := loadYAML(configPath, &cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := applyEnv(fs, env); err != nil {
+		return nil, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return cfg.Validate()
+}
+
+// FlagSet returns the flags of `ebrtc turn`, bound to a default Config, for --help.
+func FlagSet() *flag.FlagSet {
+	cfg := DefaultConfig()
+	return flagSet(&cfg)
+}
+
+func flagSet(cfg *Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("turn", flag.ContinueOnError)
+	fs.String("config", "", "YAML configuration file (keys as the flags)")
+	fs.Var(&listFlag{v: &cfg.Listen}, "listen", "listener `scheme://IP:PORT`, scheme udp|tcp|tls|dtls (repeatable)")
+	fs.IntVar(&cfg.UDPThreads, "udp-threads", cfg.UDPThreads, "UDP sockets per UDP listener (SO_REUSEPORT)")
+	fs.Var(&listFlag{v: &cfg.Users}, "user", "long-term credential `name:password` (repeatable)")
+	fs.StringVar(&cfg.AuthSecret, "auth-secret", cfg.AuthSecret, "TURN REST API shared secret (ephemeral credentials)")
+	fs.StringVar(&cfg.Realm, "realm", cfg.Realm, "authentication realm")
+	fs.Var(&listFlag{v: &cfg.RelayIPs}, "relay-ip", "relay address on the wire, one per family (repeatable)")
+	fs.Var(&listFlag{v: &cfg.ExternalIPs}, "external-ip", "advertised relay address if it differs (NAT), one per family (repeatable)")
+	fs.IntVar(&cfg.MinPort, "min-port", cfg.MinPort, "lowest relay port")
+	fs.IntVar(&cfg.MaxPort, "max-port", cfg.MaxPort, "highest relay port")
+	fs.Var(&listFlag{v: &cfg.AllowPeers}, "allow-peer", "`CIDR` of peers allowed despite the default refusal (repeatable)")
+	fs.Var(&listFlag{v: &cfg.DenyPeers}, "deny-peer", "`CIDR` of peers always refused (repeatable)")
+	fs.IntVar(&cfg.UserQuota, "user-quota", cfg.UserQuota, "allocations per user (0: unlimited)")
+	fs.IntVar(&cfg.TotalQuota, "total-quota", cfg.TotalQuota, "allocations in total (0: unlimited)")
+	fs.StringVar(&cfg.Offload, "offload", cfg.Offload, "fast path: xdp or off")
+	fs.Var(&listFlag{v: &cfg.OffloadIfaces}, "offload-iface", "interface to attach XDP to (repeatable; default: those carrying listen and relay addresses)")
+	fs.StringVar(&cfg.OffloadForwarding, "offload-forwarding", cfg.OffloadForwarding, "auto: enable the offload interfaces' forwarding sysctls while running; manual: require them")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "Prometheus endpoint `IP:PORT` (empty: off)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "certificate file for tls:// and dtls:// listeners")
+	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "private key file for tls:// and dtls:// listeners")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "error, warn, info, debug or trace")
+	return fs
+}
+
+// listFlag is a repeatable flag whose first use on a layer replaces the
+// values of the layer below (defaults, YAML, environment).
+type listFlag struct {
+	v   *[]string
+	set bool
+}
+
+func (l *listFlag) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+
+func (l *listFlag) Set(s string) error {
+	if !l.set {
+		*l.v = nil
+		l.set = true
+	}
+	*l.v = append(*l.v, s)
+	return nil
+}
+
+func findConfigFlag(args []string) string {
+	for i, a := range args {
+		for _, p := range []string{"--config=", "-config="} {
+			if strings.HasPrefix(a, p) {
+				return strings.TrimPrefix(a, p)
+			}
+		}
+		if (a == "--config" || a == "-config") && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+func loadYAML(path string, cfg *Config) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	// An empty file means all defaults.
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// applyEnv sets every flag whose EBRTC_ variable is set; lists are comma-separated.
+func applyEnv(fs *flag.FlagSet, env func(string) string) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || f.Name == "config" {
+			return
+		}
+		name := "EBRTC_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		val := env(name)
+		if val == "" {
+			return
+		}
+		values := []string{val}
+		if _, isList := f.Value.(*listFlag); isList {
+			values = strings.Split(val, ",")
+		}
+		for _, v := range values {
+			if e := f.Value.Set(strings.TrimSpace(v)); e != nil {
+				err = fmt.Errorf("config: %s: %w", name, e)
+				return
+			}
+		}
+		// The command line starts a new layer for lists.
+		if l, ok := f.Value.(*listFlag); ok {
+			l.set = false
+		}
+	})
+	return err
+}
+
+// Validate checks every value and names the key of the first bad one.
+func (c Config) Validate() (*Settings, error) {
+	s := &Settings{Config: c, Users: map[string]string{}}
+	bad := func(key, format string, args ...any) (*Settings, error) {
+		return nil, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
+	}
+	if len(c.Listen) == 0 {
+		return bad("listen", "at least one listener is needed")
+	}
+	for _, l := range c.Listen {
+		ln, err := parseListener(l)
+		if err != nil {
+			return bad("listen", "%v", err)
+		}
+		if (ln.Scheme == "tls" || ln.Scheme == "dtls") && (c.TLSCert == "" || c.TLSKey == "") {
+			return bad("tls-cert", "%s listener %s needs tls-cert and tls-key", ln.Scheme, l)
+		}
+		s.Listeners = append(s.Listeners, ln)
+	}
+	if c.UDPThreads < 1 || c.UDPThreads > 256 {
+		return bad("udp-threads", "%d is not in 1-256", c.UDPThreads)
+	}
+	for _, u := range c.Users {
+		name, pass, ok := strings.Cut(u, ":")
+		if !ok || name == "" || pass == "" {
+			return bad("user", "%q is not name:password", u)
+		}
+		s.Users[name] = pass
+	}
+	if len(s.Users) == 0 && c.AuthSecret == "" {
+		return bad("user", "no credentials: give user or auth-secret (an open relay is not allowed)")
+	}
+	if c.Realm == "" {
+		return bad("realm", "must not be empty")
+	}
+	var err error
+	if s.RelayIPs, err = parseOnePerFamily(c.RelayIPs); err != nil {
+		return bad("relay-ip", "%v", err)
+	}
+	if s.ExternalIPs, err = parseOnePerFamily(c.ExternalIPs); err != nil {
+		return bad("external-ip", "%v", err)
+	}
+	for _, ext := range s.ExternalIPs {
+		if relayIPFor(s.RelayIPs, ext.Is4()) == (netip.Addr{}) {
+			return bad("external-ip", "%s has no relay-ip of its family", ext)
+		}
+	}
+	if c.MinPort < 1024 || c.MaxPort > 65535 || c.MinPort > c.MaxPort {
+		return bad("min-port", "relay port range %d-%d is not within 1024-65535", c.MinPort, c.MaxPort)
+	}
+	for _, ln := range s.Listeners {
+		if p := int(ln.Addr.Port()); p >= c.MinPort && p <= c.MaxPort {
+			return bad("listen", "port %d lies in the relay port range %d-%d", p, c.MinPort, c.MaxPort)
+		}
+	}
+	if c.UserQuota < 0 {
+		return bad("user-quota", "must not be negative")
+	}
+	if c.TotalQuota < 0 {
+		return bad("total-quota", "must not be negative")
+	}
+	if c.Offload != "xdp" && c.Offload != "off" {
+		return bad("offload", "%q is not xdp or off", c.Offload)
+	}
+	if c.OffloadForwarding != "auto" && c.OffloadForwarding != "manual" {
+		return bad("offload-forwarding", "%q is not auto or manual", c.OffloadForwarding)
+	}
+	if c.MetricsListen != "" {
+		if _, err := netip.ParseAddrPort(c.MetricsListen); err != nil {
+			return bad("metrics-listen", "%v", err)
+		}
+	}
+	if _, ok := logLevels[c.LogLevel]; !ok {
+		return bad("log-level", "%q is not error, warn, info, debug or trace", c.LogLevel)
+	}
+	if s.Policy, err = NewPeerPolicy(c.AllowPeers, c.DenyPeers, append(append([]netip.Addr{}, s.RelayIPs...), s.ExternalIPs...)); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return s, nil
+}
+
+func parseListener(v string) (Listener, error) {
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" || u.Path != "" {
+		return Listener{}, fmt.Errorf("%q is not scheme://IP:PORT", v)
+	}
+	switch u.Scheme {
+	case "udp", "tcp", "tls", "dtls":
+	default:
+		return Listener{}, fmt.Errorf("%q: scheme %q is not udp, tcp, tls or dtls", v, u.Scheme)
+	}
+	ap, err := netip.ParseAddrPort(u.Host)
+	if err != nil {
+		return Listener{}, fmt.Errorf("%q: %v", v, err)
+	}
+	if ap.Port() == 0 {
+		return Listener{}, fmt.Errorf("%q: port 0", v)
+	}
+	return Listener{Scheme: u.Scheme, Addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
+}
+
+func parseOnePerFamily(values []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	var have4, have6 bool
+	for _, v := range values {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address", v)
+		}
+		a = a.Unmap()
+		if a.IsUnspecified() || a.IsMulticast() {
+			return nil, fmt.Errorf("%s cannot be a relay address", a)
+		}
+		if (a.Is4() && have4) || (a.Is6() && have6) {
+			return nil, fmt.Errorf("more than one %s address", map[bool]string{true: "IPv4", false: "IPv6"}[a.Is4()])
+		}
+		have4, have6 = have4 || a.Is4(), have6 || a.Is6()
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func relayIPFor(ips []netip.Addr, v4 bool) netip.Addr {
+	for _, a := range ips {
+		if a.Is4() == v4 {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+

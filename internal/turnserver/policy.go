@@ -1,0 +1,93 @@
+package turnserver
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Ranges refused as peers unless allowed explicitly: loopback, unspecified,
+// private, CGNAT, link-local (cloud metadata included), multicast, reserved,
+// documentation and benchmarking ranges, IPv4 and IPv6 (after eturnal's
+// "recommended" blacklist and the IANA special-purpose registries).
+var defaultDenied = mustPrefixes(
+	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
+	"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+	"255.255.255.255/32",
+	"::/128", "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
+	"2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
+)
+
+// PeerPolicy decides which peer addresses a client may relay to.
+type PeerPolicy struct {
+	allow, deny []netip.Prefix
+	own         map[netip.Addr]bool
+}
+
+// NewPeerPolicy builds a policy. own are this server's relay (and advertised)
+// addresses: allowed as peers so two clients of this server can reach each
+// other (hairpin), unless a deny rule covers them.
+func NewPeerPolicy(allow, deny []string, own []netip.Addr) (*PeerPolicy, error) {
+	p := &PeerPolicy{own: map[netip.Addr]bool{}}
+	var err error
+	if p.allow, err = parsePrefixes("allow-peer", allow); err != nil {
+		return nil, err
+	}
+	if p.deny, err = parsePrefixes("deny-peer", deny); err != nil {
+		return nil, err
+	}
+	for _, a := range own {
+		p.own[a.Unmap()] = true
+	}
+	return p, nil
+}
+
+// Allowed reports whether ip may be a peer: --deny-peer always wins, then
+// --allow-peer and the server's own relay addresses, then the default refusal.
+func (p *PeerPolicy) Allowed(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !ip.IsValid() || containsAny(p.deny, ip) {
+		return false
+	}
+	if p.own[ip] || containsAny(p.allow, ip) {
+		return true
+	}
+	return !containsAny(defaultDenied, ip)
+}
+
+func containsAny(prefixes []netip.Prefix, ip netip.Addr) bool {
+	for _, pr := range prefixes {
+		if pr.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func parsePrefixes(key string, values []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(values))
+	for _, v := range values {
+		pr, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, fmt.Errorf("%s: %q is not a CIDR or an IP address", key, v)
+			}
+			pr = netip.PrefixFrom(a, a.BitLen())
+		}
+		pr = pr.Masked()
+		if pr.Addr().Is4In6() {
+			pr = netip.PrefixFrom(pr.Addr().Unmap(), pr.Bits()-96)
+		}
+		out = append(out, pr)
+	}
+	return out, nil
+}
+
+func mustPrefixes(values ...string) []netip.Prefix {
+	out, err := parsePrefixes("default", values)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}

@@ -1,0 +1,354 @@
+// Package turnserver is `ebrtc turn`: an RFC 8656 TURN server on pion/turn
+// whose UDP channels are relayed by the XDP fast path of package offload.
+package turnserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pion/dtls/v3"
+	"github.com/pion/logging"
+	"github.com/pion/turn/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/metrics"
+	"github.com/ebrtc/ebrtc/internal/offload"
+)
+
+var logLevels = map[string]logging.LogLevel{
+	"error": logging.LogLevelError, "warn": logging.LogLevelWarn, "info": logging.LogLevelInfo,
+	"debug": logging.LogLevelDebug, "trace": logging.LogLevelTrace,
+}
+
+// Server is a running `ebrtc turn`.
+type Server struct {
+	settings *Settings
+	log      logging.LeveledLogger
+	turn     *turn.Server
+	engine   *offload.Engine // nil when the fast path is off or could not attach
+	allocs   *allocationCounter
+	slow     *slowStats
+	metrics  *http.Server
+	Attached map[string]offload.AttachMode // interface -> mode
+}
+
+// Start opens the listeners, loads and attaches the fast path, and serves.
+func Start(s *Settings) (*Server, error) {
+	lf := logging.NewDefaultLoggerFactory()
+	lf.DefaultLogLevel = logLevels[s.LogLevel]
+	srv := &Server{
+		settings: s,
+		log:      lf.NewLogger("ebrtc"),
+		allocs:   newAllocationCounter(s.UserQuota, s.TotalQuota),
+		slow:     &slowStats{},
+		Attached: map[string]offload.AttachMode{},
+	}
+	if len(s.RelayIPs) == 0 {
+		ips, err := guessRelayIPs(s.Listeners)
+		if err != nil {
+			return nil, fmt.Errorf("config: relay-ip: %v", err)
+		}
+		s.RelayIPs = ips
+		s.Policy, _ = NewPeerPolicy(s.AllowPeers, s.DenyPeers, append(slices.Clone(ips), s.ExternalIPs...))
+	}
+	if err := srv.start(lf); err != nil {
+		_ = srv.Close()
+		return nil, err
+	}
+	return srv, nil
+}
+
+func (srv *Server) start(lf logging.LoggerFactory) error {
+	s := srv.settings
+	gen := &relayGenerator{
+		relayIPs: s.RelayIPs, externalIPs: s.ExternalIPs, minPort: s.MinPort, maxPort: s.MaxPort,
+		ownListeners: map[netip.AddrPort]bool{}, stats: srv.slow,
+	}
+	for _, l := range s.Listeners {
+		gen.ownListeners[l.Addr] = true
+	}
+	table := &channelTable{
+		sink:         discardSink{},
+		udpListeners: map[netip.AddrPort]bool{},
+		toWire:       gen.toWire,
+		serverFor:    serverAddressFor,
+		log:          srv.log,
+		allocations:  map[allocKey]*allocState{},
+	}
+	permit := func(client net.Addr, peer net.IP) bool {
+		ip, _ := netip.AddrFromSlice(peer)
+		if !s.Policy.Allowed(ip) {
+			srv.log.Infof("peer %v refused for %v by the peer policy", peer, client)
+			return false
+		}
+		return true
+	}
+
+	cfg := turn.ServerConfig{
+		Realm:         s.Realm,
+		AuthHandler:   authHandler(s.Users, s.AuthSecret, time.Now, srv.log),
+		QuotaHandler:  srv.allocs.quotaHandler(userIDFor(s.Users)),
+		EventHandler:  table.eventHandler(srv.allocs),
+		LoggerFactory: lf,
+	}
+	for _, l := range s.Listeners {
+		if err := srv.addListener(&cfg, l, gen, permit, table); err != nil {
+			return err
+		}
+	}
+
+	if s.Offload == "xdp" {
+		if engine, err := srv.startOffload(table); err != nil {
+			srv.log.Warnf("fast path off, relaying in user space: %v", err)
+		} else {
+			srv.engine = engine
+			table.sink = engine
+		}
+	}
+
+	t, err := turn.NewServer(cfg)
+	if err != nil {
+		return fmt.Errorf("turn: %w", err)
+	}
+	srv.turn = t
+	if s.MetricsListen != "" {
+		return srv.serveMetrics()
+	}
+	return nil
+}
+
+type permitFunc = func(net.Addr, net.IP) bool
+
+func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGenerator, permit permitFunc, table *channelTable) error {
+	s := srv.settings
+	network := "4"
+	if l.Addr.Addr().Is6() {
+		network = "6"
+	}
+	addr := l.Addr.String()
+	switch l.Scheme {
+	case "udp":
+		// Several sockets on one port spread the slow path over the cores.
+		lc := net.ListenConfig{Control: reusePort}
+		for range s.UDPThreads {
+			conn, err := lc.ListenPacket(context.Background(), "udp"+network, addr)
+			if err != nil {
+				return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
+			}
+			cfg.PacketConnConfigs = append(cfg.PacketConnConfigs, turn.PacketConnConfig{
+				PacketConn: conn, RelayAddressGenerator: gen, PermissionHandler: permit,
+			})
+			table.udpListeners[addrPort(conn.LocalAddr())] = true
+		}
+	case "tcp", "tls":
+		ln, err := net.Listen("tcp"+network, addr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
+		}
+		if l.Scheme == "tls" {
+			cert, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("config: tls-cert: %w", err)
+			}
+			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		}
+		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{Listener: ln, RelayAddressGenerator: gen, PermissionHandler: permit})
+	case "dtls":
+		cert, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
+		if err != nil {
+			return fmt.Errorf("config: tls-cert: %w", err)
+		}
+		ln, err := dtls.Listen("udp"+network, net.UDPAddrFromAddrPort(l.Addr), &dtls.Config{Certificates: []tls.Certificate{cert}})
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
+		}
+		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{Listener: ln, RelayAddressGenerator: gen, PermissionHandler: permit})
+	}
+	return nil
+}
+
+func reusePort(network, address string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	})
+	return errors.Join(err, serr)
+}
+
+func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
+	s := srv.settings
+	var ports []uint16
+	for lis := range table.udpListeners {
+		if !slices.Contains(ports, lis.Port()) {
+			ports = append(ports, lis.Port())
+		}
+	}
+	if len(ports) == 0 {
+		return nil, errors.New("no UDP listener to offload")
+	}
+	engine, err := offload.Load(offload.Config{
+		ListenPorts: ports, RelayPortMin: uint16(s.MinPort), RelayPortMax: uint16(s.MaxPort), RelayIPs: s.RelayIPs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ifaces := s.OffloadIfaces
+	if len(ifaces) == 0 {
+		if ifaces, err = defaultOffloadIfaces(s); err != nil {
+			engine.Close()
+			return nil, err
+		}
+	}
+	for _, name := range ifaces {
+		mode, err := engine.Attach(name, s.OffloadForwarding == "auto")
+		if err != nil {
+			engine.Close()
+			return nil, err
+		}
+		srv.Attached[name] = mode
+		srv.log.Infof("fast path attached to %s (%s XDP)", name, mode)
+	}
+	return engine, nil
+}
+
+// defaultOffloadIfaces are the interfaces carrying the relay addresses and
+// the listening addresses (all non-loopback interfaces for a wildcard).
+func defaultOffloadIfaces(s *Settings) ([]string, error) {
+	want := slices.Clone(s.RelayIPs)
+	wildcard := false
+	for _, l := range s.Listeners {
+		if l.Addr.Addr().IsUnspecified() {
+			wildcard = true
+		} else {
+			want = append(want, l.Addr.Addr())
+		}
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagLoopback != 0 || ifc.Flags&net.FlagUp == 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			pfx, err := netip.ParsePrefix(a.String())
+			if err == nil && (wildcard || slices.Contains(want, pfx.Addr().Unmap())) {
+				out = append(out, ifc.Name)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no interface carries the relay or listening addresses; set offload-iface")
+	}
+	return out, nil
+}
+
+// serverAddressFor is the address a client's datagrams leave from: the
+// listener's own address, or for a wildcard listener the source address the
+// kernel picks towards the client (what a reply from the wildcard socket gets).
+func serverAddressFor(listener, client netip.AddrPort) (netip.AddrPort, error) {
+	if !listener.Addr().IsUnspecified() {
+		return listener, nil
+	}
+	// Connecting a UDP socket only consults the routing table; nothing is sent.
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(client))
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	defer c.Close()
+	local := addrPort(c.LocalAddr())
+	return netip.AddrPortFrom(local.Addr(), listener.Port()), nil
+}
+
+// guessRelayIPs uses the listeners' specific addresses when no relay-ip is set.
+func guessRelayIPs(listeners []Listener) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, l := range listeners {
+		a := l.Addr.Addr()
+		if !a.IsUnspecified() && !slices.ContainsFunc(out, func(b netip.Addr) bool { return b.Is4() == a.Is4() }) {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("listeners are wildcards: set relay-ip to the address relays bind to")
+	}
+	return out, nil
+}
+
+func (srv *Server) serveMetrics() error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts))
+	ln, err := net.Listen("tcp", srv.settings.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("config: metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.metrics.Serve(ln) }()
+	return nil
+}
+
+func (srv *Server) slowCounters() (toPeer, toClient offload.Counter) {
+	load := func(c *counter) offload.Counter {
+		return offload.Counter{Packets: c.packets.Load(), Bytes: c.bytes.Load()}
+	}
+	return load(&srv.slow.toPeer), load(&srv.slow.toClient)
+}
+
+// Engine is the fast path, or nil when relaying in user space only.
+func (srv *Server) Engine() *offload.Engine { return srv.engine }
+
+// Describe summarises what is running, for the log and `ebrtc turn` output.
+func (srv *Server) Describe() string {
+	var b strings.Builder
+	for _, l := range srv.settings.Listeners {
+		fmt.Fprintf(&b, "listening %s://%s\n", l.Scheme, l.Addr)
+	}
+	fmt.Fprintf(&b, "relay addresses %v ports %d-%d\n", srv.settings.RelayIPs, srv.settings.MinPort, srv.settings.MaxPort)
+	if srv.engine == nil {
+		b.WriteString("fast path: off (user space only)\n")
+	}
+	for name, mode := range srv.Attached {
+		fmt.Fprintf(&b, "fast path: XDP on %s (%s)\n", name, mode)
+	}
+	return b.String()
+}
+
+// Close stops serving, detaches the fast path and closes every allocation.
+func (srv *Server) Close() error {
+	var errs []error
+	if srv.metrics != nil {
+		errs = append(errs, srv.metrics.Close())
+	}
+	// Closing the allocations removes their channels from the maps; then detach.
+	if srv.turn != nil {
+		errs = append(errs, srv.turn.Close())
+	}
+	if srv.engine != nil {
+		errs = append(errs, srv.engine.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// discardSink stands in for the engine when the fast path is off.
+type discardSink struct{}
+
+func (discardSink) AddChannel(offload.Channel) error    { return nil }
+func (discardSink) RemoveChannel(offload.Channel) error { return nil }
