@@ -18,6 +18,7 @@ var (
 		"Every packet the XDP program saw, by outcome.", []string{"outcome"}, nil)
 	allocationsDesc = prometheus.NewDesc("ebrtc_turn_allocations", "Current allocations.", nil, nil)
 	channelsDesc    = prometheus.NewDesc("ebrtc_turn_channels", "Current channel bindings.", nil, nil)
+	offloadedDesc   = prometheus.NewDesc("ebrtc_xdp_channels", "Channels installed in the XDP fast path.", nil, nil)
 )
 
 const (
@@ -39,7 +40,7 @@ func NewTURNCollector(engine *offload.Engine, slow func() (toPeer, toClient offl
 }
 
 func (c *TURNCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{packetsDesc, bytesDesc, slowReasonDesc, xdpDesc, allocationsDesc, channelsDesc} {
+	for _, d := range []*prometheus.Desc{packetsDesc, bytesDesc, slowReasonDesc, xdpDesc, allocationsDesc, channelsDesc, offloadedDesc} {
 		ch <- d
 	}
 }
@@ -61,6 +62,7 @@ func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		fastToPeer, fastToClient = FastByDirection(outcomes)
+		ch <- prometheus.MustNewConstMetric(offloadedDesc, prometheus.GaugeValue, float64(c.engine.ChannelCount()))
 		for o, n := range outcomes {
 			ch <- prometheus.MustNewConstMetric(xdpDesc, prometheus.CounterValue, float64(n.Packets), o.String())
 			if o.IsSlow() {

@@ -203,3 +203,10 @@ func (e *Engine) Program() *ebpf.Program { return e.objs.TurnOffload }
 func (e *Engine) AllowEgress(ifindex int) error {
 	return e.objs.EgressPorts.Put(uint32(ifindex), uint32(ifindex))
 }
+
+// ChannelCount is the number of channels installed in the maps.
+func (e *Engine) ChannelCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.channels)
+}

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/netip"
 	"net/url"
-	"io"
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -18,39 +19,43 @@ import (
 // key as a command-line flag, a YAML key and an EBRTC_ environment variable
 // (docs/configuration.md).
 type Config struct {
-	Listen            []string `yaml:"listen"`
-	UDPThreads        int      `yaml:"udp-threads"`
-	Users             []string `yaml:"user"`
-	AuthSecret        string   `yaml:"auth-secret"`
-	Realm             string   `yaml:"realm"`
-	RelayIPs          []string `yaml:"relay-ip"`
-	ExternalIPs       []string `yaml:"external-ip"`
-	MinPort           int      `yaml:"min-port"`
-	MaxPort           int      `yaml:"max-port"`
-	AllowPeers        []string `yaml:"allow-peer"`
-	DenyPeers         []string `yaml:"deny-peer"`
-	UserQuota         int      `yaml:"user-quota"`
-	TotalQuota        int      `yaml:"total-quota"`
-	Offload           string   `yaml:"offload"`
-	OffloadIfaces     []string `yaml:"offload-iface"`
-	OffloadForwarding string   `yaml:"offload-forwarding"`
-	MetricsListen     string   `yaml:"metrics-listen"`
-	TLSCert           string   `yaml:"tls-cert"`
-	TLSKey            string   `yaml:"tls-key"`
-	LogLevel          string   `yaml:"log-level"`
+	Listen             []string      `yaml:"listen"`
+	UDPThreads         int           `yaml:"udp-threads"`
+	Users              []string      `yaml:"user"`
+	AuthSecret         string        `yaml:"auth-secret"`
+	Realm              string        `yaml:"realm"`
+	RelayIPs           []string      `yaml:"relay-ip"`
+	ExternalIPs        []string      `yaml:"external-ip"`
+	MinPort            int           `yaml:"min-port"`
+	MaxPort            int           `yaml:"max-port"`
+	AllowPeers         []string      `yaml:"allow-peer"`
+	DenyPeers          []string      `yaml:"deny-peer"`
+	ChannelLifetime    time.Duration `yaml:"channel-lifetime"`
+	PermissionLifetime time.Duration `yaml:"permission-lifetime"`
+	UserQuota          int           `yaml:"user-quota"`
+	TotalQuota         int           `yaml:"total-quota"`
+	Offload            string        `yaml:"offload"`
+	OffloadIfaces      []string      `yaml:"offload-iface"`
+	OffloadForwarding  string        `yaml:"offload-forwarding"`
+	MetricsListen      string        `yaml:"metrics-listen"`
+	TLSCert            string        `yaml:"tls-cert"`
+	TLSKey             string        `yaml:"tls-key"`
+	LogLevel           string        `yaml:"log-level"`
 }
 
 // DefaultConfig is what an empty configuration means.
 func DefaultConfig() Config {
 	return Config{
-		Listen:            []string{"udp://0.0.0.0:3478", "tcp://0.0.0.0:3478"},
-		UDPThreads:        runtime.NumCPU(),
-		Realm:             "ebrtc",
-		MinPort:           49152,
-		MaxPort:           65535,
-		Offload:           "xdp",
-		OffloadForwarding: "auto",
-		LogLevel:          "info",
+		Listen:             []string{"udp://0.0.0.0:3478", "tcp://0.0.0.0:3478"},
+		UDPThreads:         runtime.NumCPU(),
+		Realm:              "ebrtc",
+		MinPort:            49152,
+		MaxPort:            65535,
+		ChannelLifetime:    10 * time.Minute, // RFC 8656 section 12
+		PermissionLifetime: 5 * time.Minute,  // RFC 8656 section 9
+		Offload:            "xdp",
+		OffloadForwarding:  "auto",
+		LogLevel:           "info",
 	}
 }
 
@@ -116,6 +121,8 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxPort, "max-port", cfg.MaxPort, "highest relay port")
 	fs.Var(&listFlag{v: &cfg.AllowPeers}, "allow-peer", "`CIDR` of peers allowed despite the default refusal (repeatable)")
 	fs.Var(&listFlag{v: &cfg.DenyPeers}, "deny-peer", "`CIDR` of peers always refused (repeatable)")
+	fs.DurationVar(&cfg.ChannelLifetime, "channel-lifetime", cfg.ChannelLifetime, "lifetime of a channel binding")
+	fs.DurationVar(&cfg.PermissionLifetime, "permission-lifetime", cfg.PermissionLifetime, "lifetime of a permission")
 	fs.IntVar(&cfg.UserQuota, "user-quota", cfg.UserQuota, "allocations per user (0: unlimited)")
 	fs.IntVar(&cfg.TotalQuota, "total-quota", cfg.TotalQuota, "allocations in total (0: unlimited)")
 	fs.StringVar(&cfg.Offload, "offload", cfg.Offload, "fast path: xdp or off")
@@ -265,6 +272,12 @@ func (c Config) Validate() (*Settings, error) {
 			return bad("listen", "port %d lies in the relay port range %d-%d", p, c.MinPort, c.MaxPort)
 		}
 	}
+	if c.ChannelLifetime < time.Second || c.ChannelLifetime > time.Hour {
+		return bad("channel-lifetime", "%v is not within 1s-1h", c.ChannelLifetime)
+	}
+	if c.PermissionLifetime < time.Second || c.PermissionLifetime > time.Hour {
+		return bad("permission-lifetime", "%v is not within 1s-1h", c.PermissionLifetime)
+	}
 	if c.UserQuota < 0 {
 		return bad("user-quota", "must not be negative")
 	}
@@ -340,4 +353,3 @@ func relayIPFor(ips []netip.Addr, v4 bool) netip.Addr {
 	}
 	return netip.Addr{}
 }
-

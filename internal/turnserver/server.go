@@ -101,6 +101,9 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 		QuotaHandler:  srv.allocs.quotaHandler(userIDFor(s.Users)),
 		EventHandler:  table.eventHandler(srv.allocs),
 		LoggerFactory: lf,
+
+		ChannelBindTimeout: s.ChannelLifetime,
+		PermissionTimeout:  s.PermissionLifetime,
 	}
 	for _, l := range s.Listeners {
 		if err := srv.addListener(&cfg, l, gen, permit, table); err != nil {

@@ -1,0 +1,152 @@
+package testbed
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
+)
+
+// MetricsAddr is where a relay in the server ns serves Prometheus metrics.
+const MetricsAddr = "127.0.0.1:9641"
+
+// BuildEbrtc compiles cmd/ebrtc into dir and returns the binary's path.
+func BuildEbrtc(dir string) (string, error) {
+	bin := filepath.Join(dir, "ebrtc")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/ebrtc/ebrtc/cmd/ebrtc").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// TURNArgs are the `ebrtc turn` flags that fit the testbed; extra flags
+// (e.g. --offload off) are appended by callers.
+func TURNArgs(users ...string) []string {
+	args := []string{"turn",
+		"--listen", "udp://10.201.1.1:3478", "--listen", "udp://[fd00:201:1::1]:3478",
+		"--relay-ip", ServerPeerIP4.String(), "--relay-ip", ServerPeerIP6.String(),
+		"--metrics-listen", MetricsAddr, "--realm", "ebrtc.test",
+	}
+	for _, p := range Prefixes {
+		args = append(args, "--allow-peer", p)
+	}
+	for _, u := range users {
+		args = append(args, "--user", u)
+	}
+	return args
+}
+
+// Relay is a relay process in the server namespace with its output kept.
+type Relay struct {
+	*Process
+	ns  *netns.NS
+	out *syncBuffer
+}
+
+// StartRelay runs bin with args in the server ns and waits for its "ready" line.
+func (tb *Testbed) StartRelay(bin string, args ...string) (*Relay, error) {
+	out := &syncBuffer{}
+	p, err := Start(tb.Server, out, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	r := &Relay{Process: p, ns: tb.Server, out: out}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(out.String(), "ready\n") {
+			return r, nil
+		}
+		if exited, err := p.Exited(); exited {
+			return nil, fmt.Errorf("relay exited (%v):\n%s", err, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = p.Stop(time.Second)
+	return nil, fmt.Errorf("relay not ready after 15s:\n%s", out.String())
+}
+
+// Output is everything the relay printed so far.
+func (r *Relay) Output() string { return r.out.String() }
+
+// Metrics scrapes the relay's Prometheus endpoint into "name{labels}" -> value.
+func (r *Relay) Metrics() (Metrics, error) {
+	conn, err := DialTCP(r.ns, MetricsAddr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", MetricsAddr)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	return ParseMetrics(resp.Body)
+}
+
+// Metrics are scraped samples keyed by name and labels as exposed,
+// e.g. `ebrtc_turn_packets_total{direction="client_to_peer",path="fast"}`.
+type Metrics map[string]float64
+
+// ParseMetrics reads the Prometheus text format.
+func ParseMetrics(r io.Reader) (Metrics, error) {
+	m := Metrics{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			return nil, fmt.Errorf("metrics: bad line %q", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: bad value in %q", line)
+		}
+		m[line[:i]] = v
+	}
+	return m, sc.Err()
+}
+
+// Packets is ebrtc_turn_packets_total for a path and direction.
+func (m Metrics) Packets(path, direction string) float64 {
+	return m[fmt.Sprintf(`ebrtc_turn_packets_total{direction=%q,path=%q}`, direction, path)]
+}
+
+// Outcome is ebrtc_xdp_packets_total for one outcome.
+func (m Metrics) Outcome(name string) float64 {
+	return m[fmt.Sprintf(`ebrtc_xdp_packets_total{outcome=%q}`, name)]
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,232 @@
+// Package testbed builds the three-namespace network that end-to-end tests,
+// benchmarks and the demo run on:
+//
+//	client ns                server ns                  peer ns
+//	  cli  <--veth-->  eth-cli    eth-peer  <--veth-->  peer
+//	10.201.1.2       10.201.1.1   10.201.2.1          10.201.2.2
+//	fd00:201:1::2    fd00:201:1::1 fd00:201:2::1      fd00:201:2::2
+//
+// The server ns holds the relay under test; clients reach the relay
+// addresses (10.201.2.1) through it. Every address lives only inside these
+// namespaces, which Close deletes.
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/offload"
+)
+
+// Fixed addresses of the testbed.
+var (
+	ClientIP4       = netip.MustParseAddr("10.201.1.2")
+	ServerClientIP4 = netip.MustParseAddr("10.201.1.1")
+	ServerPeerIP4   = netip.MustParseAddr("10.201.2.1")
+	PeerIP4         = netip.MustParseAddr("10.201.2.2")
+	ClientIP6       = netip.MustParseAddr("fd00:201:1::2")
+	ServerClientIP6 = netip.MustParseAddr("fd00:201:1::1")
+	ServerPeerIP6   = netip.MustParseAddr("fd00:201:2::1")
+	PeerIP6         = netip.MustParseAddr("fd00:201:2::2")
+
+	// Prefixes is what a relay in the testbed must be told to allow as peers.
+	Prefixes = []string{"10.201.0.0/16", "fd00:201::/32"}
+)
+
+// Interface names inside the namespaces.
+const (
+	ClientIface     = "cli"
+	ServerCliIface  = "eth-cli"
+	ServerPeerIface = "eth-peer"
+	PeerIface       = "peer"
+)
+
+// Testbed is a running set of namespaces.
+type Testbed struct {
+	Client, Server, Peer *netns.NS
+	passes               []io.Closer
+}
+
+// New builds the testbed. On error everything created so far is removed.
+func New() (*Testbed, error) {
+	tb := &Testbed{}
+	err := tb.build()
+	if err != nil {
+		_ = tb.Close()
+		return nil, err
+	}
+	return tb, nil
+}
+
+func (tb *Testbed) build() error {
+	var err error
+	for _, ns := range []**netns.NS{&tb.Client, &tb.Server, &tb.Peer} {
+		if *ns, err = netns.New("ebrtc-tb"); err != nil {
+			return err
+		}
+	}
+	links := []struct {
+		outer     *netns.NS
+		outerName string
+		inner     string
+		outerIPs  []string
+		innerIPs  []string
+		gateway   []string
+	}{
+		{tb.Client, ClientIface, ServerCliIface, []string{"10.201.1.2/24", "fd00:201:1::2/64"}, []string{"10.201.1.1/24", "fd00:201:1::1/64"}, []string{"10.201.1.1", "fd00:201:1::1"}},
+		{tb.Peer, PeerIface, ServerPeerIface, []string{"10.201.2.2/24", "fd00:201:2::2/64"}, []string{"10.201.2.1/24", "fd00:201:2::1/64"}, []string{"10.201.2.1", "fd00:201:2::1"}},
+	}
+	for _, l := range links {
+		if err := tb.Server.IP("link", "add", l.inner, "type", "veth", "peer", "name", l.outerName, "netns", l.outer.Name); err != nil {
+			return err
+		}
+		for _, a := range l.innerIPs {
+			if err := tb.Server.IP("addr", "add", a, "dev", l.inner, "nodad"); err != nil {
+				return err
+			}
+		}
+		for _, a := range l.outerIPs {
+			if err := l.outer.IP("addr", "add", a, "dev", l.outerName, "nodad"); err != nil {
+				return err
+			}
+		}
+		if err := tb.Server.IP("link", "set", l.inner, "up"); err != nil {
+			return err
+		}
+		if err := l.outer.IP("link", "set", l.outerName, "up"); err != nil {
+			return err
+		}
+		for _, gw := range l.gateway {
+			if err := l.outer.IP("route", "add", "default", "via", gw); err != nil {
+				return err
+			}
+		}
+		err := l.outer.Do(func() error {
+			// Full checksums on what the end hosts send, as on a real wire.
+			if err := netns.DisableTxChecksum(l.outerName); err != nil {
+				return err
+			}
+			// XDP frames sent into the veth reach the outer end only if it runs XDP.
+			c, err := offload.AttachPass(l.outerName)
+			if err == nil {
+				tb.passes = append(tb.passes, c)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close removes the namespaces and with them every interface and process
+// socket in them.
+func (tb *Testbed) Close() error {
+	var errs []error
+	for _, c := range tb.passes {
+		errs = append(errs, c.Close())
+	}
+	for _, ns := range []*netns.NS{tb.Client, tb.Server, tb.Peer} {
+		if ns != nil {
+			errs = append(errs, ns.Delete())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// socketBuffer is large enough that test endpoints, not their socket
+// buffers, never decide the loss of a paced burst.
+const socketBuffer = 4 << 20
+
+// ListenUDP opens a UDP socket inside ns with large buffers.
+func ListenUDP(ns *netns.NS, addr netip.AddrPort) (*net.UDPConn, error) {
+	var conn *net.UDPConn
+	err := ns.Do(func() error {
+		lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				// The FORCE variants ignore net.core.[rw]mem_max (we are root).
+				serr = errors.Join(
+					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBuffer),
+					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, socketBuffer))
+			})
+			return errors.Join(err, serr)
+		}}
+		pc, err := lc.ListenPacket(context.Background(), "udp", addr.String())
+		if err != nil {
+			return err
+		}
+		conn = pc.(*net.UDPConn)
+		return nil
+	})
+	return conn, err
+}
+
+// DialTCP connects from inside ns (for metrics endpoints in the server ns).
+func DialTCP(ns *netns.NS, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := ns.Do(func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp", addr, 2*time.Second)
+		return err
+	})
+	return conn, err
+}
+
+// Process is a command running inside a namespace, stopped by Stop.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Start runs a command inside ns with its output going to out.
+func Start(ns *netns.NS, out io.Writer, name string, args ...string) (*Process, error) {
+	cmd := ns.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Process{cmd: cmd, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	return p, nil
+}
+
+// Exited reports whether the process has ended (and how), without waiting.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// Stop sends SIGTERM, waits up to the timeout, then kills.
+func (p *Process) Stop(timeout time.Duration) error {
+	if exited, err := p.Exited(); exited {
+		return err
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		_ = p.cmd.Process.Kill()
+		return fmt.Errorf("%s did not stop within %v: killed", p.cmd.Path, timeout)
+	}
+}

@@ -1,0 +1,164 @@
+package testbed
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/pion/logging"
+	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
+)
+
+// TURNClient is a pion TURN client with a relay allocation, its socket in a namespace.
+type TURNClient struct {
+	Client *turn.Client
+	Relay  net.PacketConn
+	conn   *net.UDPConn
+}
+
+// ClientOptions select the server, credentials and relay family.
+type ClientOptions struct {
+	Server     netip.AddrPort
+	Local      netip.Addr
+	User, Pass string
+	Realm      string
+	Family     turn.RequestedAddressFamily // 0: the client's family
+}
+
+// NewTURNClient allocates a relay on the server from inside ns.
+func NewTURNClient(ns *netns.NS, o ClientOptions) (*TURNClient, error) {
+	conn, err := ListenUDP(ns, netip.AddrPortFrom(o.Local, 0))
+	if err != nil {
+		return nil, err
+	}
+	lf := logging.NewDefaultLoggerFactory()
+	lf.DefaultLogLevel = logging.LogLevelWarn
+	c, err := turn.NewClient(&turn.ClientConfig{
+		TURNServerAddr: o.Server.String(), STUNServerAddr: o.Server.String(),
+		Username: o.User, Password: o.Pass, Realm: o.Realm,
+		Conn: conn, LoggerFactory: lf, RequestedAddressFamily: o.Family,
+	})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := c.Listen(); err != nil {
+		c.Close()
+		conn.Close()
+		return nil, err
+	}
+	relay, err := c.Allocate()
+	if err != nil {
+		c.Close()
+		conn.Close()
+		return nil, fmt.Errorf("allocate: %w", err)
+	}
+	return &TURNClient{Client: c, Relay: relay, conn: conn}, nil
+}
+
+// RelayAddr is the allocation's relayed address.
+func (c *TURNClient) RelayAddr() netip.AddrPort {
+	ap, _ := netip.ParseAddrPort(c.Relay.LocalAddr().String())
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// Close releases the allocation (Refresh with lifetime 0) and the socket.
+func (c *TURNClient) Close() {
+	_ = c.Relay.Close()
+	c.Client.Close()
+	_ = c.conn.Close()
+}
+
+// Result of an exchange of numbered datagrams.
+type Result struct {
+	Sent, Received, Corrupt, Duplicate int
+	Elapsed                            time.Duration
+}
+
+// Lost is how many sent datagrams never arrived.
+func (r Result) Lost() int { return r.Sent - r.Received }
+
+func (r Result) String() string {
+	return fmt.Sprintf("sent %d received %d lost %d corrupt %d duplicate %d", r.Sent, r.Received, r.Lost(), r.Corrupt, r.Duplicate)
+}
+
+// Exchange sends n numbered datagrams of size bytes from src to dst and
+// checks at recv that each arrives once and intact. Sends are paced in
+// bursts of 32 so socket buffers, not the relay, never decide the loss.
+func Exchange(src net.PacketConn, dst net.Addr, recv net.PacketConn, n, size int) (Result, error) {
+	if size < 16 {
+		return Result{}, errors.New("exchange: size must be at least 16")
+	}
+	res := Result{Sent: n}
+	seen := make([]bool, n)
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 65536)
+		for res.Received+res.Corrupt+res.Duplicate < n {
+			_ = recv.SetReadDeadline(time.Now().Add(time.Second))
+			m, _, err := recv.ReadFrom(buf)
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					done <- nil
+					return
+				}
+				done <- err
+				return
+			}
+			seq, ok := checkDatagram(buf[:m], size)
+			switch {
+			case !ok || seq >= n:
+				res.Corrupt++
+			case seen[seq]:
+				res.Duplicate++
+			default:
+				seen[seq] = true
+				res.Received++
+			}
+		}
+		done <- nil
+	}()
+	start := time.Now()
+	buf := make([]byte, size)
+	for i := range n {
+		fillDatagram(buf, i)
+		if _, err := src.WriteTo(buf, dst); err != nil {
+			return res, fmt.Errorf("exchange: send %d: %w", i, err)
+		}
+		if i%32 == 31 {
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	err := <-done
+	res.Elapsed = time.Since(start)
+	_ = recv.SetReadDeadline(time.Time{})
+	return res, err
+}
+
+// fillDatagram writes the sequence number, then a pattern derived from it.
+func fillDatagram(b []byte, seq int) {
+	binary.BigEndian.PutUint64(b, uint64(seq))
+	binary.BigEndian.PutUint64(b[8:], uint64(len(b)))
+	for i := 16; i < len(b); i++ {
+		b[i] = byte(seq*7 + i)
+	}
+}
+
+func checkDatagram(b []byte, size int) (int, bool) {
+	if len(b) != size || binary.BigEndian.Uint64(b[8:]) != uint64(size) {
+		return 0, false
+	}
+	seq := int(binary.BigEndian.Uint64(b))
+	for i := 16; i < len(b); i++ {
+		if b[i] != byte(seq*7+i) {
+			return seq, false
+		}
+	}
+	return seq, true
+}

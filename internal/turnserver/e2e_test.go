@@ -1,0 +1,284 @@
+package turnserver_test
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+var ebrtcBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ebrtc-e2e")
+	if err != nil {
+		panic(err)
+	}
+	ebrtcBin, err = testbed.BuildEbrtc(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const (
+	user = "alice"
+	pass = "s3cret"
+)
+
+var server4 = netip.MustParseAddrPort("10.201.1.1:3478")
+
+func newTestbed(t *testing.T) *testbed.Testbed {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ip")
+	tb, err := testbed.New()
+	if err != nil {
+		testenv.Missing(t, "namespace testbed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tb.Close(); err != nil {
+			t.Errorf("testbed cleanup: %v", err)
+		}
+	})
+	return tb
+}
+
+func startRelay(t *testing.T, tb *testbed.Testbed, extra ...string) *testbed.Relay {
+	t.Helper()
+	r, err := tb.StartRelay(ebrtcBin, append(testbed.TURNArgs(user+":"+pass), extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Stop(5 * time.Second); err != nil {
+			t.Errorf("relay stop: %v\n%s", err, r.Output())
+		}
+	})
+	return r
+}
+
+func newClient(t *testing.T, tb *testbed.Testbed, family turn.RequestedAddressFamily) *testbed.TURNClient {
+	t.Helper()
+	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
+		Server: server4, Local: testbed.ClientIP4, User: user, Pass: pass, Realm: "ebrtc.test", Family: family,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func metrics(t *testing.T, r *testbed.Relay) testbed.Metrics {
+	t.Helper()
+	m, err := r.Metrics()
+	if err != nil {
+		t.Fatalf("metrics: %v\n%s", err, r.Output())
+	}
+	return m
+}
+
+// waitMetric polls until cond holds on the relay's metrics (bounded).
+func waitMetric(t *testing.T, r *testbed.Relay, what string, cond func(testbed.Metrics) bool) testbed.Metrics {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := metrics(t, r)
+		if cond(m) {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; metrics: %v\n%s", what, m, r.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// bindChannel sends until pion's client has bound a channel and the relay
+// has put it in the fast path.
+func bindChannel(t *testing.T, r *testbed.Relay, c *testbed.TURNClient, peer net.PacketConn, channels float64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := c.Relay.WriteTo([]byte("bind-please-0123"), peer.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+		if metrics(t, r)["ebrtc_xdp_channels"] >= channels {
+			drain(peer)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("channel never reached the fast path\n%s", r.Output())
+}
+
+func drain(c net.PacketConn) {
+	buf := make([]byte, 2048)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, _, err := c.ReadFrom(buf); err != nil {
+			_ = c.SetReadDeadline(time.Time{})
+			return
+		}
+	}
+}
+
+func fastShare(before, after testbed.Metrics, direction string) (fast, slow float64) {
+	return after.Packets("fast", direction) - before.Packets("fast", direction),
+		after.Packets("slow", direction) - before.Packets("slow", direction)
+}
+
+func requireExchange(t *testing.T, what string, res testbed.Result, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if res.Lost() != 0 || res.Corrupt != 0 || res.Duplicate != 0 {
+		t.Fatalf("%s: %v", what, res)
+	}
+}
+
+const packets = 2000
+
+func TestTURNFastPathEndToEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		family turn.RequestedAddressFamily
+		peer   netip.Addr
+	}{
+		{"ipv4", turn.RequestedAddressFamilyIPv4, testbed.PeerIP4},
+		{"ipv4-client-ipv6-peer", turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newTestbed(t)
+			r := startRelay(t, tb)
+			c := newClient(t, tb, tc.family)
+			defer c.Close()
+			peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(tc.peer, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+
+			bindChannel(t, r, c, peer, 1)
+			before := metrics(t, r)
+			res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, packets, 200)
+			requireExchange(t, "client to peer", res, err)
+			res, err = testbed.Exchange(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, packets, 1200)
+			requireExchange(t, "peer to client", res, err)
+			after := metrics(t, r)
+
+			for _, dir := range []string{"client_to_peer", "peer_to_client"} {
+				fast, slow := fastShare(before, after, dir)
+				if fast+slow < packets || fast/(fast+slow) < 0.99 {
+					t.Errorf("%s: fast %v slow %v: want >= 99%% of %d on the fast path", dir, fast, slow, packets)
+				}
+			}
+
+			// Refresh with lifetime 0: the maps empty and nothing is relayed for it.
+			relayAddr := c.RelayAddr()
+			c.Close()
+			gone := waitMetric(t, r, "allocation and channel removal", func(m testbed.Metrics) bool {
+				return m["ebrtc_xdp_channels"] == 0 && m["ebrtc_turn_allocations"] == 0
+			})
+			if _, err := peer.WriteTo([]byte("after-close-0123"), net.UDPAddrFromAddrPort(relayAddr)); err != nil {
+				t.Fatal(err)
+			}
+			late := waitMetric(t, r, "the late datagram to be seen", func(m testbed.Metrics) bool {
+				return m.Outcome("unknown_peer") > gone.Outcome("unknown_peer")
+			})
+			if f := late.Packets("fast", "peer_to_client") - gone.Packets("fast", "peer_to_client"); f != 0 {
+				t.Errorf("%v packets relayed on the fast path after the allocation was released", f)
+			}
+		})
+	}
+}
+
+// Two clients of the relay talking through each other's relay address, as
+// two relay-only browsers do: both legs stay in XDP.
+func TestTURNHairpin(t *testing.T) {
+	tb := newTestbed(t)
+	r := startRelay(t, tb)
+	a := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	defer a.Close()
+	b := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	defer b.Close()
+
+	// Each binds a channel to the other's relay address.
+	aTo, bTo := net.UDPAddrFromAddrPort(b.RelayAddr()), net.UDPAddrFromAddrPort(a.RelayAddr())
+	deadline := time.Now().Add(10 * time.Second)
+	for metrics(t, r)["ebrtc_xdp_channels"] < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("channels not offloaded\n%s", r.Output())
+		}
+		_, _ = a.Relay.WriteTo([]byte("hello-from-a-0123"), aTo)
+		_, _ = b.Relay.WriteTo([]byte("hello-from-b-0123"), bTo)
+		time.Sleep(100 * time.Millisecond)
+	}
+	drain(a.Relay)
+	drain(b.Relay)
+
+	before := metrics(t, r)
+	res, err := testbed.Exchange(a.Relay, aTo, b.Relay, packets, 300)
+	requireExchange(t, "a to b", res, err)
+	res, err = testbed.Exchange(b.Relay, bTo, a.Relay, packets, 300)
+	requireExchange(t, "b to a", res, err)
+	after := metrics(t, r)
+	hairpin := after.Outcome("fast_hairpin") - before.Outcome("fast_hairpin")
+	if hairpin < 0.99*2*packets {
+		t.Errorf("hairpin on the fast path: %v of %d", hairpin, 2*packets)
+	}
+}
+
+// With the fast path off, the same traffic is relayed by user space.
+func TestTURNOffloadOff(t *testing.T) {
+	tb := newTestbed(t)
+	r := startRelay(t, tb, "--offload", "off")
+	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	defer c.Close()
+	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 500, 200)
+	requireExchange(t, "client to peer", res, err)
+	m := metrics(t, r)
+	if m.Packets("fast", "client_to_peer") != 0 || m.Packets("slow", "client_to_peer") < 500 {
+		t.Errorf("offload off: fast %v slow %v", m.Packets("fast", "client_to_peer"), m.Packets("slow", "client_to_peer"))
+	}
+}
+
+// Peers in refused ranges never get a channel, on either path.
+func TestTURNRefusesDeniedPeer(t *testing.T) {
+	tb := newTestbed(t)
+	r := startRelay(t, tb, "--deny-peer", "10.201.2.2/32")
+	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	defer c.Close()
+	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	for range 20 {
+		_, _ = c.Relay.WriteTo([]byte("must-not-arrive-0"), peer.LocalAddr())
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = peer.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if n, from, err := peer.ReadFrom(make([]byte, 64)); err == nil {
+		t.Fatalf("denied peer received %d bytes from %v", n, from)
+	}
+	if m := metrics(t, r); m["ebrtc_xdp_channels"] != 0 {
+		t.Fatalf("a channel to a denied peer reached the fast path")
+	}
+}
