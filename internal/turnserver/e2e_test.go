@@ -282,3 +282,41 @@ func TestTURNRefusesDeniedPeer(t *testing.T) {
 		t.Fatalf("a channel to a denied peer reached the fast path")
 	}
 }
+
+// A channel the client stops refreshing expires: its map entries go and
+// nothing more is relayed for it, while the allocation itself lives on.
+func TestTURNChannelExpiry(t *testing.T) {
+	tb := newTestbed(t)
+	r := startRelay(t, tb, "--channel-lifetime", "2s", "--permission-lifetime", "2s")
+	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	defer c.Close()
+	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	bindChannel(t, r, c, peer, 1)
+
+	// pion's client refreshes bindings after minutes; the server lifetime is 2s.
+	expired := waitMetric(t, r, "channel expiry", func(m testbed.Metrics) bool {
+		return m["ebrtc_xdp_channels"] == 0 && m["ebrtc_turn_channels"] == 0
+	})
+	if expired["ebrtc_turn_allocations"] != 1 {
+		t.Fatalf("allocation gone too: %v", expired["ebrtc_turn_allocations"])
+	}
+	for range 10 {
+		if _, err := peer.WriteTo([]byte("after-expiry-0123"), net.UDPAddrFromAddrPort(c.RelayAddr())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := waitMetric(t, r, "late datagrams to be seen", func(m testbed.Metrics) bool {
+		return m.Outcome("unknown_peer")-expired.Outcome("unknown_peer") >= 10
+	})
+	if n := late.Packets("fast", "peer_to_client") - expired.Packets("fast", "peer_to_client"); n != 0 {
+		t.Fatalf("%v datagrams relayed on the fast path after expiry", n)
+	}
+	_ = c.Relay.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, from, err := c.Relay.ReadFrom(make([]byte, 64)); err == nil {
+		t.Fatalf("client received a datagram from %v after its channel and permission expired", from)
+	}
+}

@@ -9,12 +9,13 @@ import (
 // private, CGNAT, link-local (cloud metadata included), multicast, reserved,
 // documentation and benchmarking ranges, IPv4 and IPv6 (after eturnal's
 // "recommended" blacklist and the IANA special-purpose registries).
+// IPv4-mapped IPv6 addresses are unmapped first and judged as IPv4.
 var defaultDenied = mustPrefixes(
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
 	"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
 	"255.255.255.255/32",
-	"::/128", "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
+	"::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
 	"2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
 )
 
