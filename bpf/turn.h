@@ -5,8 +5,6 @@
 
 #include "common.h"
 
-#define CHANNEL_MIN 0x4000
-#define CHANNEL_MAX 0x4fff
 #define CHANNEL_HDR_LEN 4
 
 struct channel_hdr {

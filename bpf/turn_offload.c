@@ -464,6 +464,7 @@ INLINE int client_to_peer(struct xdp_md *ctx, struct packet *pkt, struct emit *e
 
 	if (payload_len < CHANNEL_HDR_LEN || (void *)(ch + 1) > data_end)
 		return OUT_SLOW_NOT_CHANNEL_DATA;
+	/* 0b01 in the top bits: ChannelData, numbers 0x4000-0x7FFF (RFC 5766 and 8656). */
 	if ((bpf_ntohs(ch->number) & 0xc000) != 0x4000)
 		return OUT_SLOW_NOT_CHANNEL_DATA;
 	r = lookup_client_route(pkt, ch->number);

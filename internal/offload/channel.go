@@ -28,8 +28,10 @@ func (c Channel) normalized() Channel {
 
 func (c Channel) validate() error {
 	switch {
-	case c.Number < 0x4000 || c.Number > 0x4fff:
-		return fmt.Errorf("channel number %#x outside 0x4000-0x4fff", c.Number)
+	// RFC 8656 uses 0x4000-0x4FFF; RFC 5766 clients (coturn's among them) use
+	// up to 0x7FFF, and the slow path (pion) accepts them, so the fast path does too.
+	case c.Number < 0x4000 || c.Number > 0x7fff:
+		return fmt.Errorf("channel number %#x outside 0x4000-0x7fff", c.Number)
 	case !c.Client.IsValid() || !c.Server.IsValid() || !c.Relay.IsValid() || !c.Peer.IsValid():
 		return errors.New("channel has an unset address")
 	case c.Server.Addr().IsUnspecified() || c.Relay.Addr().IsUnspecified():
@@ -55,7 +57,7 @@ type channelState struct {
 func (e *Engine) AddChannel(ch Channel) error {
 	ch = ch.normalized()
 	if err := ch.validate(); err != nil {
-		return fmt.Errorf("offload: %v: %w", ch, err)
+		return fmt.Errorf("offload: %w", err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -343,7 +343,7 @@ func TestChannelValidation(t *testing.T) {
 	v4, v6 := families["v4"], families["v6"]
 	bad := []Channel{
 		{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: v4.peer, Number: 0x3fff},
-		{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: v4.peer, Number: 0x5000},
+		{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: v4.peer, Number: 0x8000},
 		{Client: v4.client, Server: ap("0.0.0.0:3478"), Relay: v4.relay, Peer: v4.peer, Number: 0x4000},
 		{Client: v4.client, Server: v6.server, Relay: v4.relay, Peer: v4.peer, Number: 0x4000},
 		{Client: v4.client, Server: v4.server, Relay: v6.relay, Peer: v4.peer, Number: 0x4000},

@@ -71,7 +71,7 @@ func (t *channelTable) state(src, dst net.Addr, protocol string) *allocState {
 
 func (t *channelTable) install(ch offload.Channel) {
 	if err := t.sink.AddChannel(ch); err != nil {
-		t.log.Warnf("offload: %v stays in user space: %v", ch, err)
+		t.log.Warnf("%v stays in user space: %v", ch, err)
 	}
 }
 
