@@ -18,7 +18,10 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -230,3 +233,27 @@ func (p *Process) Stop(timeout time.Duration) error {
 		return fmt.Errorf("%s did not stop within %v: killed", p.cmd.Path, timeout)
 	}
 }
+
+// Pid is the process id (ip netns exec replaces itself with the command).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// CPUTime is the user plus system CPU time the process has used so far.
+func (p *Process) CPUTime() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name; utime and stime are 14 and 15.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", p.Pid())
+	}
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
+const clockTicks = 100

@@ -37,7 +37,7 @@ func NewTURNClient(ns *netns.NS, o ClientOptions) (*TURNClient, error) {
 		return nil, err
 	}
 	lf := logging.NewDefaultLoggerFactory()
-	lf.DefaultLogLevel = logging.LogLevelWarn
+	lf.DefaultLogLevel = logging.LogLevelError
 	c, err := turn.NewClient(&turn.ClientConfig{
 		TURNServerAddr: o.Server.String(), STUNServerAddr: o.Server.String(),
 		Username: o.User, Password: o.Pass, Realm: o.Realm,
@@ -87,10 +87,18 @@ func (r Result) String() string {
 	return fmt.Sprintf("sent %d received %d lost %d corrupt %d duplicate %d", r.Sent, r.Received, r.Lost(), r.Corrupt, r.Duplicate)
 }
 
-// Exchange sends n numbered datagrams of size bytes from src to dst and
-// checks at recv that each arrives once and intact. Sends are paced in
-// bursts of 32 so socket buffers, not the relay, never decide the loss.
+// DefaultRate is the pace of Exchange: slow enough that the test endpoints
+// (pion's client queues 1024 datagrams), not the relay, never decide the loss.
+const DefaultRate = 40000
+
+// Exchange sends n numbered datagrams of size bytes from src to dst at
+// DefaultRate and checks at recv that each arrives once and intact.
 func Exchange(src net.PacketConn, dst net.Addr, recv net.PacketConn, n, size int) (Result, error) {
+	return ExchangeAt(src, dst, recv, n, size, DefaultRate)
+}
+
+// ExchangeAt is Exchange at rate datagrams per second, sent in bursts of 16.
+func ExchangeAt(src net.PacketConn, dst net.Addr, recv net.PacketConn, n, size, rate int) (Result, error) {
 	if size < 16 {
 		return Result{}, errors.New("exchange: size must be at least 16")
 	}
@@ -131,8 +139,9 @@ func Exchange(src net.PacketConn, dst net.Addr, recv net.PacketConn, n, size int
 		if _, err := src.WriteTo(buf, dst); err != nil {
 			return res, fmt.Errorf("exchange: send %d: %w", i, err)
 		}
-		if i%32 == 31 {
-			time.Sleep(200 * time.Microsecond)
+		if i%16 == 15 {
+			due := start.Add(time.Duration(i+1) * time.Second / time.Duration(rate))
+			time.Sleep(time.Until(due))
 		}
 	}
 	err := <-done

@@ -1,0 +1,161 @@
+// Package demo runs `ebrtc demo`: the namespace testbed, `ebrtc turn` with
+// the XDP fast path and then without it, a few pion TURN clients sending
+// media-sized datagrams both ways, and a side-by-side of what happened.
+package demo
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// Options size the demo.
+type Options struct {
+	Clients int // TURN clients, each with its own peer socket
+	Packets int // per client and direction
+	Size    int // datagram size in bytes
+	Rate    int // datagrams per second per client and direction
+}
+
+// DefaultOptions is what `make demo` runs: audio-like streams.
+var DefaultOptions = Options{Clients: 4, Packets: 20000, Size: 200, Rate: 5000}
+
+const (
+	user = "demo"
+	pass = "demo-password"
+)
+
+// Run executes the demo with bin as the `ebrtc` binary and writes the report to w.
+func Run(w io.Writer, bin string, o Options) error {
+	tb, err := testbed.New()
+	if err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	defer tb.Close()
+	fmt.Fprintf(w, "testbed: client ns %s, server ns %s, peer ns %s\n", tb.Client.Name, tb.Server.Name, tb.Peer.Name)
+
+	var rows []row
+	for _, mode := range []string{"xdp", "off"} {
+		fmt.Fprintf(w, "running ebrtc turn --offload %s: %d clients x %d datagrams of %d bytes each way at %d/s...\n", mode, o.Clients, o.Packets, o.Size, o.Rate)
+		r, err := runMode(tb, bin, mode, o)
+		if err != nil {
+			return fmt.Errorf("offload %s: %w", mode, err)
+		}
+		rows = append(rows, r)
+	}
+	report(w, rows)
+	return nil
+}
+
+type row struct {
+	mode              string
+	fast, slow        float64
+	sent, received    int
+	elapsed, relayCPU time.Duration
+}
+
+func runMode(tb *testbed.Testbed, bin, mode string, o Options) (row, error) {
+	r, err := tb.StartRelay(bin, append(testbed.TURNArgs(user+":"+pass), "--offload", mode)...)
+	if err != nil {
+		return row{}, err
+	}
+	defer r.Stop(5 * time.Second)
+
+	type flow struct {
+		client *testbed.TURNClient
+		peer   *net.UDPConn
+	}
+	flows := make([]flow, o.Clients)
+	for i := range flows {
+		c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
+			Server: netip.AddrPortFrom(testbed.ServerClientIP4, 3478), Local: testbed.ClientIP4,
+			User: user, Pass: pass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv4,
+		})
+		if err != nil {
+			return row{}, err
+		}
+		defer c.Close()
+		p, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
+		if err != nil {
+			return row{}, err
+		}
+		defer p.Close()
+		flows[i] = flow{c, p}
+		// Warm up: let the client bind its channel before measuring.
+		if _, err := testbed.Exchange(c.Relay, p.LocalAddr(), p, 20, o.Size); err != nil {
+			return row{}, err
+		}
+	}
+
+	before, err := r.Metrics()
+	if err != nil {
+		return row{}, err
+	}
+	cpuBefore, _ := r.CPUTime()
+	start := time.Now()
+	results := make([]testbed.Result, 2*len(flows))
+	errs := make([]error, 2*len(flows))
+	var wg sync.WaitGroup
+	for i, f := range flows {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			results[2*i], errs[2*i] = testbed.ExchangeAt(f.client.Relay, f.peer.LocalAddr(), f.peer, o.Packets, o.Size, o.Rate)
+		}()
+		go func() {
+			defer wg.Done()
+			results[2*i+1], errs[2*i+1] = testbed.ExchangeAt(f.peer, net.UDPAddrFromAddrPort(f.client.RelayAddr()), f.client.Relay, o.Packets, o.Size, o.Rate)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpuAfter, _ := r.CPUTime()
+	after, err := r.Metrics()
+	if err != nil {
+		return row{}, err
+	}
+	out := row{mode: mode, elapsed: elapsed, relayCPU: cpuAfter - cpuBefore}
+	for i, res := range results {
+		if errs[i] != nil {
+			return row{}, errs[i]
+		}
+		out.sent += res.Sent
+		out.received += res.Received
+	}
+	for _, dir := range []string{"client_to_peer", "peer_to_client"} {
+		out.fast += after.Packets("fast", dir) - before.Packets("fast", dir)
+		out.slow += after.Packets("slow", dir) - before.Packets("slow", dir)
+	}
+	return out, nil
+}
+
+func report(w io.Writer, rows []row) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "offload\tsent\treceived\tlost\tfast path\tslow path\tfast share\tthroughput\trelay CPU\tCPU/1k pkts\t")
+	for _, r := range rows {
+		share := 0.0
+		if r.fast+r.slow > 0 {
+			share = 100 * r.fast / (r.fast + r.slow)
+		}
+		perK := time.Duration(0)
+		if r.received > 0 {
+			perK = r.relayCPU * 1000 / time.Duration(r.received)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.1f%%\t%.0f pkt/s\t%v\t%v\t\n",
+			r.mode, r.sent, r.received, r.sent-r.received, r.fast, r.slow, share,
+			float64(r.received)/r.elapsed.Seconds(), r.relayCPU.Round(time.Millisecond), perK.Round(time.Microsecond))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nfast/slow path: packets relayed by XDP and by user space (Prometheus ebrtc_turn_packets_total).")
+	fmt.Fprintln(w, "relay CPU: user+system time of the ebrtc turn process itself; XDP work is kernel softirq time outside it.")
+	fmt.Fprintln(w, "throughput is the paced senders' rate; the relays' limits are for a benchmark, not this demo.")
+}
