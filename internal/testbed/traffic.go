@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/pion/dtls/v3"
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
 
@@ -18,21 +20,58 @@ import (
 type TURNClient struct {
 	Client *turn.Client
 	Relay  net.PacketConn
-	conn   *net.UDPConn
+	conn   net.PacketConn
 }
 
-// ClientOptions select the server, credentials and relay family.
+// ClientOptions select the server, transport, credentials and relay family.
 type ClientOptions struct {
 	Server     netip.AddrPort
+	Transport  string // udp (default), tcp, tls or dtls; the relay is UDP in every case
 	Local      netip.Addr
 	User, Pass string
 	Realm      string
 	Family     turn.RequestedAddressFamily // 0: the client's family
 }
 
+// clientConn opens the client's connection to the server from inside ns.
+// Stream and DTLS transports carry STUN framing, which STUNConn undoes.
+func clientConn(ns *netns.NS, o ClientOptions) (net.PacketConn, error) {
+	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the testbed's own self-signed certificate
+	switch o.Transport {
+	case "", "udp":
+		return ListenUDP(ns, netip.AddrPortFrom(o.Local, 0))
+	case "tcp", "tls":
+		var c net.Conn
+		err := ns.Do(func() error {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: o.Local.AsSlice()}, Timeout: 5 * time.Second}
+			var err error
+			if c, err = d.Dial("tcp", o.Server.String()); err == nil && o.Transport == "tls" {
+				c = tls.Client(c, insecure)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return turn.NewSTUNConn(c), nil
+	case "dtls":
+		udp, err := ListenUDP(ns, netip.AddrPortFrom(o.Local, 0))
+		if err != nil {
+			return nil, err
+		}
+		c, err := dtls.Client(udp, net.UDPAddrFromAddrPort(o.Server), &dtls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			udp.Close()
+			return nil, err
+		}
+		return turn.NewSTUNConn(c), nil
+	}
+	return nil, fmt.Errorf("unknown transport %q", o.Transport)
+}
+
 // NewTURNClient allocates a relay on the server from inside ns.
 func NewTURNClient(ns *netns.NS, o ClientOptions) (*TURNClient, error) {
-	conn, err := ListenUDP(ns, netip.AddrPortFrom(o.Local, 0))
+	conn, err := clientConn(ns, o)
 	if err != nil {
 		return nil, err
 	}

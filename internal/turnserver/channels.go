@@ -20,7 +20,7 @@ type channelSink interface {
 // channelTable follows pion's allocation events and keeps the fast path equal
 // to what the slow path would relay: a channel is installed only while the
 // channel AND a permission for its peer's IP exist, only for plain UDP
-// listeners (never TLS/DTLS/TCP, whose clients expect their transport), and
+// listeners (never TCP/TLS/DTLS, whose clients expect their transport), and
 // with wire addresses (listener wildcard and advertised relay resolved).
 type channelTable struct {
 	sink         channelSink
@@ -51,12 +51,12 @@ func addrPort(a net.Addr) netip.AddrPort {
 
 // state returns the allocation's state, creating it on first use; nil when
 // the allocation cannot be offloaded.
-func (t *channelTable) state(src, dst net.Addr, protocol string) *allocState {
+func (t *channelTable) state(src, dst net.Addr) *allocState {
 	key := allocKey{addrPort(src), addrPort(dst)}
 	if st, ok := t.allocations[key]; ok {
 		return st
 	}
-	if protocol != "UDP" || !t.udpListeners[key.listener] {
+	if !isPlainUDP(src, dst) || !t.udpListeners[key.listener] {
 		return nil
 	}
 	server, err := t.serverFor(key.listener, key.client)
@@ -67,6 +67,16 @@ func (t *channelTable) state(src, dst net.Addr, protocol string) *allocState {
 	st := &allocState{server: server, perms: map[netip.Addr]bool{}, channels: map[uint16]offload.Channel{}}
 	t.allocations[key] = st
 	return st
+}
+
+// isPlainUDP tells a client on a UDP socket from one on TCP or TLS. pion's
+// events cannot: their protocol is the relay's transport, always "UDP", and a
+// TCP listener has the same address as the UDP one on its port. (DTLS clients
+// have UDP addresses but their listener is not in udpListeners.)
+func isPlainUDP(src, dst net.Addr) bool {
+	_, srcUDP := src.(*net.UDPAddr)
+	_, dstUDP := dst.(*net.UDPAddr)
+	return srcUDP && dstUDP
 }
 
 func (t *channelTable) install(ch offload.Channel) {
@@ -81,10 +91,10 @@ func (t *channelTable) uninstall(ch offload.Channel) {
 	}
 }
 
-func (t *channelTable) channelCreated(src, dst net.Addr, protocol string, relay, peer net.Addr, number uint16) {
+func (t *channelTable) channelCreated(src, dst, relay, peer net.Addr, number uint16) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := t.state(src, dst, protocol)
+	st := t.state(src, dst)
 	if st == nil {
 		return
 	}
@@ -112,10 +122,10 @@ func (t *channelTable) channelDeleted(src, dst net.Addr, number uint16) {
 	}
 }
 
-func (t *channelTable) permissionCreated(src, dst net.Addr, protocol string, peer net.IP) {
+func (t *channelTable) permissionCreated(src, dst net.Addr, peer net.IP) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := t.state(src, dst, protocol)
+	st := t.state(src, dst)
 	if st == nil {
 		return
 	}
@@ -180,14 +190,14 @@ func (t *channelTable) eventHandler(allocs *allocationCounter) turn.EventHandler
 			t.allocationDeleted(src, dst)
 		},
 		OnPermissionCreated: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, peer net.IP) {
-			t.permissionCreated(src, dst, protocol, peer)
+			t.permissionCreated(src, dst, peer)
 		},
 		OnPermissionDeleted: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, peer net.IP) {
 			t.permissionDeleted(src, dst, peer)
 		},
 		OnChannelCreated: func(src, dst net.Addr, protocol, userID, realm string, relay, peer net.Addr, number uint16) {
 			allocs.channel(+1)
-			t.channelCreated(src, dst, protocol, relay, peer, number)
+			t.channelCreated(src, dst, relay, peer, number)
 		},
 		OnChannelDeleted: func(src, dst net.Addr, protocol, userID, realm string, relay, peer net.Addr, number uint16) {
 			allocs.channel(-1)

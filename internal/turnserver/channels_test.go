@@ -40,8 +40,8 @@ func TestChannelTableFollowsPermissions(t *testing.T) {
 	client, listener := udp("198.51.100.7:40000"), udp("0.0.0.0:3478")
 	relay, peer := udp("203.0.113.5:50000"), udp("192.0.2.9:60000")
 
-	tab.permissionCreated(client, listener, "UDP", net.ParseIP("192.0.2.9"))
-	tab.channelCreated(client, listener, "UDP", relay, peer, 0x4000)
+	tab.permissionCreated(client, listener, net.ParseIP("192.0.2.9"))
+	tab.channelCreated(client, listener, relay, peer, 0x4000)
 	want := offload.Channel{
 		Client: netip.MustParseAddrPort("198.51.100.7:40000"), Server: netip.MustParseAddrPort("10.0.0.5:3478"),
 		Relay: netip.MustParseAddrPort("10.0.0.5:50000"), Peer: netip.MustParseAddrPort("192.0.2.9:60000"), Number: 0x4000,
@@ -55,7 +55,7 @@ func TestChannelTableFollowsPermissions(t *testing.T) {
 	if len(sink.installed) != 0 {
 		t.Fatal("channel kept in the fast path without a permission")
 	}
-	tab.permissionCreated(client, listener, "UDP", net.ParseIP("192.0.2.9"))
+	tab.permissionCreated(client, listener, net.ParseIP("192.0.2.9"))
 	if !sink.installed[want] {
 		t.Fatal("channel not reinstalled with the permission")
 	}
@@ -65,8 +65,8 @@ func TestChannelTableFollowsPermissions(t *testing.T) {
 	}
 
 	// Allocation deletion removes every channel.
-	tab.channelCreated(client, listener, "UDP", relay, peer, 0x4001)
-	tab.channelCreated(client, listener, "UDP", relay, udp("192.0.2.9:60001"), 0x4002)
+	tab.channelCreated(client, listener, relay, peer, 0x4001)
+	tab.channelCreated(client, listener, relay, udp("192.0.2.9:60001"), 0x4002)
 	if len(sink.installed) != 2 {
 		t.Fatalf("installed %d channels, want 2", len(sink.installed))
 	}
@@ -79,11 +79,14 @@ func TestChannelTableFollowsPermissions(t *testing.T) {
 func TestChannelTableOnlyPlainUDP(t *testing.T) {
 	tab, sink := newTestTable()
 	client, relay, peer := udp("198.51.100.7:40000"), udp("203.0.113.5:50000"), udp("192.0.2.9:60000")
-	// TCP/TLS allocations, and UDP ones on a listener that is not plain UDP (DTLS), stay in user space.
-	tab.permissionCreated(client, udp("0.0.0.0:3478"), "TCP", net.ParseIP("192.0.2.9"))
-	tab.channelCreated(client, udp("0.0.0.0:3478"), "TCP", relay, peer, 0x4000)
-	tab.permissionCreated(client, udp("0.0.0.0:5349"), "UDP", net.ParseIP("192.0.2.9"))
-	tab.channelCreated(client, udp("0.0.0.0:5349"), "UDP", relay, peer, 0x4000)
+	// TCP/TLS clients (TCP addresses, even on the UDP listener's port), and
+	// UDP clients of a listener that is not plain UDP (DTLS), stay in user space.
+	tcpClient := &net.TCPAddr{IP: net.ParseIP("198.51.100.7"), Port: 40000}
+	tcpListener := &net.TCPAddr{IP: net.IPv4zero, Port: 3478}
+	tab.permissionCreated(tcpClient, tcpListener, net.ParseIP("192.0.2.9"))
+	tab.channelCreated(tcpClient, tcpListener, relay, peer, 0x4000)
+	tab.permissionCreated(client, udp("0.0.0.0:5349"), net.ParseIP("192.0.2.9"))
+	tab.channelCreated(client, udp("0.0.0.0:5349"), relay, peer, 0x4000)
 	if len(sink.installed) != 0 {
 		t.Fatalf("offloaded a channel that is not on a plain UDP listener: %v", sink.installed)
 	}
@@ -94,8 +97,8 @@ func TestChannelTableOnlyPlainUDP(t *testing.T) {
 func TestChannelTableMapsAdvertisedPeer(t *testing.T) {
 	tab, sink := newTestTable()
 	client, listener := udp("198.51.100.7:40000"), udp("0.0.0.0:3478")
-	tab.permissionCreated(client, listener, "UDP", net.ParseIP("203.0.113.5"))
-	tab.channelCreated(client, listener, "UDP", udp("203.0.113.5:50000"), udp("203.0.113.5:50002"), 0x4000)
+	tab.permissionCreated(client, listener, net.ParseIP("203.0.113.5"))
+	tab.channelCreated(client, listener, udp("203.0.113.5:50000"), udp("203.0.113.5:50002"), 0x4000)
 	for ch := range sink.installed {
 		if ch.Peer != netip.MustParseAddrPort("10.0.0.5:50002") {
 			t.Fatalf("peer %v not mapped to the wire relay address", ch.Peer)
