@@ -1,0 +1,30 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestCLI(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		contains string
+	}{
+		{nil, 0, "Commands:"},
+		{[]string{"--help"}, 0, "turn"},
+		{[]string{"version"}, 0, "ebrtc dev"},
+		{[]string{"turn", "--help"}, 0, "-relay-ip"},
+		{[]string{"demo", "--help"}, 0, "-clients"},
+		{[]string{"bogus"}, 2, "unknown command"},
+		{[]string{"turn"}, 2, "config: user"},
+		{[]string{"turn", "--user", "a:b", "--offload", "tc"}, 2, "config: offload"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(tc.args, &out, &errOut)
+		if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.contains) {
+			t.Errorf("ebrtc %v: exit %d, output %q; want exit %d containing %q", tc.args, code, out.String()+errOut.String(), tc.code, tc.contains)
+		}
+	}
+}
