@@ -15,6 +15,7 @@ import (
 type channelSink interface {
 	AddChannel(offload.Channel) error
 	RemoveChannel(offload.Channel) error
+	ChannelStats(offload.Channel) (toPeer, toClient offload.FlowStats, err error)
 }
 
 // channelTable follows pion's allocation events and keeps the fast path equal
@@ -86,6 +87,12 @@ func (t *channelTable) install(ch offload.Channel) {
 }
 
 func (t *channelTable) uninstall(ch offload.Channel) {
+	// What the fast path relayed for the channel is only in the BPF counters:
+	// report it before they go.
+	if toPeer, toClient, err := t.sink.ChannelStats(ch); err == nil {
+		t.log.Infof("%v left the fast path: to peer %d packets %d bytes, to client %d packets %d bytes, last seen %s",
+			ch, toPeer.Packets, toPeer.Bytes, toClient.Packets, toClient.Bytes, lastSeen(toPeer, toClient))
+	}
 	if err := t.sink.RemoveChannel(ch); err != nil {
 		t.log.Errorf("offload: remove %v: %v", ch, err)
 	}
@@ -177,6 +184,17 @@ func (t *channelTable) allocationDeleted(src, dst net.Addr) {
 		t.uninstall(ch)
 	}
 	delete(t.allocations, key)
+}
+
+func lastSeen(a, b offload.FlowStats) string {
+	last := a.LastSeen
+	if b.LastSeen.After(last) {
+		last = b.LastSeen
+	}
+	if last.IsZero() {
+		return "never"
+	}
+	return last.UTC().Format("15:04:05.000")
 }
 
 // eventHandler wires the table (and the allocation counters) into pion.

@@ -14,6 +14,9 @@ type recordingSink struct{ installed map[offload.Channel]bool }
 
 func (s *recordingSink) AddChannel(ch offload.Channel) error    { s.installed[ch] = true; return nil }
 func (s *recordingSink) RemoveChannel(ch offload.Channel) error { delete(s.installed, ch); return nil }
+func (s *recordingSink) ChannelStats(offload.Channel) (offload.FlowStats, offload.FlowStats, error) {
+	return offload.FlowStats{Packets: 1}, offload.FlowStats{}, nil
+}
 
 func udp(s string) net.Addr { return net.UDPAddrFromAddrPort(netip.MustParseAddrPort(s)) }
 

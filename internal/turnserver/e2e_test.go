@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -150,6 +152,8 @@ func requireExchange(t *testing.T, what string, res testbed.Result, err error) {
 
 const packets = 2000
 
+var leftRE = regexp.MustCompile(`left the fast path: to peer (\d+) packets \d+ bytes, to client (\d+) packets`)
+
 func TestTURNFastPathEndToEnd(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -199,6 +203,17 @@ func TestTURNFastPathEndToEnd(t *testing.T) {
 			})
 			if f := late.Packets("fast", "peer_to_client") - gone.Packets("fast", "peer_to_client"); f != 0 {
 				t.Errorf("%v packets relayed on the fast path after the allocation was released", f)
+			}
+			// The server read the channel's own BPF counters when it removed it.
+			m := leftRE.FindStringSubmatch(r.Output())
+			if m == nil {
+				t.Fatalf("no per-channel report in the log:\n%s", r.Output())
+			}
+			if toPeer, _ := strconv.Atoi(m[1]); toPeer < packets {
+				t.Errorf("per-channel report: %s packets to the peer, want >= %d", m[1], packets)
+			}
+			if toClient, _ := strconv.Atoi(m[2]); toClient < packets {
+				t.Errorf("per-channel report: %s packets to the client, want >= %d", m[2], packets)
 			}
 		})
 	}
