@@ -100,6 +100,7 @@ struct emit {
 	__u8 data_sum_valid; /* 0 when the input had no UDP checksum */
 	__u8 tos;
 	__u8 df;
+	__u8 ttl;       /* TTL or hop limit of the new IP header */
 };
 
 INLINE void count_outcome(__u32 outcome, __u32 bytes)
@@ -112,14 +113,14 @@ INLINE void count_outcome(__u32 outcome, __u32 bytes)
 	}
 }
 
-INLINE void count_flow(__u32 slot, __u32 bytes)
+INLINE void count_flow(__u32 slot, __u32 bytes, __u64 now)
 {
 	struct flow_stats *s = bpf_map_lookup_elem(&flows, &slot);
 
 	if (s) {
 		s->packets++;
 		s->bytes += bytes;
-		s->last_seen = bpf_ktime_get_coarse_ns();
+		s->last_seen = now;
 	}
 }
 
@@ -333,14 +334,7 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 	void *data_end = (void *)(long)ctx->data_end;
 	const struct route *r = e->route;
 	struct udphdr *udph;
-	__u8 ttl = 64, hop_limit = 64;
-	__u32 zero = 0;
-	struct offload_config *cfg = bpf_map_lookup_elem(&config, &zero);
 
-	if (cfg) {
-		ttl = cfg->ipv4_ttl;
-		hop_limit = cfg->ipv6_hop_limit;
-	}
 	if (r->dst.family == AF_INET) {
 		struct iphdr *iph = data + ETH_HLEN;
 
@@ -348,7 +342,7 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 		if ((void *)(udph + 1) > data_end)
 			return -1;
 		eth_write(data, fib->dmac, fib->smac, ETH_P_IP);
-		ipv4_write(iph, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->df, ttl);
+		ipv4_write(iph, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->df, e->ttl);
 	} else {
 		struct ipv6hdr *ip6h = data + ETH_HLEN;
 
@@ -356,7 +350,7 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 		if ((void *)(udph + 1) > data_end)
 			return -1;
 		eth_write(data, fib->dmac, fib->smac, ETH_P_IPV6);
-		ipv6_write(ip6h, &r->src.ip, &r->dst.ip, udp_len, e->tos, hop_limit);
+		ipv6_write(ip6h, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->ttl);
 	}
 	udp_write(udph, r->src.port, r->dst.port, udp_len);
 	if (e->channel) {
@@ -524,13 +518,9 @@ INLINE int peer_to_client(struct packet *pkt, struct emit *e, __u32 slots[2])
 	return OUT_FAST_PEER_TO_CLIENT;
 }
 
-INLINE int classify(struct xdp_md *ctx, struct packet *pkt, struct emit *e, __u32 slots[2])
+INLINE int classify(struct xdp_md *ctx, const struct offload_config *cfg, struct packet *pkt,
+		    struct emit *e, __u32 slots[2])
 {
-	__u32 zero = 0;
-	struct offload_config *cfg = bpf_map_lookup_elem(&config, &zero);
-
-	if (!cfg)
-		return OUT_PASS_NOT_TURN;
 	if (is_listen_port(cfg, pkt->udp.dport))
 		return client_to_peer(ctx, pkt, e, slots);
 	if (is_relay_port(cfg, pkt->udp.dport))
@@ -546,26 +536,36 @@ int turn_offload(struct xdp_md *ctx)
 	struct emit e = {};
 	__u32 slots[2] = { ~0U, ~0U };
 	int action = XDP_PASS;
+	__u32 zero = 0;
+	struct offload_config *cfg;
 	int fast, out;
+	__u64 now;
 
 	out = parse(ctx, &pkt);
 	if (out != OUT_CONTINUE)
 		goto done;
-	fast = classify(ctx, &pkt, &e, slots);
+	cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg) {
+		out = OUT_PASS_NOT_TURN;
+		goto done;
+	}
+	fast = classify(ctx, cfg, &pkt, &e, slots);
 	if (fast > OUT_FAST_HAIRPIN) {
 		out = fast;
 		goto done;
 	}
 	e.tos = pkt.ip.tos;
 	e.df = pkt.ip.df;
+	e.ttl = e.route->dst.family == AF_INET ? cfg->ipv4_ttl : cfg->ipv6_hop_limit;
 	out = emit(ctx, &e, &action);
 	if (out == OUT_DROP_REWRITE_FAILED)
 		action = XDP_DROP;
 	if (out != OUT_CONTINUE)
 		goto done;
-	count_flow(slots[0], e.data_len);
+	now = bpf_ktime_get_coarse_ns();
+	count_flow(slots[0], e.data_len, now);
 	if (slots[1] != ~0U)
-		count_flow(slots[1], e.data_len);
+		count_flow(slots[1], e.data_len, now);
 	/* Fast outcomes count relayed data bytes, like the user-space counters. */
 	count_outcome(fast, e.data_len);
 	return action;

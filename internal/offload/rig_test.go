@@ -156,6 +156,19 @@ func (r *rig) expectOutcome(want Outcome, fn func()) {
 	}
 }
 
+// expectFast runs in on ingress and checks the outcome, the action and the
+// emitted frame byte for byte.
+func (r *rig) expectFast(t *testing.T, outcome Outcome, action uint32, ingress string, in, want []byte) {
+	t.Helper()
+	var ret uint32
+	var out []byte
+	r.expectOutcome(outcome, func() { ret, out = r.run(ingress, in) })
+	if ret != action {
+		t.Fatalf("action %d, want %d", ret, action)
+	}
+	requireFrame(t, out, want)
+}
+
 // toward builds the frame the program must emit on iface towards a neighbour.
 func (r *rig) toward(iface string, u frame.UDP) []byte {
 	u.SrcMAC = r.ifs[iface].mac

@@ -64,13 +64,7 @@ func TestClientToPeer(t *testing.T) {
 						in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, TOS: 0xb9, DF: true, ID: 77,
 							Payload: frame.ChannelData(ch.Number, data, pad, 0xaa)})
 						want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TOS: 0xb9, TTL: defaultTTL, DF: true, Payload: data})
-						var ret uint32
-						var out []byte
-						r.expectOutcome(FastClientToPeer, func() { ret, out = r.run("cli0", in) })
-						if ret != xdpRedirect {
-							t.Fatalf("action %d, want XDP_REDIRECT", ret)
-						}
-						requireFrame(t, out, want)
+						r.expectFast(t, FastClientToPeer, xdpRedirect, "cli0", in, want)
 					})
 				}
 			}
@@ -92,13 +86,7 @@ func TestPeerToClient(t *testing.T) {
 					// DF is copied from IPv4; IPv6 input never fragments, so it becomes DF.
 					want := r.toward("cli0", frame.UDP{Src: ch.Server, Dst: ch.Client, TOS: 0x2a, TTL: defaultTTL, DF: pf == "v6",
 						Payload: frame.ChannelData(ch.Number, data, frame.PadTo4(n), 0)})
-					var ret uint32
-					var out []byte
-					r.expectOutcome(FastPeerToClient, func() { ret, out = r.run("peer0", in) })
-					if ret != xdpRedirect {
-						t.Fatalf("action %d, want XDP_REDIRECT", ret)
-					}
-					requireFrame(t, out, want)
+					r.expectFast(t, FastPeerToClient, xdpRedirect, "peer0", in, want)
 				})
 			}
 			must(t, r.engine.RemoveChannel(ch))
@@ -125,13 +113,7 @@ func TestHairpinStaysInXDP(t *testing.T) {
 		must(t, r.engine.AddChannel(b))
 		want := r.toward("cli0", frame.UDP{Src: b.Server, Dst: b.Client, TTL: defaultTTL, DF: name == "v6",
 			Payload: frame.ChannelData(b.Number, data, frame.PadTo4(len(data)), 0)})
-		var ret uint32
-		var out []byte
-		r.expectOutcome(FastHairpin, func() { ret, out = r.run("cli0", in) })
-		if ret != xdpTX {
-			t.Fatalf("%s: action %d, want XDP_TX (same interface)", name, ret)
-		}
-		requireFrame(t, out, want)
+		r.expectFast(t, FastHairpin, xdpTX, "cli0", in, want) // same interface: XDP_TX
 
 		toPeer, _, err := r.engine.ChannelStats(a)
 		must(t, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/pion/dtls/v3"
@@ -21,6 +22,7 @@ type TURNClient struct {
 	Client *turn.Client
 	Relay  net.PacketConn
 	conn   net.PacketConn
+	close  sync.Once
 }
 
 // ClientOptions select the server, transport, credentials and relay family.
@@ -107,10 +109,13 @@ func (c *TURNClient) RelayAddr() netip.AddrPort {
 }
 
 // Close releases the allocation (Refresh with lifetime 0) and the socket.
+// Calling it again does nothing.
 func (c *TURNClient) Close() {
-	_ = c.Relay.Close()
-	c.Client.Close()
-	_ = c.conn.Close()
+	c.close.Do(func() {
+		_ = c.Relay.Close()
+		c.Client.Close()
+		_ = c.conn.Close()
+	})
 }
 
 // Result of an exchange of numbered datagrams.

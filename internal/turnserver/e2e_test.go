@@ -70,15 +70,32 @@ func startRelay(t *testing.T, tb *testbed.Testbed, extra ...string) *testbed.Rel
 	return r
 }
 
+// newClient allocates a relay with pion's client; closed at the end of the test.
 func newClient(t *testing.T, tb *testbed.Testbed, family turn.RequestedAddressFamily) *testbed.TURNClient {
 	t.Helper()
-	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
-		Server: server4, Local: testbed.ClientIP4, User: user, Pass: pass, Realm: "ebrtc.test", Family: family,
-	})
+	return newClientOver(t, tb, testbed.ClientOptions{Server: server4, Family: family})
+}
+
+func newClientOver(t *testing.T, tb *testbed.Testbed, o testbed.ClientOptions) *testbed.TURNClient {
+	t.Helper()
+	o.Local, o.User, o.Pass, o.Realm = testbed.ClientIP4, user, pass, "ebrtc.test"
+	c, err := testbed.NewTURNClient(tb.Client, o)
+	if err != nil {
+		t.Fatalf("TURN client over %q: %v", o.Transport, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// newPeer opens a peer socket in the peer namespace; closed at the end of the test.
+func newPeer(t *testing.T, tb *testbed.Testbed, ip netip.Addr) *net.UDPConn {
+	t.Helper()
+	p, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(ip, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 func metrics(t *testing.T, r *testbed.Relay) testbed.Metrics {
@@ -167,12 +184,7 @@ func TestTURNFastPathEndToEnd(t *testing.T) {
 			tb := newTestbed(t)
 			r := startRelay(t, tb)
 			c := newClient(t, tb, tc.family)
-			defer c.Close()
-			peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(tc.peer, 0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer peer.Close()
+			peer := newPeer(t, tb, tc.peer)
 
 			bindChannel(t, r, c, peer, 1)
 			before := metrics(t, r)
@@ -225,9 +237,7 @@ func TestTURNHairpin(t *testing.T) {
 	tb := newTestbed(t)
 	r := startRelay(t, tb)
 	a := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-	defer a.Close()
 	b := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-	defer b.Close()
 
 	// Each binds a channel to the other's relay address.
 	aTo, bTo := net.UDPAddrFromAddrPort(b.RelayAddr()), net.UDPAddrFromAddrPort(a.RelayAddr())
@@ -260,12 +270,7 @@ func TestTURNOffloadOff(t *testing.T) {
 	tb := newTestbed(t)
 	r := startRelay(t, tb, "--offload", "off")
 	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-	defer c.Close()
-	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	peer := newPeer(t, tb, testbed.PeerIP4)
 	res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 500, 200)
 	requireExchange(t, "client to peer", res, err)
 	m := metrics(t, r)
@@ -279,12 +284,7 @@ func TestTURNRefusesDeniedPeer(t *testing.T) {
 	tb := newTestbed(t)
 	r := startRelay(t, tb, "--deny-peer", "10.201.2.2/32")
 	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-	defer c.Close()
-	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	peer := newPeer(t, tb, testbed.PeerIP4)
 	for range 20 {
 		_, _ = c.Relay.WriteTo([]byte("must-not-arrive-0"), peer.LocalAddr())
 		time.Sleep(20 * time.Millisecond)
@@ -304,12 +304,7 @@ func TestTURNChannelExpiry(t *testing.T) {
 	tb := newTestbed(t)
 	r := startRelay(t, tb, "--channel-lifetime", "2s", "--permission-lifetime", "2s")
 	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-	defer c.Close()
-	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	peer := newPeer(t, tb, testbed.PeerIP4)
 	bindChannel(t, r, c, peer, 1)
 
 	// pion's client refreshes bindings after minutes; the server lifetime is 2s.

@@ -34,19 +34,10 @@ func TestTURNStreamAndSecureTransports(t *testing.T) {
 		port      uint16
 	}{{"tcp", 3478}, {"tls", 5349}, {"dtls", 5349}} {
 		t.Run(tc.transport, func(t *testing.T) {
-			c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
-				Server: netip.AddrPortFrom(server4.Addr(), tc.port), Transport: tc.transport, Local: testbed.ClientIP4,
-				User: user, Pass: pass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv4,
+			c := newClientOver(t, tb, testbed.ClientOptions{
+				Server: netip.AddrPortFrom(server4.Addr(), tc.port), Transport: tc.transport, Family: turn.RequestedAddressFamilyIPv4,
 			})
-			if err != nil {
-				t.Fatalf("%s client: %v\n%s", tc.transport, err, r.Output())
-			}
-			defer c.Close()
-			peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer peer.Close()
+			peer := newPeer(t, tb, testbed.PeerIP4)
 			before := metrics(t, r)
 			res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 300, 200, 2000)
 			requireExchange(t, "client to peer", res, err)
