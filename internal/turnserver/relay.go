@@ -75,8 +75,9 @@ func (g *relayGenerator) AllocatePacketConn(conf turn.AllocateListenerConfig) (n
 	if err != nil {
 		return nil, nil, err
 	}
+	lc := net.ListenConfig{Control: relayControl}
 	for _, port := range g.ports(conf.RequestedPort) {
-		conn, err := net.ListenPacket(conf.Network, net.JoinHostPort(wire.String(), strconv.Itoa(port)))
+		conn, err := lc.ListenPacket(context.Background(), conf.Network, net.JoinHostPort(wire.String(), strconv.Itoa(port)))
 		if err != nil {
 			continue
 		}

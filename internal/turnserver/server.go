@@ -143,7 +143,7 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 	switch l.Scheme {
 	case "udp":
 		// Several sockets on one port spread the slow path over the cores.
-		lc := net.ListenConfig{Control: reusePort}
+		lc := net.ListenConfig{Control: listenerControl}
 		for range s.UDPThreads {
 			conn, err := lc.ListenPacket(context.Background(), "udp"+network, addr)
 			if err != nil {
@@ -182,11 +182,30 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 	return nil
 }
 
-func reusePort(network, address string, c syscall.RawConn) error {
+// udpBuffer is what UDP sockets ask for, so bursts of media are queued rather
+// than dropped while the slow path catches up (the kernel caps it at
+// net.core.rmem_max / wmem_max).
+const udpBuffer = 4 << 20
+
+func setUDPBuffers(fd int) error {
+	return errors.Join(
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, udpBuffer),
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, udpBuffer))
+}
+
+// listenerControl prepares a UDP listener socket: shared port, large buffers.
+func listenerControl(network, address string, c syscall.RawConn) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1), setUDPBuffers(int(fd)))
 	})
+	return errors.Join(err, serr)
+}
+
+// relayControl prepares a relay socket: large buffers.
+func relayControl(network, address string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) { serr = setUDPBuffers(int(fd)) })
 	return errors.Join(err, serr)
 }
 
