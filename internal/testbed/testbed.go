@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -193,12 +194,30 @@ type Process struct {
 	done chan error
 }
 
-// Start runs a command inside ns with its output going to out.
+// spawn runs functions on one OS thread that never exits. Pdeathsig fires
+// when the thread that forked a child exits, not the process; netns.Do ends
+// threads on purpose, and Go may have forked on a thread it later hands to
+// Do. Forking only here keeps children alive exactly as long as the process.
+var spawn = func() chan<- func() {
+	ch := make(chan func())
+	go func() {
+		runtime.LockOSThread()
+		for f := range ch {
+			f()
+		}
+	}()
+	return ch
+}()
+
+// Start runs a command inside ns with its output going to out. It is killed
+// if this process dies.
 func Start(ns *netns.NS, out io.Writer, name string, args ...string) (*Process, error) {
 	cmd := ns.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	errc := make(chan error, 1)
+	spawn <- func() { errc <- cmd.Start() }
+	if err := <-errc; err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &Process{cmd: cmd, done: make(chan error, 1)}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ebrtc/ebrtc/internal/bench"
+)
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	relays := fs.String("relays", "all", "comma-separated: ebrtc-xdp, ebrtc-user-1, ebrtc-user-N, coturn, baseline, or all")
+	quick := fs.Bool("quick", false, "one size, 1 s trials: under 3 minutes for all relays")
+	clients := fs.Int("clients", 0, "TURN clients (default 8)")
+	sizes := fs.String("sizes", "", "payload sizes, comma-separated, 'mix' for 200/1200 alternating (default: 200 with --quick, else 200,1200,mix)")
+	jsonPath := fs.String("json", "", "write the results as JSON to this file")
+	plotPath := fs.String("plot", "", "write a PNG chart (throughput bars, latency CDF) to this file")
+	maxLoss := fs.Float64("max-loss", 0, "loss allowed at the loss-free rate, in percent (default 0.1)")
+	verbose := fs.Bool("v", false, "show the relays' output")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	o := bench.FullOptions()
+	if *quick {
+		o = bench.QuickOptions()
+	}
+	if *relays != "" {
+		o.Relays = strings.Split(*relays, ",")
+	}
+	if *clients != 0 {
+		if *clients < 1 || *clients > 64 {
+			fmt.Fprintln(stderr, "ebrtc bench: --clients must be 1-64")
+			return 2
+		}
+		o.Clients = *clients
+	}
+	if *sizes != "" {
+		o.Sizes = nil
+		for _, s := range strings.Split(*sizes, ",") {
+			if s == "mix" {
+				o.Sizes = append(o.Sizes, 0)
+				continue
+			}
+			n, err := strconv.Atoi(s)
+			if err != nil || n < bench.MinSize || n > 1400 {
+				fmt.Fprintf(stderr, "ebrtc bench: --sizes: %q is not mix or %d-1400\n", s, bench.MinSize)
+				return 2
+			}
+			o.Sizes = append(o.Sizes, n)
+		}
+	}
+	if *maxLoss != 0 {
+		o.MaxLoss = *maxLoss / 100
+	}
+	o.Progress = stderr
+	if *verbose {
+		o.Log = stderr
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
+		return 1
+	}
+	// On Ctrl-C the run's deferred cleanup (namespaces, processes) must still run.
+	type outcome struct {
+		rep *bench.Report
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		rep, err := bench.Run(bin, o)
+		done <- outcome{rep, err}
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	var res outcome
+	select {
+	case res = <-done:
+	case <-sig:
+		fmt.Fprintln(stderr, "ebrtc bench: interrupted, cleaning up")
+		return 130
+	}
+	if res.err != nil {
+		fmt.Fprintf(stderr, "ebrtc bench: %v\n", res.err)
+		return 1
+	}
+	res.rep.WriteTable(stdout)
+	if *jsonPath != "" {
+		if err := res.rep.WriteJSON(*jsonPath); err != nil {
+			fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
+			return 1
+		}
+	}
+	if *plotPath != "" {
+		if err := res.rep.WritePlot(*plotPath); err != nil {
+			fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}

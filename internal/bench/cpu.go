@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// cpuTime is system-wide CPU time from /proc/stat, in nanoseconds.
+type cpuTime struct{ busy, total uint64 }
+
+// readCPU sums every CPU's time; busy excludes idle and iowait. System-wide,
+// so softirq work (where XDP and the kernel's UDP path run) is included.
+func readCPU() (cpuTime, error) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return cpuTime{}, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 8 || fields[0] != "cpu" {
+			continue
+		}
+		var t cpuTime
+		for i, v := range fields[1:] {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return cpuTime{}, fmt.Errorf("/proc/stat: %q", v)
+			}
+			// guest and guest_nice (fields 9, 10) are already in user and nice.
+			if i >= 8 {
+				break
+			}
+			t.total += n
+			if i != 3 && i != 4 { // idle, iowait
+				t.busy += n
+			}
+		}
+		// /proc/stat counts in USER_HZ (100 per second).
+		return cpuTime{busy: t.busy * 1e7, total: t.total * 1e7}, nil
+	}
+	return cpuTime{}, fmt.Errorf("/proc/stat: no cpu line")
+}
+
+// Machine describes where a run happened.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model"`
+	Kernel    string `json:"kernel"`
+	MemoryGiB int    `json:"memory_gib"`
+}
+
+func machineFacts() Machine {
+	m := Machine{CPUs: runtime.NumCPU()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
+		m.MemoryGiB = (kb + 1<<19) >> 20
+	}
+	return m
+}

@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/turnclient"
+)
+
+const (
+	user     = "bench"
+	password = "bench-password"
+)
+
+var (
+	server = netip.AddrPortFrom(testbed.ServerClientIP4, 3478)
+)
+
+// Relay is one relay under test.
+type Relay struct {
+	Name string
+	// Describe says what exactly runs, for the report.
+	Describe string
+	// turn is false for the baseline, which forwards plain UDP without TURN.
+	turn  bool
+	start func(env *env) (stop func() error, err error)
+}
+
+type env struct {
+	tb      *testbed.Testbed
+	ebrtc   string // binary
+	workDir string
+	log     io.Writer
+}
+
+// Relays returns every relay kind, in report order.
+func Relays() []Relay {
+	n := runtime.NumCPU()
+	ebrtc := func(extra ...string) func(*env) (func() error, error) {
+		return func(e *env) (func() error, error) {
+			r, err := e.tb.StartRelay(e.ebrtc, append(testbed.TURNArgs(user+":"+password), extra...)...)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return r.Stop(5 * time.Second) }, nil
+		}
+	}
+	return []Relay{
+		{Name: "ebrtc-xdp", Describe: "ebrtc turn, XDP fast path", turn: true, start: ebrtc()},
+		{Name: "ebrtc-user-1", Describe: "ebrtc turn --offload off --udp-threads 1 (pion/turn, one socket)", turn: true,
+			start: ebrtc("--offload", "off", "--udp-threads", "1")},
+		{Name: fmt.Sprintf("ebrtc-user-%d", n), Describe: fmt.Sprintf("ebrtc turn --offload off --udp-threads %d (SO_REUSEPORT)", n), turn: true,
+			start: ebrtc("--offload", "off", "--udp-threads", strconv.Itoa(n))},
+		{Name: "coturn", Describe: coturnDescription(n), turn: true, start: startCoturn},
+		{Name: "baseline", Describe: "plain kernel IP forwarding between the same veths, no TURN", start: startBaseline},
+	}
+}
+
+// coturn 4.6 has no recvmmsg/sendmmsg switch: its fastest UDP setup is one
+// relay thread per CPU on SO_REUSEPORT sockets, with logging and every other
+// listener off.
+func coturnDescription(n int) string {
+	return fmt.Sprintf("coturn turnserver, %d relay threads, UDP only, no logging", n)
+}
+
+func startCoturn(e *env) (func() error, error) {
+	conf := strings.Join([]string{
+		"listening-ip=" + testbed.ServerClientIP4.String(),
+		"listening-port=3478",
+		"relay-ip=" + testbed.ServerPeerIP4.String(),
+		"min-port=49152", "max-port=65535",
+		"lt-cred-mech", "user=" + user + ":" + password, "realm=ebrtc.test",
+		"relay-threads=" + strconv.Itoa(runtime.NumCPU()),
+		"no-tcp", "no-tls", "no-dtls", "no-tcp-relay", "no-cli", "no-rfc5780", "no-stun-backward-compatibility",
+		"log-file=/dev/null", "no-stdout-log",
+		"pidfile=" + filepath.Join(e.workDir, "turnserver.pid"),
+		"userdb=" + filepath.Join(e.workDir, "turndb"),
+	}, "\n") + "\n"
+	path := filepath.Join(e.workDir, "turnserver.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	p, err := testbed.Start(e.tb.Server, e.log, "turnserver", "-c", path)
+	if err != nil {
+		return nil, err
+	}
+	stop := func() error { return p.Stop(5 * time.Second) }
+	// Ready when it answers an allocation.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if exited, err := p.Exited(); exited {
+			return nil, fmt.Errorf("turnserver exited: %v", err)
+		}
+		if probe(e.tb) == nil {
+			return stop, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = stop()
+	return nil, fmt.Errorf("turnserver not answering after 10s")
+}
+
+func probe(tb *testbed.Testbed) error {
+	conn, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	c, err := turnclient.Allocate(conn, server, user, password, false)
+	if err != nil {
+		return err
+	}
+	return c.Release()
+}
+
+func startBaseline(e *env) (func() error, error) {
+	if _, err := e.tb.Server.Output("sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+		return nil, err
+	}
+	return func() error {
+		_, err := e.tb.Server.Output("sysctl", "-qw", "net.ipv4.ip_forward=0")
+		return err
+	}, nil
+}
+
+// flow is one client and its peer, with a direction each way.
+type flow struct {
+	client, peer *net.UDPConn
+	fwd, rev     *direction
+	turn         *turnclient.Client
+}
+
+func (f *flow) close() {
+	if f.turn != nil {
+		_ = f.turn.Release()
+	}
+	f.client.Close()
+	f.peer.Close()
+}
+
+// setupFlows opens n client/peer pairs; through a TURN relay each client
+// allocates and binds a channel to its peer.
+func setupFlows(tb *testbed.Testbed, r Relay, n int) ([]*flow, error) {
+	var flows []*flow
+	fail := func(err error) ([]*flow, error) {
+		for _, f := range flows {
+			f.close()
+		}
+		return nil, err
+	}
+	for i := range n {
+		c, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+		if err != nil {
+			return fail(err)
+		}
+		p, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
+		if err != nil {
+			c.Close()
+			return fail(err)
+		}
+		f := &flow{client: c, peer: p}
+		flows = append(flows, f)
+		peerAddr := p.LocalAddr().(*net.UDPAddr).AddrPort()
+		clientAddr := c.LocalAddr().(*net.UDPAddr).AddrPort()
+		f.fwd = &direction{send: ipv4.NewPacketConn(c), recv: ipv4.NewPacketConn(p), flow: uint32(2 * i)}
+		f.rev = &direction{send: ipv4.NewPacketConn(p), recv: ipv4.NewPacketConn(c), flow: uint32(2*i + 1)}
+		if !r.turn {
+			f.fwd.dst, f.rev.dst = net.UDPAddrFromAddrPort(peerAddr), net.UDPAddrFromAddrPort(clientAddr)
+			continue
+		}
+		if f.turn, err = turnclient.Allocate(c, server, user, password, false); err != nil {
+			return fail(fmt.Errorf("%s: %w", r.Name, err))
+		}
+		const channel = 0x4000
+		if err := f.turn.ChannelBind(peerAddr, channel); err != nil {
+			return fail(fmt.Errorf("%s: %w", r.Name, err))
+		}
+		f.fwd.dst, f.fwd.prefix = net.UDPAddrFromAddrPort(server), []byte{channel >> 8, channel & 0xff, 0, 0}
+		f.rev.dst, f.rev.strip = net.UDPAddrFromAddrPort(f.turn.Relay), 4
+	}
+	return flows, nil
+}

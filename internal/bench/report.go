@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is one run of every selected relay.
+type Report struct {
+	Machine Machine        `json:"machine"`
+	Options Options        `json:"-"`
+	Started time.Time      `json:"started"`
+	Elapsed time.Duration  `json:"elapsed_ns"`
+	Relays  []RelayResult  `json:"relays"`
+	Targets []TargetResult `json:"targets,omitempty"`
+}
+
+// RelayResult is one relay. MaxLossFreePPS is that of the first size; the
+// latency, jitter and CPU figures come from the trial at the common rate
+// (Options.CostRate), where every relay carries the same load.
+type RelayResult struct {
+	Name           string  `json:"name"`
+	Describe       string  `json:"describe"`
+	MaxLossFreePPS float64 `json:"max_loss_free_pps"`
+	// CPUNsPerPacket is system-wide (generator, kernel and relay);
+	// RelayCPUNsPerPacket subtracts the baseline's, leaving the relay's own share.
+	CPUNsPerPacket      float64      `json:"cpu_ns_per_packet"`
+	RelayCPUNsPerPacket float64      `json:"relay_cpu_ns_per_packet,omitempty"`
+	LatencyP50us        float64      `json:"latency_p50_us"`
+	LatencyP99us        float64      `json:"latency_p99_us"`
+	LatencyMaxUs        float64      `json:"latency_max_us"`
+	JitterUs            float64      `json:"jitter_us"`
+	CostLoss            float64      `json:"loss_at_common_rate"`
+	Sizes               []SizeResult `json:"sizes"`
+
+	cdfX, cdfY []float64
+}
+
+// SizeResult is the search result for one payload size.
+type SizeResult struct {
+	Size             string  `json:"size"`
+	MaxLossFreePPS   float64 `json:"max_loss_free_pps"`
+	Loss             float64 `json:"loss"`
+	LatencyP50us     float64 `json:"latency_p50_us"`
+	LatencyP99us     float64 `json:"latency_p99_us"`
+	LatencyMaxUs     float64 `json:"latency_max_us"`
+	JitterUs         float64 `json:"jitter_us"`
+	GeneratorLimited bool    `json:"generator_limited"`
+
+	cdfX, cdfY []float64
+}
+
+func (s *SizeResult) fill(t *trialResult) {
+	s.MaxLossFreePPS = float64(t.received) / t.duration.Seconds()
+	s.Loss = t.loss()
+	s.LatencyP50us = t.hist.quantile(0.5)
+	s.LatencyP99us = t.hist.quantile(0.99)
+	s.LatencyMaxUs = float64(t.hist.max) / 1000
+	s.JitterUs = t.jitterUs
+	s.cdfX, s.cdfY = t.hist.cdf()
+}
+
+func (r *RelayResult) fillHeadline() {
+	if len(r.Sizes) == 0 {
+		return
+	}
+	r.MaxLossFreePPS = r.Sizes[0].MaxLossFreePPS
+}
+
+// TargetResult is one of the issue's targets, checked on this run.
+type TargetResult struct {
+	Target string  `json:"target"`
+	Value  float64 `json:"value"`
+	Want   string  `json:"want"`
+	Met    bool    `json:"met"`
+}
+
+func (rep *Report) find(prefix string) *RelayResult {
+	for i := range rep.Relays {
+		if rep.Relays[i].Name == prefix || (prefix == "ebrtc-user-N" && len(rep.Relays[i].Name) > 11 && rep.Relays[i].Name[:11] == "ebrtc-user-" && rep.Relays[i].Name != "ebrtc-user-1") {
+			return &rep.Relays[i]
+		}
+	}
+	return nil
+}
+
+// compare derives each relay's own CPU share and evaluates the targets that
+// the relays present in this run allow.
+func (rep *Report) compare() {
+	if base := rep.find("baseline"); base != nil {
+		for i := range rep.Relays {
+			if rep.Relays[i].Name != "baseline" {
+				rep.Relays[i].RelayCPUNsPerPacket = max(rep.Relays[i].CPUNsPerPacket-base.CPUNsPerPacket, 0)
+			}
+		}
+	}
+	xdp := rep.find("ebrtc-xdp")
+	if xdp == nil {
+		return
+	}
+	ratio := func(name, want string, min float64, other *RelayResult, f func(a, b *RelayResult) float64) {
+		if other == nil {
+			return
+		}
+		v := f(xdp, other)
+		rep.Targets = append(rep.Targets, TargetResult{Target: name, Value: v, Want: want, Met: v >= min})
+	}
+	pps := func(a, b *RelayResult) float64 { return a.MaxLossFreePPS / b.MaxLossFreePPS }
+	ratio("max loss-free rate ebrtc-xdp / ebrtc-user-1", ">= 15", 15, rep.find("ebrtc-user-1"), pps)
+	ratio("max loss-free rate ebrtc-xdp / coturn", ">= 5", 5, rep.find("coturn"), pps)
+	ratio("max loss-free rate ebrtc-xdp / baseline", ">= 0.9", 0.9, rep.find("baseline"), pps)
+	// The relay's own share when the baseline ran; system-wide otherwise.
+	cpu := func(r *RelayResult) float64 {
+		if r.RelayCPUNsPerPacket > 0 || rep.find("baseline") != nil {
+			return max(r.RelayCPUNsPerPacket, 1)
+		}
+		return r.CPUNsPerPacket
+	}
+	ratio("CPU per packet coturn / ebrtc-xdp", ">= 10", 10, rep.find("coturn"), func(a, b *RelayResult) float64 { return cpu(b) / cpu(a) })
+	if base := rep.find("baseline"); base != nil {
+		p50 := xdp.LatencyP50us - base.LatencyP50us
+		p99 := xdp.LatencyP99us - base.LatencyP99us
+		rep.Targets = append(rep.Targets,
+			TargetResult{Target: "added p50 latency over baseline (µs)", Value: p50, Want: "<= 5", Met: p50 <= 5},
+			TargetResult{Target: "added p99 latency over baseline (µs)", Value: p99, Want: "<= 20", Met: p99 <= 20})
+	}
+}
+
+// WriteTable prints the results for people.
+func (rep *Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "machine: %d CPUs (%s), kernel %s, %d GiB; %d clients; loss-free = loss <= %.1f%%; run took %v\n\n",
+		rep.Machine.CPUs, rep.Machine.CPUModel, rep.Machine.Kernel, rep.Machine.MemoryGiB, rep.Options.Clients,
+		100*rep.Options.MaxLoss, rep.Elapsed.Round(time.Second))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "relay\tmax loss-free pkt/s\tat %.0f/s: p50 µs\tp99 µs\tmax µs\tjitter µs\tCPU ns/pkt\trelay's share\t\n", rep.Options.CostRate)
+	for _, r := range rep.Relays {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.1f\t%.0f\t%.1f\t%.0f\t%.0f\t\n", r.Name, r.MaxLossFreePPS,
+			r.LatencyP50us, r.LatencyP99us, r.LatencyMaxUs, r.JitterUs, r.CPUNsPerPacket, r.RelayCPUNsPerPacket)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nper size (latency at the max loss-free rate, queueing included):")
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "relay\tsize\tmax loss-free pkt/s\tp50 µs\tp99 µs\tjitter µs\tnote\t")
+	for _, r := range rep.Relays {
+		for _, s := range r.Sizes {
+			note := ""
+			if s.GeneratorLimited {
+				note = "generator could not send the failing rate"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%s\t\n", r.Name, s.Size, s.MaxLossFreePPS, s.LatencyP50us, s.LatencyP99us, s.JitterUs, note)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nCPU ns/pkt: system-wide busy CPU time (generator, kernel, relay) per delivered datagram; relay's share: minus the baseline's.")
+	if len(rep.Targets) > 0 {
+		fmt.Fprintln(w, "\ntargets:")
+		for _, t := range rep.Targets {
+			fmt.Fprintf(w, "  %-45s %8.2f  want %-6s %s\n", t.Target, t.Value, t.Want, map[bool]string{true: "met", false: "MISSED"}[t.Met])
+		}
+	}
+}
+
+// WriteJSON writes the report as JSON.
+func (rep *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
