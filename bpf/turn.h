@@ -70,6 +70,26 @@ struct peer_key_v6 {
 	__be16 relay_port;
 };
 
+/* A bpf_fib_lookup answer, cached per CPU for NEXTHOP_TTL_NS. */
+struct nexthop_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 ifindex; /* ingress */
+	__u8 family;
+	__u8 pad[3];
+};
+
+struct nexthop {
+	__u64 expires;  /* CLOCK_MONOTONIC_COARSE, ns */
+	__u32 ifindex;  /* egress */
+	__u16 max_len;  /* largest IP length checked against the MTU */
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u16 pad;
+};
+
+#define NEXTHOP_TTL_NS 1000000000ULL
+
 struct flow_stats {
 	__u64 packets;
 	__u64 bytes;     /* UDP payload bytes as received */

@@ -74,6 +74,16 @@ struct {
 	__type(value, struct offload_config);
 } config SEC(".maps");
 
+/* Recent bpf_fib_lookup answers: the lookup costs more than the rest of the
+ * fast path together. Per CPU, so entries are never torn; they expire after
+ * NEXTHOP_TTL_NS, so route and neighbour changes apply within a second. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct nexthop_key);
+	__type(value, struct nexthop);
+} nexthops SEC(".maps");
+
 /* Interfaces the program may redirect to (ifindex -> ifindex). */
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
@@ -301,6 +311,38 @@ INLINE int fib_lookup(struct xdp_md *ctx, const struct route *r, __u32 ip_len,
 	return OUT_CONTINUE;
 }
 
+/* Where the datagram leaves: from the per-CPU cache while fresh and the
+ * length already passed the MTU check, else from bpf_fib_lookup (cached on
+ * success). */
+INLINE int next_hop(struct xdp_md *ctx, const struct route *r, __u32 ip_len, __u64 now,
+		    struct nexthop *out)
+{
+	struct nexthop_key key = { .ifindex = ctx->ingress_ifindex, .family = r->dst.family };
+	struct bpf_fib_lookup fib = {};
+	struct nexthop *nh;
+	int rc;
+
+	__builtin_memcpy(key.src, r->src.ip.bytes, 16);
+	__builtin_memcpy(key.dst, r->dst.ip.bytes, 16);
+	nh = bpf_map_lookup_elem(&nexthops, &key);
+	if (nh && nh->expires > now && ip_len <= nh->max_len) {
+		*out = *nh;
+		return OUT_CONTINUE;
+	}
+	rc = fib_lookup(ctx, r, ip_len, &fib);
+	if (rc != OUT_CONTINUE)
+		return rc;
+	out->expires = now + NEXTHOP_TTL_NS;
+	out->ifindex = fib.ifindex;
+	out->max_len = ip_len;
+	if (nh && nh->expires > now && nh->ifindex == fib.ifindex && nh->max_len > ip_len)
+		out->max_len = nh->max_len;
+	__builtin_memcpy(out->smac, fib.smac, ETH_ALEN);
+	__builtin_memcpy(out->dmac, fib.dmac, ETH_ALEN);
+	bpf_map_update_elem(&nexthops, &key, out, BPF_ANY);
+	return OUT_CONTINUE;
+}
+
 /* Bytes in front of the data in the outgoing frame. */
 INLINE __u32 out_header_len(const struct emit *e)
 {
@@ -327,7 +369,7 @@ INLINE int resize(struct xdp_md *ctx, const struct emit *e, __u32 hdr_len, __u32
 	return bpf_xdp_adjust_head(ctx, -delta) ? -2 : -1;
 }
 
-INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct bpf_fib_lookup *fib,
+INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct nexthop *nh,
 			 __u16 udp_len, __u64 sum)
 {
 	void *data = (void *)(long)ctx->data;
@@ -341,7 +383,7 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 		udph = (void *)(iph + 1);
 		if ((void *)(udph + 1) > data_end)
 			return -1;
-		eth_write(data, fib->dmac, fib->smac, ETH_P_IP);
+		eth_write(data, nh->dmac, nh->smac, ETH_P_IP);
 		ipv4_write(iph, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->df, e->ttl);
 	} else {
 		struct ipv6hdr *ip6h = data + ETH_HLEN;
@@ -349,7 +391,7 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 		udph = (void *)(ip6h + 1);
 		if ((void *)(udph + 1) > data_end)
 			return -1;
-		eth_write(data, fib->dmac, fib->smac, ETH_P_IPV6);
+		eth_write(data, nh->dmac, nh->smac, ETH_P_IPV6);
 		ipv6_write(ip6h, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->ttl);
 	}
 	udp_write(udph, r->src.port, r->dst.port, udp_len);
@@ -386,17 +428,17 @@ INLINE int zero_padding(struct xdp_md *ctx, __u32 off, int n)
 /* Build and send the outgoing datagram. Nothing is written before every
  * check that can fail has passed, so a slow-path verdict leaves the packet
  * exactly as it arrived. */
-INLINE int emit(struct xdp_md *ctx, struct emit *e, int *action)
+INLINE int emit(struct xdp_md *ctx, struct emit *e, __u64 now, int *action)
 {
 	const struct route *r = e->route;
-	struct bpf_fib_lookup fib = {};
+	struct nexthop nh;
 	__u32 hdr_len = out_header_len(e);
 	__u32 pad = e->channel ? (-(__u32)e->data_len & 3) : 0;
 	__u16 udp_len = sizeof(struct udphdr) + (e->channel ? CHANNEL_HDR_LEN : 0) + e->data_len;
 	__u64 sum;
 	int out, added;
 
-	out = fib_lookup(ctx, r, ip_header_len(r->dst.family) + udp_len + pad, &fib);
+	out = next_hop(ctx, r, ip_header_len(r->dst.family) + udp_len + pad, now, &nh);
 	if (out != OUT_CONTINUE)
 		return out;
 	if (!e->data_sum_valid && r->dst.family == AF_INET6) {
@@ -419,13 +461,13 @@ INLINE int emit(struct xdp_md *ctx, struct emit *e, int *action)
 	if (e->channel)
 		sum += (__u64)e->channel + bpf_htons(e->data_len);
 	sum += e->data_sum;
-	if (write_headers(ctx, e, &fib, udp_len, sum))
+	if (write_headers(ctx, e, &nh, udp_len, sum))
 		return OUT_DROP_REWRITE_FAILED;
 
-	if (fib.ifindex == ctx->ingress_ifindex)
+	if (nh.ifindex == ctx->ingress_ifindex)
 		*action = XDP_TX;
-	else
-		*action = bpf_redirect_map(&egress_ports, fib.ifindex, 0);
+	else /* an interface detached since the entry was cached: drop, never pass a rewritten frame */
+		*action = bpf_redirect_map(&egress_ports, nh.ifindex, XDP_DROP);
 	return OUT_CONTINUE;
 }
 
@@ -557,12 +599,12 @@ int turn_offload(struct xdp_md *ctx)
 	e.tos = pkt.ip.tos;
 	e.df = pkt.ip.df;
 	e.ttl = e.route->dst.family == AF_INET ? cfg->ipv4_ttl : cfg->ipv6_hop_limit;
-	out = emit(ctx, &e, &action);
+	now = bpf_ktime_get_coarse_ns();
+	out = emit(ctx, &e, now, &action);
 	if (out == OUT_DROP_REWRITE_FAILED)
 		action = XDP_DROP;
 	if (out != OUT_CONTINUE)
 		goto done;
-	now = bpf_ktime_get_coarse_ns();
 	count_flow(slots[0], e.data_len, now);
 	if (slots[1] != ~0U)
 		count_flow(slots[1], e.data_len, now);

@@ -61,6 +61,9 @@ func (d *direction) run(count int, rate float64, size int, stop <-chan struct{})
 		}
 		msgs[i] = ipv4.Message{Buffers: [][]byte{bufs[i]}, Addr: d.dst}
 	}
+	// Batches amortise syscalls at high rates; at low rates they would only
+	// add bursts (and their queueing) to the latency being measured.
+	batch := int(min(max(rate/10000, 1), batchSize))
 	start := time.Now()
 	for seq := 0; seq < count; {
 		select {
@@ -68,7 +71,7 @@ func (d *direction) run(count int, rate float64, size int, stop <-chan struct{})
 			return nil
 		default:
 		}
-		n := min(batchSize, count-seq)
+		n := min(batch, count-seq)
 		now := monotonicNs()
 		for i := 0; i < n; i++ {
 			p := bufs[i][len(d.prefix):]

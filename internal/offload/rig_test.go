@@ -18,7 +18,7 @@ import (
 // pairs, the far ends unused) and static neighbours, so bpf_fib_lookup
 // resolves MAC addresses while BPF_PROG_TEST_RUN feeds the program frames.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	ns     *netns.NS
 	engine *Engine
 	ifs    map[string]rigIface
@@ -46,7 +46,7 @@ var (
 
 const peerMTU = 1280
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	testenv.RequireRoot(t)
 	ns, err := netns.New("ebrtc-ut")
@@ -101,7 +101,7 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -51,6 +51,26 @@ type turnFlowStats struct {
 	LastSeen uint64
 }
 
+type turnNexthop struct {
+	_       structs.HostLayout
+	Expires uint64
+	Ifindex uint32
+	MaxLen  uint16
+	Smac    [6]uint8
+	Dmac    [6]uint8
+	Pad     uint16
+	_       [4]byte
+}
+
+type turnNexthopKey struct {
+	_       structs.HostLayout
+	Src     [16]uint8
+	Dst     [16]uint8
+	Ifindex uint32
+	Family  uint8
+	Pad     [3]uint8
+}
+
 type turnOffloadConfig struct {
 	_            structs.HostLayout
 	ListenPorts  [8]uint16
@@ -101,6 +121,7 @@ const (
 	turnMapConfig         = "config"
 	turnMapEgressPorts    = "egress_ports"
 	turnMapFlows          = "flows"
+	turnMapNexthops       = "nexthops"
 	turnMapOutcomes       = "outcomes"
 	turnMapPeerRoutesV4   = "peer_routes_v4"
 	turnMapPeerRoutesV6   = "peer_routes_v6"
@@ -161,6 +182,7 @@ type turnMapSpecs struct {
 	Config         *ebpf.MapSpec `ebpf:"config"`
 	EgressPorts    *ebpf.MapSpec `ebpf:"egress_ports"`
 	Flows          *ebpf.MapSpec `ebpf:"flows"`
+	Nexthops       *ebpf.MapSpec `ebpf:"nexthops"`
 	Outcomes       *ebpf.MapSpec `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.MapSpec `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
@@ -197,6 +219,7 @@ type turnMaps struct {
 	Config         *ebpf.Map `ebpf:"config"`
 	EgressPorts    *ebpf.Map `ebpf:"egress_ports"`
 	Flows          *ebpf.Map `ebpf:"flows"`
+	Nexthops       *ebpf.Map `ebpf:"nexthops"`
 	Outcomes       *ebpf.Map `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.Map `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
@@ -209,6 +232,7 @@ func (m *turnMaps) Close() error {
 		m.Config,
 		m.EgressPorts,
 		m.Flows,
+		m.Nexthops,
 		m.Outcomes,
 		m.PeerRoutesV4,
 		m.PeerRoutesV6,

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -389,4 +390,29 @@ func addIPv6Ext(b []byte, ext byte) []byte {
 	out[14+6] = ext
 	binary.BigEndian.PutUint16(out[14+4:], binary.BigEndian.Uint16(b[14+4:])+8)
 	return out
+}
+
+// The next hop is cached per CPU for a second: a neighbour's new MAC address
+// is used once the entry expires.
+func TestNextHopCacheExpires(t *testing.T) {
+	r := newRig(t)
+	v4 := families["v4"]
+	ch := channelFor(v4, v4, 0x4020)
+	must(t, r.engine.AddChannel(ch))
+	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, []byte("hello"), 3, 0)})
+	dstMAC := func() string {
+		_, out := r.run("cli0", in)
+		return fmt.Sprintf("% x", out[:6])
+	}
+	if got := dstMAC(); got != "02 00 00 00 02 02" {
+		t.Fatalf("first: dst MAC %s", got)
+	}
+	must(t, r.ns.IP("neigh", "replace", "10.10.2.2", "lladdr", "02:00:00:00:02:99", "dev", "peer0", "nud", "permanent"))
+	deadline := time.Now().Add(3 * time.Second)
+	for dstMAC() != "02 00 00 00 02 99" {
+		if time.Now().After(deadline) {
+			t.Fatal("new neighbour MAC not used 3 s after the change")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

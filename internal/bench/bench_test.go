@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+func namespaces(t *testing.T) string {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// A short run of two relays end to end: results, JSON with the documented
+// fields, a PNG, and nothing left behind.
+func TestBenchSmoke(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	bin, err := testbed.BuildEbrtc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := namespaces(t)
+	o := QuickOptions()
+	o.Relays, o.Clients, o.Trial, o.Steps, o.CostRate = []string{"ebrtc-xdp", "baseline"}, 2, 300*time.Millisecond, 3, 5000
+	rep, err := Run(bin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := namespaces(t); after != before {
+		t.Errorf("namespaces left behind:\n%s", strings.TrimPrefix(after, before))
+	}
+	if len(rep.Relays) != 2 {
+		t.Fatalf("%d relays in the report", len(rep.Relays))
+	}
+	for _, r := range rep.Relays {
+		if r.MaxLossFreePPS < 10000 || r.LatencyP50us <= 0 || r.CPUNsPerPacket <= 0 || r.CostLoss > 0.01 {
+			t.Errorf("%s: implausible result %+v", r.Name, r)
+		}
+	}
+	var sb strings.Builder
+	rep.WriteTable(&sb)
+	if !strings.Contains(sb.String(), "ebrtc-xdp") || !strings.Contains(sb.String(), "targets:") {
+		t.Errorf("table:\n%s", sb.String())
+	}
+
+	jsonPath, pngPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.png")
+	if err := rep.WriteJSON(jsonPath); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Relays []map[string]any `json:"relays"`
+	}
+	b, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"name", "max_loss_free_pps", "cpu_ns_per_packet", "latency_p50_us", "latency_p99_us"} {
+		if _, ok := doc.Relays[0][key]; !ok {
+			t.Errorf("JSON relay lacks %q", key)
+		}
+	}
+	if err := rep.WritePlot(pngPath); err != nil {
+		t.Fatal(err)
+	}
+	if png, _ := os.ReadFile(pngPath); len(png) < 1000 || string(png[1:4]) != "PNG" {
+		t.Errorf("plot is not a PNG (%d bytes)", len(png))
+	}
+}
