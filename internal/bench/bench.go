@@ -63,7 +63,8 @@ func Run(bin string, o Options) (*Report, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	rep := &Report{Machine: machineFacts(), Options: o, Started: time.Now()}
+	rep := &Report{Machine: machineFacts(), Options: o, Started: time.Now(),
+		Namespaces: []string{tb.Client.Name, tb.Server.Name, tb.Peer.Name}}
 	e := &env{tb: tb, ebrtc: bin, workDir: work, log: log}
 	for _, r := range relays {
 		res, err := measureRelay(e, r, o)

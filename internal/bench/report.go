@@ -17,6 +17,8 @@ type Report struct {
 	Elapsed time.Duration  `json:"elapsed_ns"`
 	Relays  []RelayResult  `json:"relays"`
 	Targets []TargetResult `json:"targets,omitempty"`
+	// Namespaces the run built (and removed).
+	Namespaces []string `json:"namespaces"`
 }
 
 // RelayResult is one relay. MaxLossFreePPS is that of the first size; the
