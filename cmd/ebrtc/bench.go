@@ -1,14 +1,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/ebrtc/ebrtc/internal/bench"
 )
@@ -75,23 +74,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
 		return 1
 	}
-	// On Ctrl-C the run's deferred cleanup (namespaces, processes) must still run.
-	type outcome struct {
+	var res struct {
 		rep *bench.Report
 		err error
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		rep, err := bench.Run(bin, o)
-		done <- outcome{rep, err}
-	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	var res outcome
-	select {
-	case res = <-done:
-	case <-sig:
-		fmt.Fprintln(stderr, "ebrtc bench: interrupted, cleaning up")
+	interrupted := untilSignal(stderr, func(ctx context.Context) {
+		res.rep, res.err = bench.Run(ctx, bin, o)
+	})
+	if interrupted {
 		return 130
 	}
 	if res.err != nil {

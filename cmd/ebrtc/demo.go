@@ -1,12 +1,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/ebrtc/ebrtc/internal/demo"
 )
@@ -38,23 +37,13 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc demo: %v\n", err)
 		return 1
 	}
-	// The deferred cleanup in demo.Run must run on Ctrl-C too.
-	done := make(chan int, 1)
-	go func() {
-		if err := demo.Run(stdout, bin, o); err != nil {
-			fmt.Fprintf(stderr, "ebrtc demo: %v\n", err)
-			done <- 1
-			return
-		}
-		done <- 0
-	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case code := <-done:
-		return code
-	case <-sig:
-		fmt.Fprintln(stderr, "ebrtc demo: interrupted, cleaning up")
+	var err2 error
+	if untilSignal(stderr, func(ctx context.Context) { err2 = demo.Run(ctx, stdout, bin, o) }) {
 		return 130
 	}
+	if err2 != nil {
+		fmt.Fprintf(stderr, "ebrtc demo: %v\n", err2)
+		return 1
+	}
+	return 0
 }

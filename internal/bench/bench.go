@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,8 +44,9 @@ func FullOptions() Options {
 		CostRate: 50000, StartRate: 40000, MaxRate: 3_200_000, Steps: 10}
 }
 
-// Run measures the selected relays with bin as the ebrtc binary.
-func Run(bin string, o Options) (*Report, error) {
+// Run measures the selected relays with bin as the ebrtc binary. Cancelling
+// ctx stops it between trials; it returns after removing what it built.
+func Run(ctx context.Context, bin string, o Options) (*Report, error) {
 	relays, err := selectRelays(o.Relays)
 	if err != nil {
 		return nil, err
@@ -65,7 +67,7 @@ func Run(bin string, o Options) (*Report, error) {
 	}
 	rep := &Report{Machine: machineFacts(), Options: o, Started: time.Now(),
 		Namespaces: []string{tb.Client.Name, tb.Server.Name, tb.Peer.Name}}
-	e := &env{tb: tb, ebrtc: bin, workDir: work, log: log}
+	e := &env{ctx: ctx, tb: tb, ebrtc: bin, workDir: work, log: log}
 	for _, r := range relays {
 		res, err := measureRelay(e, r, o)
 		if err != nil {
@@ -121,11 +123,14 @@ func measureRelay(e *env, r Relay, o Options) (*RelayResult, error) {
 	}
 	res := &RelayResult{Name: r.Name, Describe: r.Describe}
 	for _, size := range o.Sizes {
-		sr, err := search(e.tb, r.Name, flows, size, o)
+		sr, err := search(e, r.Name, flows, size, o)
 		if err != nil {
 			return nil, err
 		}
 		res.Sizes = append(res.Sizes, *sr)
+	}
+	if err := e.ctx.Err(); err != nil {
+		return nil, err
 	}
 	progress(o, "%-14s latency and cost trial at %.0f/s", r.Name, o.CostRate)
 	if err := costTrial(e.tb, flows, o, res); err != nil {
@@ -152,14 +157,17 @@ func sizesFor(size, flows int) []int {
 // search finds the highest offered rate (datagrams/s, both directions
 // together) with loss at most MaxLoss: doubling until a trial fails, then
 // bisecting (RFC 2544 section 26.1).
-func search(tb *testbed.Testbed, name string, flows []*flow, size int, o Options) (*SizeResult, error) {
+func search(e *env, name string, flows []*flow, size int, o Options) (*SizeResult, error) {
 	sizes := sizesFor(size, len(flows))
 	var best *trialResult
 	lo, hi := 0.0, 0.0 // highest passing, lowest failing (0: none yet)
 	rate := o.StartRate
 	generatorShort := false
 	for step := 0; step < o.Steps; step++ {
-		t, err := runTrial(tb, flows, rate, o.Trial, sizes)
+		if err := e.ctx.Err(); err != nil {
+			return nil, err
+		}
+		t, err := runTrial(e.tb, flows, rate, o.Trial, sizes)
 		if err != nil {
 			return nil, err
 		}

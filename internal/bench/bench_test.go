@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -32,7 +33,7 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	o := QuickOptions()
 	o.Relays, o.Clients, o.Trial, o.Steps, o.CostRate = []string{"ebrtc-xdp", "baseline"}, 2, 300*time.Millisecond, 3, 5000
-	rep, err := Run(bin, o)
+	rep, err := Run(context.Background(), bin, o)
 	if err != nil {
 		t.Fatal(err)
 	}

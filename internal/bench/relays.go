@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,7 @@ type Relay struct {
 }
 
 type env struct {
+	ctx     context.Context
 	tb      *testbed.Testbed
 	ebrtc   string // binary
 	workDir string

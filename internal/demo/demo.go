@@ -4,6 +4,7 @@
 package demo
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -33,8 +34,9 @@ const (
 	pass = "demo-password"
 )
 
-// Run executes the demo with bin as the `ebrtc` binary and writes the report to w.
-func Run(w io.Writer, bin string, o Options) error {
+// Run executes the demo with bin as the `ebrtc` binary and writes the report
+// to w. Cancelling ctx stops it between modes; it returns after cleaning up.
+func Run(ctx context.Context, w io.Writer, bin string, o Options) error {
 	tb, err := testbed.New()
 	if err != nil {
 		return fmt.Errorf("testbed: %w", err)
@@ -44,6 +46,9 @@ func Run(w io.Writer, bin string, o Options) error {
 
 	var rows []row
 	for _, mode := range []string{"xdp", "off"} {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		fmt.Fprintf(w, "running ebrtc turn --offload %s: %d clients x %d datagrams of %d bytes each way at %d/s...\n", mode, o.Clients, o.Packets, o.Size, o.Rate)
 		r, err := runMode(tb, bin, mode, o)
 		if err != nil {
