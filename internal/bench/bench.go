@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -226,6 +227,7 @@ func costTrial(tb *testbed.Testbed, flows []*flow, o Options, res *RelayResult) 
 		return errors.New("cost trial: nothing delivered")
 	}
 	res.CPUNsPerPacket = float64(after.busy-before.busy) / float64(t.received)
+	res.CPUResolutionNs = float64(2*runtime.NumCPU()) * 1e7 / float64(t.received)
 	res.CostLoss = t.loss()
 	res.LatencyP50us, res.LatencyP99us = t.hist.quantile(0.5), t.hist.quantile(0.99)
 	res.LatencyMaxUs, res.JitterUs = float64(t.hist.max)/1000, t.jitterUs

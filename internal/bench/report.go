@@ -30,14 +30,17 @@ type RelayResult struct {
 	MaxLossFreePPS float64 `json:"max_loss_free_pps"`
 	// CPUNsPerPacket is system-wide (generator, kernel and relay);
 	// RelayCPUNsPerPacket subtracts the baseline's, leaving the relay's own share.
-	CPUNsPerPacket      float64      `json:"cpu_ns_per_packet"`
-	RelayCPUNsPerPacket float64      `json:"relay_cpu_ns_per_packet,omitempty"`
-	LatencyP50us        float64      `json:"latency_p50_us"`
-	LatencyP99us        float64      `json:"latency_p99_us"`
-	LatencyMaxUs        float64      `json:"latency_max_us"`
-	JitterUs            float64      `json:"jitter_us"`
-	CostLoss            float64      `json:"loss_at_common_rate"`
-	Sizes               []SizeResult `json:"sizes"`
+	CPUNsPerPacket      float64 `json:"cpu_ns_per_packet"`
+	RelayCPUNsPerPacket float64 `json:"relay_cpu_ns_per_packet,omitempty"`
+	LatencyP50us        float64 `json:"latency_p50_us"`
+	LatencyP99us        float64 `json:"latency_p99_us"`
+	LatencyMaxUs        float64 `json:"latency_max_us"`
+	JitterUs            float64 `json:"jitter_us"`
+	CostLoss            float64 `json:"loss_at_common_rate"`
+	// CPUResolutionNs is how finely CPUNsPerPacket can be read: /proc/stat
+	// ticks (10 ms per CPU, at each of two reads) spread over the trial's packets.
+	CPUResolutionNs float64      `json:"cpu_resolution_ns"`
+	Sizes           []SizeResult `json:"sizes"`
 
 	cdfX, cdfY []float64
 }
@@ -115,14 +118,9 @@ func (rep *Report) compare() {
 	ratio("max loss-free rate ebrtc-xdp / ebrtc-user-1", ">= 15", 15, rep.find("ebrtc-user-1"), pps)
 	ratio("max loss-free rate ebrtc-xdp / coturn", ">= 5", 5, rep.find("coturn"), pps)
 	ratio("max loss-free rate ebrtc-xdp / baseline", ">= 0.9", 0.9, rep.find("baseline"), pps)
-	// The relay's own share when the baseline ran; system-wide otherwise.
-	cpu := func(r *RelayResult) float64 {
-		if r.RelayCPUNsPerPacket > 0 || rep.find("baseline") != nil {
-			return max(r.RelayCPUNsPerPacket, 1)
-		}
-		return r.CPUNsPerPacket
+	if coturn := rep.find("coturn"); coturn != nil {
+		rep.Targets = append(rep.Targets, rep.cpuTarget(xdp, coturn))
 	}
-	ratio("CPU per packet coturn / ebrtc-xdp", ">= 10", 10, rep.find("coturn"), func(a, b *RelayResult) float64 { return cpu(b) / cpu(a) })
 	if base := rep.find("baseline"); base != nil {
 		p50 := xdp.LatencyP50us - base.LatencyP50us
 		p99 := xdp.LatencyP99us - base.LatencyP99us
@@ -130,6 +128,26 @@ func (rep *Report) compare() {
 			TargetResult{Target: "added p50 latency over baseline (µs)", Value: p50, Want: "<= 5", Met: p50 <= 5},
 			TargetResult{Target: "added p99 latency over baseline (µs)", Value: p99, Want: "<= 20", Met: p99 <= 20})
 	}
+}
+
+// cpuTarget compares the relays' own CPU shares (system-wide when no
+// baseline ran). A share below the measurement resolution counts as the
+// resolution, so the ratio is then a lower bound, and says so.
+func (rep *Report) cpuTarget(xdp, coturn *RelayResult) TargetResult {
+	share := func(r *RelayResult) float64 {
+		if rep.find("baseline") == nil {
+			return r.CPUNsPerPacket
+		}
+		return r.RelayCPUNsPerPacket
+	}
+	x, c := share(xdp), share(coturn)
+	name := "CPU per packet coturn / ebrtc-xdp"
+	if x < xdp.CPUResolutionNs {
+		x = xdp.CPUResolutionNs
+		name += " (lower bound)"
+	}
+	v := c / x
+	return TargetResult{Target: name, Value: v, Want: ">= 10", Met: v >= 10}
 }
 
 // WriteTable prints the results for people.
