@@ -102,17 +102,6 @@ func (e *Engine) RemoveChannel(ch Channel) error {
 	return errors.Join(e.deleteClientRoute(ch), e.deletePeerRoute(ch))
 }
 
-// Channels returns the installed channels.
-func (e *Engine) Channels() []Channel {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]Channel, 0, len(e.channels))
-	for ch := range e.channels {
-		out = append(out, ch)
-	}
-	return out
-}
-
 const routeFlagPeerIsRelay = 0x1
 
 func (e *Engine) putClientRoute(ch Channel, r *turnRoute) error {

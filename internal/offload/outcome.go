@@ -56,9 +56,6 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// IsFast reports whether the packet was relayed in the kernel.
-func (o Outcome) IsFast() bool { return o <= FastHairpin }
-
 // IsSlow reports whether TURN (or unparseable) traffic was handed to user space.
 func (o Outcome) IsSlow() bool { return o >= SlowVLAN && o < DropRewriteFailed }
 

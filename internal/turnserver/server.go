@@ -334,9 +334,6 @@ func (srv *Server) slowCounters() (toPeer, toClient offload.Counter) {
 	return load(&srv.slow.toPeer), load(&srv.slow.toClient)
 }
 
-// Engine is the fast path, or nil when relaying in user space only.
-func (srv *Server) Engine() *offload.Engine { return srv.engine }
-
 // Describe summarises what is running, for the log and `ebrtc turn` output.
 func (srv *Server) Describe() string {
 	var b strings.Builder
