@@ -109,7 +109,32 @@ struct offload_config {
 	__u16 relay_port_max;
 	__u8 ipv4_ttl;
 	__u8 ipv6_hop_limit;
-	__u16 pad;
+	__u16 flags;                           /* CONFIG_F_* */
 };
+
+/* Copy TURN control messages to user space (ebrtc offload learns channels). */
+#define CONFIG_F_SNOOP 0x1
+
+/* STUN (RFC 8489) header fields the snooper needs. */
+#define STUN_HDR_LEN 20
+#define STUN_MAGIC_COOKIE 0x2112A442
+
+struct stun_hdr {
+	__be16 type;
+	__be16 len;
+	__be32 cookie;
+	__u8 txid[12];
+};
+
+/* Metadata in front of each captured frame on the snoop_events perf buffer. */
+struct snoop_meta {
+	__u32 ifindex;
+	__u8 direction; /* SNOOP_REQUEST (XDP ingress) or SNOOP_RESPONSE (TC egress) */
+	__u8 pad[3];
+};
+
+#define SNOOP_REQUEST 1
+#define SNOOP_RESPONSE 2
+#define SNOOP_MAX_CAPTURE 1500
 
 #endif

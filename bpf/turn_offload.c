@@ -18,7 +18,9 @@
 #include "ip.h"
 #include "udp.h"
 #include "turn.h"
+#include "stun.h"
 #include "outcome.h"
+#include <linux/pkt_cls.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -83,6 +85,13 @@ struct {
 	__type(key, struct nexthop_key);
 	__type(value, struct nexthop);
 } nexthops SEC(".maps");
+
+/* TURN control messages copied to user space when CONFIG_F_SNOOP is set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} snoop_events SEC(".maps");
 
 /* Interfaces the program may redirect to (ifindex -> ifindex). */
 struct {
@@ -560,11 +569,33 @@ INLINE int peer_to_client(struct packet *pkt, struct emit *e, __u32 slots[2])
 	return OUT_FAST_PEER_TO_CLIENT;
 }
 
+/* Copy a client's TURN request (the whole frame; the helper appends it, so
+ * its length needs no verifier bounds) for user space to learn from. */
+INLINE void snoop_request(struct xdp_md *ctx, const struct packet *pkt)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct stun_hdr *hdr = data + (pkt->payload_off & 0xff);
+	struct snoop_meta meta = { .ifindex = ctx->ingress_ifindex, .direction = SNOOP_REQUEST };
+	__u64 len = data_end - data;
+
+	if (!stun_is_turn_control(hdr, data_end, pkt->udp.len - sizeof(struct udphdr), 0))
+		return;
+	if (len > SNOOP_MAX_CAPTURE)
+		len = SNOOP_MAX_CAPTURE;
+	bpf_perf_event_output(ctx, &snoop_events, BPF_F_CURRENT_CPU | (len << 32), &meta, sizeof(meta));
+}
+
 INLINE int classify(struct xdp_md *ctx, const struct offload_config *cfg, struct packet *pkt,
 		    struct emit *e, __u32 slots[2])
 {
-	if (is_listen_port(cfg, pkt->udp.dport))
-		return client_to_peer(ctx, pkt, e, slots);
+	if (is_listen_port(cfg, pkt->udp.dport)) {
+		int out = client_to_peer(ctx, pkt, e, slots);
+
+		if (out == OUT_SLOW_NOT_CHANNEL_DATA && (cfg->flags & CONFIG_F_SNOOP))
+			snoop_request(ctx, pkt);
+		return out;
+	}
 	if (is_relay_port(cfg, pkt->udp.dport))
 		return peer_to_client(pkt, e, slots);
 	return OUT_PASS_NOT_TURN;
@@ -614,4 +645,47 @@ int turn_offload(struct xdp_md *ctx)
 done:
 	count_outcome(out, frame_len);
 	return action;
+}
+
+/* TC egress on client-facing interfaces: copy the server's responses to TURN
+ * control requests. Only responses leaving this host count, so a "success
+ * response" spoofed towards the server can never teach the snooper. */
+SEC("tc")
+int turn_snoop_egress(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct offload_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct snoop_meta meta = { .ifindex = skb->ifindex, .direction = SNOOP_RESPONSE };
+	struct ip_info ip = {};
+	struct udp_info udp = {};
+	void *data, *data_end, *l4;
+	__u16 proto;
+	__u64 len;
+
+	if (!cfg || !(cfg->flags & CONFIG_F_SNOOP))
+		return TC_ACT_OK;
+	/* Headers of a locally sent datagram are linear, but be sure. */
+	bpf_skb_pull_data(skb, ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct udphdr) + STUN_HDR_LEN);
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	if (eth_parse(data, data_end, &proto) != OUT_CONTINUE)
+		return TC_ACT_OK;
+	if (proto == ETH_P_IP) {
+		if (ipv4_parse(data + ETH_HLEN, data_end, &ip) != OUT_CONTINUE)
+			return TC_ACT_OK;
+		l4 = data + ETH_HLEN + sizeof(struct iphdr);
+	} else {
+		if (ipv6_parse(data + ETH_HLEN, data_end, &ip) != OUT_CONTINUE)
+			return TC_ACT_OK;
+		l4 = data + ETH_HLEN + sizeof(struct ipv6hdr);
+	}
+	if (udp_parse(l4, data_end, &ip, &udp) != OUT_CONTINUE || !is_listen_port(cfg, udp.sport))
+		return TC_ACT_OK;
+	if (!stun_is_turn_control(l4 + sizeof(struct udphdr), data_end, udp.len - sizeof(struct udphdr), 1))
+		return TC_ACT_OK;
+	len = skb->len;
+	if (len > SNOOP_MAX_CAPTURE)
+		len = SNOOP_MAX_CAPTURE;
+	bpf_perf_event_output(skb, &snoop_events, BPF_F_CURRENT_CPU | (len << 32), &meta, sizeof(meta));
+	return TC_ACT_OK;
 }

@@ -28,6 +28,9 @@ type Config struct {
 	RelayIPs []netip.Addr
 	// MaxChannels sizes the maps (default 65536 per family and direction).
 	MaxChannels uint32
+	// Snoop copies TURN control messages to user space (see Snooper), for
+	// learning channels of a TURN server that does not report them.
+	Snoop bool
 }
 
 func (c *Config) validate() error {
@@ -48,6 +51,7 @@ func (c *Config) validate() error {
 const (
 	maxListenPorts     = 8
 	defaultMaxChannels = 65536
+	configFlagSnoop    = 0x1 // CONFIG_F_SNOOP
 )
 
 // Engine owns the loaded BPF objects, their attachments and the channel table.
@@ -55,7 +59,8 @@ type Engine struct {
 	objs turnObjects
 
 	mu       sync.Mutex
-	links    map[int]link.Link // by ifindex
+	links    map[int]link.Link // XDP, by ifindex
+	tcLinks  []link.Link       // TC egress snoopers
 	restores []func() error    // sysctls to put back on Close
 	relayIPs map[netip.Addr]bool
 	channels map[Channel]channelState
@@ -112,6 +117,9 @@ func kernelConfig(cfg Config) turnOffloadConfig {
 	}
 	for i, p := range cfg.ListenPorts {
 		kc.ListenPorts[i] = be16(p)
+	}
+	if cfg.Snoop {
+		kc.Flags |= configFlagSnoop
 	}
 	return kc
 }
@@ -187,6 +195,10 @@ func (e *Engine) Close() error {
 		errs = append(errs, l.Close())
 		delete(e.links, idx)
 	}
+	for _, l := range e.tcLinks {
+		errs = append(errs, l.Close())
+	}
+	e.tcLinks = nil
 	for _, restore := range e.restores {
 		errs = append(errs, restore())
 	}

@@ -78,7 +78,7 @@ type turnOffloadConfig struct {
 	RelayPortMax uint16
 	Ipv4Ttl      uint8
 	Ipv6HopLimit uint8
-	Pad          uint16
+	Flags        uint16
 }
 
 type turnOutcomeStats struct {
@@ -116,16 +116,18 @@ type turnRoute struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	turnMapClientRoutesV4 = "client_routes_v4"
-	turnMapClientRoutesV6 = "client_routes_v6"
-	turnMapConfig         = "config"
-	turnMapEgressPorts    = "egress_ports"
-	turnMapFlows          = "flows"
-	turnMapNexthops       = "nexthops"
-	turnMapOutcomes       = "outcomes"
-	turnMapPeerRoutesV4   = "peer_routes_v4"
-	turnMapPeerRoutesV6   = "peer_routes_v6"
-	turnProgTurnOffload   = "turn_offload"
+	turnMapClientRoutesV4   = "client_routes_v4"
+	turnMapClientRoutesV6   = "client_routes_v6"
+	turnMapConfig           = "config"
+	turnMapEgressPorts      = "egress_ports"
+	turnMapFlows            = "flows"
+	turnMapNexthops         = "nexthops"
+	turnMapOutcomes         = "outcomes"
+	turnMapPeerRoutesV4     = "peer_routes_v4"
+	turnMapPeerRoutesV6     = "peer_routes_v6"
+	turnMapSnoopEvents      = "snoop_events"
+	turnProgTurnOffload     = "turn_offload"
+	turnProgTurnSnoopEgress = "turn_snoop_egress"
 )
 
 // loadTurn returns the embedded CollectionSpec for turn.
@@ -170,7 +172,8 @@ type turnSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type turnProgramSpecs struct {
-	TurnOffload *ebpf.ProgramSpec `ebpf:"turn_offload"`
+	TurnOffload     *ebpf.ProgramSpec `ebpf:"turn_offload"`
+	TurnSnoopEgress *ebpf.ProgramSpec `ebpf:"turn_snoop_egress"`
 }
 
 // turnMapSpecs contains maps before they are loaded into the kernel.
@@ -186,6 +189,7 @@ type turnMapSpecs struct {
 	Outcomes       *ebpf.MapSpec `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.MapSpec `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
+	SnoopEvents    *ebpf.MapSpec `ebpf:"snoop_events"`
 }
 
 // turnVariableSpecs contains global variables before they are loaded into the kernel.
@@ -223,6 +227,7 @@ type turnMaps struct {
 	Outcomes       *ebpf.Map `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.Map `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
+	SnoopEvents    *ebpf.Map `ebpf:"snoop_events"`
 }
 
 func (m *turnMaps) Close() error {
@@ -236,6 +241,7 @@ func (m *turnMaps) Close() error {
 		m.Outcomes,
 		m.PeerRoutesV4,
 		m.PeerRoutesV6,
+		m.SnoopEvents,
 	)
 }
 
@@ -249,12 +255,14 @@ type turnVariables struct {
 //
 // It can be passed to loadTurnObjects or ebpf.CollectionSpec.LoadAndAssign.
 type turnPrograms struct {
-	TurnOffload *ebpf.Program `ebpf:"turn_offload"`
+	TurnOffload     *ebpf.Program `ebpf:"turn_offload"`
+	TurnSnoopEgress *ebpf.Program `ebpf:"turn_snoop_egress"`
 }
 
 func (p *turnPrograms) Close() error {
 	return _TurnClose(
 		p.TurnOffload,
+		p.TurnSnoopEgress,
 	)
 }
 

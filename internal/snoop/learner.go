@@ -1,0 +1,245 @@
+// Package snoop learns the UDP channels of an unmodified TURN server (coturn,
+// say) from its control traffic, as `ebrtc offload` does: clients' requests
+// captured at XDP ingress, the server's responses at TC egress. A channel goes
+// to the fast path only when the server's success response to that very
+// request (same transaction id, same 5-tuple reversed) leaves the host.
+package snoop
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pion/stun/v4"
+
+	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/offload"
+)
+
+// Lifetimes (RFC 8656): a channel lasts 10 minutes after its last
+// ChannelBind; a request without an answer is forgotten after 30 s.
+const (
+	ChannelLifetime = 10 * time.Minute
+	pendingLifetime = 30 * time.Second
+	defaultLifetime = 10 * time.Minute // Allocate/Refresh without LIFETIME
+)
+
+// Sink receives the learned channels: the XDP engine.
+type Sink interface {
+	AddChannel(offload.Channel) error
+	RemoveChannel(offload.Channel) error
+}
+
+// Learner matches requests to responses and keeps the channel table.
+type Learner struct {
+	sink Sink
+	now  func() time.Time
+	log  func(format string, args ...any)
+
+	mu          sync.Mutex
+	pending     map[[12]byte]request
+	allocations map[fiveTuple]*allocation
+}
+
+type fiveTuple struct{ client, server netip.AddrPort }
+
+type request struct {
+	method  stun.Method
+	tuple   fiveTuple
+	peer    netip.AddrPort // ChannelBind
+	channel uint16         // ChannelBind
+	at      time.Time
+}
+
+type allocation struct {
+	relay    netip.AddrPort
+	expires  time.Time
+	channels map[uint16]*channel
+}
+
+type channel struct {
+	ch      offload.Channel
+	expires time.Time
+}
+
+// NewLearner returns a learner that installs channels into sink.
+func NewLearner(sink Sink, now func() time.Time, log func(string, ...any)) *Learner {
+	return &Learner{sink: sink, now: now, log: log, pending: map[[12]byte]request{}, allocations: map[fiveTuple]*allocation{}}
+}
+
+// Handle takes one captured frame. Anything it cannot parse is not learned.
+func (l *Learner) Handle(dir offload.SnoopDirection, raw []byte) {
+	u, err := frame.ParseHeaders(raw)
+	if err != nil {
+		return
+	}
+	m := &stun.Message{Raw: append([]byte(nil), u.Payload...)}
+	if err := m.Decode(); err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case dir == offload.SnoopRequest && m.Type.Class == stun.ClassRequest:
+		l.request(m, fiveTuple{client: u.Src, server: u.Dst})
+	case dir == offload.SnoopResponse && (m.Type.Class == stun.ClassSuccessResponse || m.Type.Class == stun.ClassErrorResponse):
+		l.response(m, fiveTuple{client: u.Dst, server: u.Src})
+	}
+}
+
+func (l *Learner) request(m *stun.Message, t fiveTuple) {
+	r := request{method: m.Type.Method, tuple: t, at: l.now()}
+	if r.method == stun.MethodChannelBind {
+		var peer stun.XORMappedAddress
+		num, err := m.Get(stun.AttrChannelNumber)
+		if err != nil || len(num) != 4 || peer.GetFromAs(m, stun.AttrXORPeerAddress) != nil {
+			return
+		}
+		r.channel = binary.BigEndian.Uint16(num)
+		ip, _ := netip.AddrFromSlice(peer.IP)
+		r.peer = netip.AddrPortFrom(ip.Unmap(), uint16(peer.Port))
+	}
+	l.pending[m.TransactionID] = r
+}
+
+func (l *Learner) response(m *stun.Message, t fiveTuple) {
+	r, ok := l.pending[m.TransactionID]
+	if !ok || r.tuple != t || r.method != m.Type.Method {
+		return // unsolicited, or for another client: learn nothing
+	}
+	delete(l.pending, m.TransactionID)
+	if m.Type.Class != stun.ClassSuccessResponse {
+		return
+	}
+	switch r.method {
+	case stun.MethodAllocate:
+		l.allocated(m, t)
+	case stun.MethodRefresh:
+		l.refreshed(m, t)
+	case stun.MethodChannelBind:
+		l.bound(r, t)
+	}
+}
+
+func lifetimeOf(m *stun.Message) time.Duration {
+	v, err := m.Get(stun.AttrLifetime)
+	if err != nil || len(v) != 4 {
+		return defaultLifetime
+	}
+	return time.Duration(binary.BigEndian.Uint32(v)) * time.Second
+}
+
+func (l *Learner) allocated(m *stun.Message, t fiveTuple) {
+	var relayed stun.XORMappedAddress
+	if relayed.GetFromAs(m, stun.AttrXORRelayedAddress) != nil {
+		return
+	}
+	ip, _ := netip.AddrFromSlice(relayed.IP)
+	// A new allocation on the same 5-tuple replaces the old state.
+	l.drop(t)
+	l.allocations[t] = &allocation{
+		relay:    netip.AddrPortFrom(ip.Unmap(), uint16(relayed.Port)),
+		expires:  l.now().Add(lifetimeOf(m)),
+		channels: map[uint16]*channel{},
+	}
+}
+
+func (l *Learner) refreshed(m *stun.Message, t fiveTuple) {
+	a := l.allocations[t]
+	if a == nil {
+		return
+	}
+	life := lifetimeOf(m)
+	if life == 0 {
+		l.drop(t)
+		return
+	}
+	a.expires = l.now().Add(life)
+}
+
+func (l *Learner) bound(r request, t fiveTuple) {
+	a := l.allocations[t]
+	if a == nil || a.relay.Addr().Is4() != r.peer.Addr().Is4() {
+		return
+	}
+	expires := l.now().Add(ChannelLifetime)
+	if c, ok := a.channels[r.channel]; ok && c.ch.Peer == r.peer {
+		c.expires = expires // a refresh
+		return
+	}
+	ch := offload.Channel{Client: t.client, Server: t.server, Relay: a.relay, Peer: r.peer, Number: r.channel}
+	if err := l.sink.AddChannel(ch); err != nil {
+		l.log("snoop: %v stays in user space: %v", ch, err)
+		return
+	}
+	a.channels[r.channel] = &channel{ch: ch, expires: expires}
+}
+
+// drop removes an allocation and its channels.
+func (l *Learner) drop(t fiveTuple) {
+	a := l.allocations[t]
+	if a == nil {
+		return
+	}
+	for _, c := range a.channels {
+		l.remove(c.ch)
+	}
+	delete(l.allocations, t)
+}
+
+func (l *Learner) remove(ch offload.Channel) {
+	if err := l.sink.RemoveChannel(ch); err != nil {
+		l.log("snoop: remove %v: %v", ch, err)
+	}
+}
+
+// Sweep forgets what has expired: unanswered requests, channels not
+// refreshed for ChannelLifetime, allocations past their lifetime.
+func (l *Learner) Sweep() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	for id, r := range l.pending {
+		if now.Sub(r.at) > pendingLifetime {
+			delete(l.pending, id)
+		}
+	}
+	for t, a := range l.allocations {
+		if now.After(a.expires) {
+			l.drop(t)
+			continue
+		}
+		for n, c := range a.channels {
+			if now.After(c.expires) {
+				l.remove(c.ch)
+				delete(a.channels, n)
+			}
+		}
+	}
+}
+
+// Counts returns the learned allocations and channels.
+func (l *Learner) Counts() (allocations, channels int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.allocations {
+		channels += len(a.channels)
+	}
+	return len(l.allocations), channels
+}
+
+// Status describes every learned allocation and channel, for `ebrtc offload status`.
+func (l *Learner) Status() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for t, a := range l.allocations {
+		out = append(out, fmt.Sprintf("allocation %v -> %v relay %v expires in %v", t.client, t.server, a.relay, a.expires.Sub(l.now()).Round(time.Second)))
+		for _, c := range a.channels {
+			out = append(out, fmt.Sprintf("  channel %#x peer %v expires in %v", c.ch.Number, c.ch.Peer, c.expires.Sub(l.now()).Round(time.Second)))
+		}
+	}
+	return out
+}

@@ -1,0 +1,170 @@
+package snoop
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/pion/stun/v4"
+
+	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/offload"
+)
+
+type sink struct{ installed map[offload.Channel]bool }
+
+func (s *sink) AddChannel(ch offload.Channel) error    { s.installed[ch] = true; return nil }
+func (s *sink) RemoveChannel(ch offload.Channel) error { delete(s.installed, ch); return nil }
+
+var (
+	client = netip.MustParseAddrPort("198.51.100.7:40000")
+	server = netip.MustParseAddrPort("192.0.2.1:3478")
+	relay  = netip.MustParseAddrPort("192.0.2.1:50000")
+	peer   = netip.MustParseAddrPort("203.0.113.9:6000")
+)
+
+type rig struct {
+	t    *testing.T
+	l    *Learner
+	s    *sink
+	time time.Time
+}
+
+func newRig(t *testing.T) *rig {
+	r := &rig{t: t, s: &sink{installed: map[offload.Channel]bool{}}, time: time.Unix(1_800_000_000, 0)}
+	r.l = NewLearner(r.s, func() time.Time { return r.time }, t.Logf)
+	return r
+}
+
+func msg(t *testing.T, id [12]byte, typ stun.MessageType, setters ...stun.Setter) []byte {
+	m, err := stun.Build(append([]stun.Setter{stun.NewTransactionIDSetter(id), typ}, setters...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Raw
+}
+
+func xor(t stun.AttrType, ap netip.AddrPort) stun.Setter {
+	return setter(func(m *stun.Message) error {
+		return stun.XORMappedAddress{IP: ap.Addr().AsSlice(), Port: int(ap.Port())}.AddToAs(m, t)
+	})
+}
+
+type setter func(*stun.Message) error
+
+func (f setter) AddTo(m *stun.Message) error { return f(m) }
+
+func lifetime(s uint32) stun.Setter {
+	return stun.RawAttribute{Type: stun.AttrLifetime, Value: []byte{byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}}
+}
+
+// send feeds the learner a frame from src to dst carrying payload.
+func (r *rig) send(dir offload.SnoopDirection, src, dst netip.AddrPort, payload []byte) {
+	r.l.Handle(dir, frame.UDP{Src: src, Dst: dst, TTL: 64, Payload: payload}.Marshal())
+}
+
+func (r *rig) exchange(id byte, method stun.Method, req []stun.Setter, success bool, resp ...stun.Setter) {
+	txid := [12]byte{id}
+	r.send(offload.SnoopRequest, client, server, msg(r.t, txid, stun.NewType(method, stun.ClassRequest), req...))
+	class := stun.ClassSuccessResponse
+	if !success {
+		class = stun.ClassErrorResponse
+		resp = append(resp, stun.ErrorCodeAttribute{Code: stun.CodeForbidden})
+	}
+	r.send(offload.SnoopResponse, server, client, msg(r.t, txid, stun.NewType(method, class), resp...))
+}
+
+func (r *rig) allocate(id byte) {
+	r.exchange(id, stun.MethodAllocate, nil, true, xor(stun.AttrXORRelayedAddress, relay), lifetime(600))
+}
+
+func (r *rig) bind(id byte, number uint16, success bool) {
+	r.exchange(id, stun.MethodChannelBind,
+		[]stun.Setter{stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{byte(number >> 8), byte(number), 0, 0}}, xor(stun.AttrXORPeerAddress, peer)},
+		success)
+}
+
+var want = offload.Channel{Client: client, Server: server, Relay: relay, Peer: peer, Number: 0x4001}
+
+func TestLearnsChannelFromSuccessResponses(t *testing.T) {
+	r := newRig(t)
+	r.allocate(1)
+	r.bind(2, 0x4001, true)
+	if !r.s.installed[want] || len(r.s.installed) != 1 {
+		t.Fatalf("installed %v, want %v", r.s.installed, want)
+	}
+	if a, c := r.l.Counts(); a != 1 || c != 1 {
+		t.Fatalf("counts %d allocations %d channels", a, c)
+	}
+}
+
+func TestRejectedBindIsNotLearned(t *testing.T) {
+	r := newRig(t)
+	r.allocate(1)
+	r.bind(2, 0x4001, false)
+	if len(r.s.installed) != 0 {
+		t.Fatal("a channel the server rejected was offloaded")
+	}
+}
+
+func TestUnsolicitedOrMismatchedResponsesIgnored(t *testing.T) {
+	r := newRig(t)
+	r.allocate(1)
+	// A success response nobody asked for.
+	r.send(offload.SnoopResponse, server, client, msg(t, [12]byte{9}, stun.NewType(stun.MethodChannelBind, stun.ClassSuccessResponse)))
+	// A request answered towards another client port (source port changed).
+	txid := [12]byte{3}
+	bindReq := msg(t, txid, stun.NewType(stun.MethodChannelBind, stun.ClassRequest),
+		stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{0x40, 0x01, 0, 0}}, xor(stun.AttrXORPeerAddress, peer))
+	r.send(offload.SnoopRequest, client, server, bindReq)
+	r.send(offload.SnoopResponse, server, netip.MustParseAddrPort("198.51.100.7:40001"),
+		msg(t, txid, stun.NewType(stun.MethodChannelBind, stun.ClassSuccessResponse)))
+	// A request seen as a response (e.g. looped back) teaches nothing either.
+	r.send(offload.SnoopResponse, server, client, bindReq)
+	if len(r.s.installed) != 0 {
+		t.Fatalf("learned from a response that did not answer the request: %v", r.s.installed)
+	}
+	// A client on another source port does not inherit the channel.
+	r.bind(4, 0x4001, true)
+	for ch := range r.s.installed {
+		if ch.Client != client {
+			t.Fatalf("channel for %v", ch.Client)
+		}
+	}
+}
+
+func TestRefreshZeroAndExpiryRemove(t *testing.T) {
+	r := newRig(t)
+	r.allocate(1)
+	r.bind(2, 0x4001, true)
+	r.exchange(3, stun.MethodRefresh, []stun.Setter{lifetime(0)}, true, lifetime(0))
+	if len(r.s.installed) != 0 {
+		t.Fatal("Refresh(0) left the channel installed")
+	}
+
+	r.allocate(4)
+	r.bind(5, 0x4001, true)
+	r.time = r.time.Add(9 * time.Minute)
+	r.bind(6, 0x4001, true)                                                              // refresh the binding
+	r.exchange(7, stun.MethodRefresh, []stun.Setter{lifetime(600)}, true, lifetime(600)) // and the allocation
+	r.time = r.time.Add(2 * time.Minute)
+	r.l.Sweep()
+	if !r.s.installed[want] {
+		t.Fatal("a refreshed channel expired")
+	}
+	r.time = r.time.Add(9 * time.Minute)
+	r.l.Sweep()
+	if len(r.s.installed) != 0 {
+		t.Fatal("channel kept 10 minutes after its last ChannelBind")
+	}
+}
+
+func TestNewAllocationReplacesOld(t *testing.T) {
+	r := newRig(t)
+	r.allocate(1)
+	r.bind(2, 0x4001, true)
+	r.allocate(3)
+	if len(r.s.installed) != 0 {
+		t.Fatal("a new allocation on the same 5-tuple kept the old channels")
+	}
+}
