@@ -17,6 +17,7 @@ type command struct {
 
 var commands = []command{
 	{"turn", "run a TURN server (RFC 8656) with the XDP fast path", runTurn},
+	{"offload", "offload an unmodified TURN server's channels to XDP (needs root)", runOffload},
 	{"bench", "benchmark TURN relays on a namespace testbed (needs root)", runBench},
 	{"demo", "show the fast path on a namespace testbed (needs root)", runDemo},
 	{"version", "print the version", runVersion},

@@ -6,11 +6,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -77,53 +74,11 @@ func coturnDescription(n int) string {
 }
 
 func startCoturn(e *env) (func() error, error) {
-	conf := strings.Join([]string{
-		"listening-ip=" + testbed.ServerClientIP4.String(),
-		"listening-port=3478",
-		"relay-ip=" + testbed.ServerPeerIP4.String(),
-		"min-port=49152", "max-port=65535",
-		"lt-cred-mech", "user=" + user + ":" + password, "realm=ebrtc.test",
-		"relay-threads=" + strconv.Itoa(runtime.NumCPU()),
-		"no-tcp", "no-tls", "no-dtls", "no-tcp-relay", "no-cli", "no-rfc5780", "no-stun-backward-compatibility",
-		"log-file=/dev/null", "no-stdout-log",
-		"pidfile=" + filepath.Join(e.workDir, "turnserver.pid"),
-		"userdb=" + filepath.Join(e.workDir, "turndb"),
-	}, "\n") + "\n"
-	path := filepath.Join(e.workDir, "turnserver.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		return nil, err
-	}
-	p, err := testbed.Start(e.tb.Server, e.log, "turnserver", "-c", path)
+	p, err := e.tb.StartCoturn(e.workDir, e.log, user, password)
 	if err != nil {
 		return nil, err
 	}
-	stop := func() error { return p.Stop(5 * time.Second) }
-	// Ready when it answers an allocation.
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if exited, err := p.Exited(); exited {
-			return nil, fmt.Errorf("turnserver exited: %v", err)
-		}
-		if probe(e.tb) == nil {
-			return stop, nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	_ = stop()
-	return nil, fmt.Errorf("turnserver not answering after 10s")
-}
-
-func probe(tb *testbed.Testbed) error {
-	conn, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	c, err := turnclient.Allocate(conn, server, user, password, false)
-	if err != nil {
-		return err
-	}
-	return c.Release()
+	return func() error { return p.Stop(5 * time.Second) }, nil
 }
 
 func startBaseline(e *env) (func() error, error) {

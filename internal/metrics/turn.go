@@ -34,7 +34,8 @@ type TURNCollector struct {
 	counts func() (allocations, channels int)
 }
 
-// NewTURNCollector builds the collector; engine may be nil.
+// NewTURNCollector builds the collector; engine may be nil (no fast path),
+// and slow may be nil (a snooped server whose user-space relaying is unseen).
 func NewTURNCollector(engine *offload.Engine, slow func() (toPeer, toClient offload.Counter), counts func() (int, int)) *TURNCollector {
 	return &TURNCollector{engine: engine, slow: slow, counts: counts}
 }
@@ -50,9 +51,11 @@ func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(allocationsDesc, prometheus.GaugeValue, float64(allocs))
 	ch <- prometheus.MustNewConstMetric(channelsDesc, prometheus.GaugeValue, float64(chans))
 
-	toPeer, toClient := c.slow()
-	emitPair(ch, "slow", clientToPeer, toPeer)
-	emitPair(ch, "slow", peerToClient, toClient)
+	if c.slow != nil {
+		toPeer, toClient := c.slow()
+		emitPair(ch, "slow", clientToPeer, toPeer)
+		emitPair(ch, "slow", peerToClient, toClient)
+	}
 
 	var fastToPeer, fastToClient offload.Counter
 	if c.engine != nil {

@@ -24,7 +24,9 @@ func TestFastByDirectionCountsHairpinBothWays(t *testing.T) {
 // Without a fast path, the slow path's counters and the gauges still export.
 func TestCollectorUserSpaceOnly(t *testing.T) {
 	c := NewTURNCollector(nil,
-		func() (offload.Counter, offload.Counter) { return offload.Counter{Packets: 3, Bytes: 30}, offload.Counter{Packets: 4, Bytes: 40} },
+		func() (offload.Counter, offload.Counter) {
+			return offload.Counter{Packets: 3, Bytes: 30}, offload.Counter{Packets: 4, Bytes: 40}
+		},
 		func() (int, int) { return 2, 5 })
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/ebrtc/ebrtc/internal/snoop"
+)
+
+type listValue []string
+
+func (l *listValue) String() string     { return strings.Join(*l, ",") }
+func (l *listValue) Set(v string) error { *l = append(*l, v); return nil }
+
+func runOffload(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("offload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var ifaces, relayIfaces, ports, relayIPs listValue
+	fs.Var(&ifaces, "iface", "client-facing interface: XDP fast path and TC egress snooper (repeatable, required)")
+	fs.Var(&relayIfaces, "relay-iface", "peer-facing interface, if different (repeatable)")
+	fs.Var(&ports, "listen-port", "the TURN server's UDP port (repeatable; default 3478)")
+	fs.Var(&relayIPs, "relay-ip", "the TURN server's relay address (repeatable; lets two of its clients hairpin in XDP)")
+	minPort := fs.Int("min-port", 49152, "lowest relay port of the TURN server")
+	maxPort := fs.Int("max-port", 65535, "highest relay port of the TURN server")
+	forwarding := fs.String("offload-forwarding", "auto", "auto: enable the interfaces' forwarding sysctls while running; manual: require them")
+	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: ebrtc offload --iface IFACE [flags]\n\nOffloads the UDP channels of an unmodified TURN server on this host (coturn, say)\nto the XDP fast path, learning them from its control traffic. Needs root.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	cfg := snoop.Config{Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
+		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen}
+	if len(ports) == 0 {
+		ports = listValue{"3478"}
+	}
+	for _, p := range ports {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			fmt.Fprintf(stderr, "ebrtc offload: listen-port: %q is not a port\n", p)
+			return 2
+		}
+		cfg.ListenPorts = append(cfg.ListenPorts, uint16(n))
+	}
+	for _, a := range relayIPs {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			fmt.Fprintf(stderr, "ebrtc offload: relay-ip: %q is not an IP address\n", a)
+			return 2
+		}
+		cfg.RelayIPs = append(cfg.RelayIPs, ip)
+	}
+	if *minPort < 1 || *maxPort > 65535 || *minPort > *maxPort {
+		fmt.Fprintln(stderr, "ebrtc offload: min-port: the relay port range is empty or out of 1-65535")
+		return 2
+	}
+	if *forwarding != "auto" && *forwarding != "manual" {
+		fmt.Fprintf(stderr, "ebrtc offload: offload-forwarding: %q is not auto or manual\n", *forwarding)
+		return 2
+	}
+	svc, err := snoop.Start(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc offload: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "offloading UDP channels of the TURN server on ports %v via %v\nready\n", cfg.ListenPorts, append(ifaces, relayIfaces...))
+	untilSignal(stderr, func(ctx context.Context) { <-ctx.Done() })
+	if err := svc.Close(); err != nil {
+		fmt.Fprintf(stderr, "ebrtc offload: shutdown: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,111 @@
+package snoop_test
+
+import (
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+const (
+	user    = "alice"
+	pass    = "s3cret"
+	packets = 5000
+)
+
+// coturn, unmodified, with ebrtc offload beside it: pion's client allocates
+// and binds through coturn; the channel is learned from the wire and relayed
+// in XDP, and coturn's own CPU time during the traffic drops to near zero.
+func TestOffloadCoturn(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "turnserver")
+	dir := t.TempDir()
+	bin, err := testbed.BuildEbrtc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := testbed.New()
+	if err != nil {
+		testenv.Missing(t, "testbed: %v", err)
+	}
+	t.Cleanup(func() { _ = tb.Close() })
+	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+
+	// Without the offload: coturn relays, and its CPU time is the reference.
+	withoutCPU := exchange(t, tb, coturn)
+
+	off, err := tb.StartRelay(bin, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
+		"--relay-ip", testbed.ServerPeerIP4.String(), "--metrics-listen", testbed.MetricsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = off.Stop(5 * time.Second) })
+	before, err := off.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCPU := exchange(t, tb, coturn)
+	after, err := off.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"client_to_peer", "peer_to_client"} {
+		if fast := after.Packets("fast", dir) - before.Packets("fast", dir); fast < 0.99*packets {
+			t.Errorf("%s: %v of %d packets on the fast path", dir, fast, packets)
+		}
+	}
+	t.Logf("coturn CPU during %d datagrams each way: %v without ebrtc offload, %v with it", packets, withoutCPU, withCPU)
+	if withCPU > withoutCPU/5 {
+		t.Errorf("coturn CPU with the offload %v, without %v: want under a fifth", withCPU, withoutCPU)
+	}
+}
+
+// exchange allocates through coturn with pion's client, waits until its
+// channel is bound, sends packets each way and returns coturn's CPU time
+// spent during the traffic.
+func exchange(t *testing.T, tb *testbed.Testbed, coturn *testbed.Process) time.Duration {
+	t.Helper()
+	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
+		Server: netip.AddrPortFrom(testbed.ServerClientIP4, 3478), Local: testbed.ClientIP4,
+		User: user, Pass: pass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	// pion binds its channel in the background after the first datagrams.
+	if _, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 50, 200); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cpu0, err := coturn.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, packets, 200, 10000)
+	if err != nil || res.Lost() != 0 || res.Corrupt != 0 {
+		t.Fatalf("client to peer: %v %v", res, err)
+	}
+	res, err = testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, packets, 200, 10000)
+	if err != nil || res.Lost() != 0 || res.Corrupt != 0 {
+		t.Fatalf("peer to client: %v %v", res, err)
+	}
+	cpu1, _ := coturn.CPUTime()
+	return cpu1 - cpu0
+}
+

@@ -1,0 +1,138 @@
+package snoop
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ebrtc/ebrtc/internal/metrics"
+	"github.com/ebrtc/ebrtc/internal/offload"
+)
+
+// Config of `ebrtc offload`.
+type Config struct {
+	Ifaces           []string // client-facing: XDP and the TC egress snooper
+	RelayIfaces      []string // peer-facing, if different: XDP only
+	ListenPorts      []uint16 // the TURN server's UDP ports
+	MinPort, MaxPort uint16   // its relay port range
+	RelayIPs         []netip.Addr
+	ManageForwarding bool
+	MetricsListen    string
+}
+
+// Service is a running `ebrtc offload`.
+type Service struct {
+	Learner *Learner
+	engine  *offload.Engine
+	reader  *offload.SnoopReader
+	metrics *http.Server
+	done    chan struct{}
+}
+
+// Start loads the data plane with snooping on, attaches it and starts learning.
+func Start(c Config) (*Service, error) {
+	if len(c.Ifaces) == 0 {
+		return nil, errors.New("offload: no --iface given")
+	}
+	engine, err := offload.Load(offload.Config{
+		ListenPorts: c.ListenPorts, RelayPortMin: c.MinPort, RelayPortMax: c.MaxPort, RelayIPs: c.RelayIPs, Snoop: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{engine: engine, done: make(chan struct{})}
+	s.Learner = NewLearner(engine, time.Now, log.Printf)
+	if err := s.attach(c); err != nil {
+		engine.Close()
+		return nil, err
+	}
+	if s.reader, err = engine.SnoopReader(16); err != nil {
+		engine.Close()
+		return nil, err
+	}
+	if c.MetricsListen != "" {
+		if err := s.serveMetrics(c.MetricsListen); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	go s.learn()
+	go s.sweep()
+	return s, nil
+}
+
+func (s *Service) attach(c Config) error {
+	for _, name := range append(append([]string{}, c.Ifaces...), c.RelayIfaces...) {
+		if _, err := s.engine.Attach(name, c.ManageForwarding); err != nil {
+			return err
+		}
+	}
+	for _, name := range c.Ifaces {
+		if err := s.engine.AttachSnoopEgress(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) learn() {
+	for {
+		ev, err := s.reader.Read()
+		if errors.Is(err, offload.ErrClosed) {
+			return
+		}
+		if err != nil {
+			log.Printf("offload: %v", err)
+			continue
+		}
+		s.Learner.Handle(ev.Direction, ev.Frame)
+	}
+}
+
+func (s *Service) sweep() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.Learner.Sweep()
+		}
+	}
+}
+
+func (s *Service) serveMetrics(addr string) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewTURNCollector(s.engine, nil, s.Learner.Counts))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = s.metrics.Serve(ln) }()
+	return nil
+}
+
+// Close detaches everything; the TURN server then relays all traffic itself.
+func (s *Service) Close() error {
+	close(s.done)
+	var errs []error
+	if s.metrics != nil {
+		errs = append(errs, s.metrics.Close())
+	}
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	errs = append(errs, s.engine.Close())
+	return errors.Join(errs...)
+}
