@@ -65,8 +65,9 @@ func TestOffloadCoturn(t *testing.T) {
 		}
 	}
 	t.Logf("coturn CPU during %d datagrams each way: %v without ebrtc offload, %v with it", packets, withoutCPU, withCPU)
-	if withCPU > withoutCPU/5 {
-		t.Errorf("coturn CPU with the offload %v, without %v: want under a fifth", withCPU, withoutCPU)
+	// /proc counts in 10 ms ticks: allow one, else want under a fifth.
+	if withCPU > 10*time.Millisecond && withCPU > withoutCPU/5 {
+		t.Errorf("coturn CPU with the offload %v, without %v: want near zero", withCPU, withoutCPU)
 	}
 }
 
@@ -108,4 +109,3 @@ func exchange(t *testing.T, tb *testbed.Testbed, coturn *testbed.Process) time.D
 	cpu1, _ := coturn.CPUTime()
 	return cpu1 - cpu0
 }
-

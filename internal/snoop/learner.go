@@ -40,8 +40,20 @@ type Learner struct {
 
 	mu          sync.Mutex
 	pending     map[[12]byte]request
+	early       map[[12]byte]earlyResponse
 	allocations map[fiveTuple]*allocation
 }
+
+// earlyResponse is a response read before its request: captures come from
+// per-CPU buffers (XDP for requests, TC for responses), which keep no order
+// between CPUs. It waits earlyLifetime for its request.
+type earlyResponse struct {
+	msg   *stun.Message
+	tuple fiveTuple
+	at    time.Time
+}
+
+const earlyLifetime = 2 * time.Second
 
 type fiveTuple struct{ client, server netip.AddrPort }
 
@@ -66,7 +78,8 @@ type channel struct {
 
 // NewLearner returns a learner that installs channels into sink.
 func NewLearner(sink Sink, now func() time.Time, log func(string, ...any)) *Learner {
-	return &Learner{sink: sink, now: now, log: log, pending: map[[12]byte]request{}, allocations: map[fiveTuple]*allocation{}}
+	return &Learner{sink: sink, now: now, log: log, pending: map[[12]byte]request{},
+		early: map[[12]byte]earlyResponse{}, allocations: map[fiveTuple]*allocation{}}
 }
 
 // Handle takes one captured frame. Anything it cannot parse is not learned.
@@ -102,12 +115,20 @@ func (l *Learner) request(m *stun.Message, t fiveTuple) {
 		r.peer = netip.AddrPortFrom(ip.Unmap(), uint16(peer.Port))
 	}
 	l.pending[m.TransactionID] = r
+	if e, ok := l.early[m.TransactionID]; ok {
+		delete(l.early, m.TransactionID)
+		l.response(e.msg, e.tuple)
+	}
 }
 
 func (l *Learner) response(m *stun.Message, t fiveTuple) {
 	r, ok := l.pending[m.TransactionID]
-	if !ok || r.tuple != t || r.method != m.Type.Method {
-		return // unsolicited, or for another client: learn nothing
+	if !ok {
+		l.early[m.TransactionID] = earlyResponse{msg: m, tuple: t, at: l.now()}
+		return
+	}
+	if r.tuple != t || r.method != m.Type.Method {
+		return // for another client or another method: learn nothing
 	}
 	delete(l.pending, m.TransactionID)
 	if m.Type.Class != stun.ClassSuccessResponse {
@@ -204,6 +225,12 @@ func (l *Learner) Sweep() {
 	for id, r := range l.pending {
 		if now.Sub(r.at) > pendingLifetime {
 			delete(l.pending, id)
+		}
+	}
+	// Never answered by a request: unsolicited, learn nothing.
+	for id, e := range l.early {
+		if now.Sub(e.at) > earlyLifetime {
+			delete(l.early, id)
 		}
 	}
 	for t, a := range l.allocations {

@@ -168,3 +168,30 @@ func TestNewAllocationReplacesOld(t *testing.T) {
 		t.Fatal("a new allocation on the same 5-tuple kept the old channels")
 	}
 }
+
+// Captures from different CPUs arrive in any order: a response read before
+// its request is matched when the request comes, and one whose request never
+// comes is forgotten.
+func TestResponseBeforeRequest(t *testing.T) {
+	r := newRig(t)
+	id := [12]byte{1}
+	alloc := msg(t, id, stun.NewType(stun.MethodAllocate, stun.ClassRequest))
+	r.send(offload.SnoopResponse, server, client, msg(t, id, stun.NewType(stun.MethodAllocate, stun.ClassSuccessResponse), xor(stun.AttrXORRelayedAddress, relay)))
+	r.send(offload.SnoopRequest, client, server, alloc)
+	r.bind(2, 0x4001, true)
+	if !r.s.installed[want] {
+		t.Fatal("response read before its request was not matched")
+	}
+
+	// An early "success" nobody asked for expires unmatched.
+	r2 := newRig(t)
+	r2.allocate(1)
+	r2.send(offload.SnoopResponse, server, client, msg(t, [12]byte{7}, stun.NewType(stun.MethodChannelBind, stun.ClassSuccessResponse)))
+	r2.time = r2.time.Add(3 * time.Second)
+	r2.l.Sweep()
+	r2.send(offload.SnoopRequest, client, server, msg(t, [12]byte{7}, stun.NewType(stun.MethodChannelBind, stun.ClassRequest),
+		stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{0x40, 0x01, 0, 0}}, xor(stun.AttrXORPeerAddress, peer)))
+	if len(r2.s.installed) != 0 {
+		t.Fatal("an expired early response was matched to a later request")
+	}
+}
