@@ -39,6 +39,10 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if len(ifaces) == 0 {
+		fmt.Fprintln(stderr, "ebrtc offload: iface: at least one --iface is required")
+		return 2
+	}
 	cfg := snoop.Config{Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
 		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen}
 	if len(ports) == 0 {
