@@ -33,6 +33,7 @@ enum outcome {
 	OUT_SLOW_FIB_OTHER,
 	OUT_SLOW_NO_EGRESS_PORT,
 	OUT_SLOW_NO_HEADROOM,
+	OUT_SLOW_SPILL, /* heartbeat: a sample of a channel's packets for the server */
 
 	/* Dropped: the packet could not be restored after a partial rewrite. */
 	OUT_DROP_REWRITE_FAILED,

@@ -92,8 +92,11 @@ struct nexthop {
 
 struct flow_stats {
 	__u64 packets;
-	__u64 bytes;     /* UDP payload bytes as received */
-	__u64 last_seen; /* CLOCK_MONOTONIC_COARSE, ns */
+	__u64 bytes;      /* UDP payload bytes as received */
+	__u64 last_seen;  /* CLOCK_MONOTONIC_COARSE, ns */
+	__u64 last_spill; /* when a packet was last handed to the server */
+	__u32 since_spill;
+	__u32 spilled;
 };
 
 struct outcome_stats {
@@ -110,6 +113,11 @@ struct offload_config {
 	__u8 ipv4_ttl;
 	__u8 ipv6_hop_limit;
 	__u16 flags;                           /* CONFIG_F_* */
+	/* Heartbeat spill: hand a channel's packet to the server untouched every
+	 * spill_every packets and/or every spill_interval_ns (0: off). */
+	__u32 spill_every;
+	__u32 pad;
+	__u64 spill_interval_ns;
 };
 
 /* Copy TURN control messages to user space (ebrtc offload learns channels). */

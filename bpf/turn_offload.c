@@ -143,6 +143,27 @@ INLINE void count_flow(__u32 slot, __u32 bytes, __u64 now)
 	}
 }
 
+/* Whether this packet of the flow in slot goes to the server as a heartbeat
+ * (counted per CPU: with several CPUs the share is per CPU, not global). */
+INLINE int spill(const struct offload_config *cfg, __u32 slot, __u64 now)
+{
+	struct flow_stats *s;
+
+	if (!cfg->spill_every && !cfg->spill_interval_ns)
+		return 0;
+	s = bpf_map_lookup_elem(&flows, &slot);
+	if (!s)
+		return 0;
+	if ((cfg->spill_every && ++s->since_spill >= cfg->spill_every) ||
+	    (cfg->spill_interval_ns && now - s->last_spill >= cfg->spill_interval_ns)) {
+		s->since_spill = 0;
+		s->last_spill = now;
+		s->spilled++;
+		return 1;
+	}
+	return 0;
+}
+
 INLINE int parse(struct xdp_md *ctx, struct packet *pkt)
 {
 	void *data = (void *)(long)ctx->data;
@@ -627,10 +648,14 @@ int turn_offload(struct xdp_md *ctx)
 		out = fast;
 		goto done;
 	}
+	now = bpf_ktime_get_coarse_ns();
+	if (spill(cfg, slots[0], now)) {
+		out = OUT_SLOW_SPILL;
+		goto done;
+	}
 	e.tos = pkt.ip.tos;
 	e.df = pkt.ip.df;
 	e.ttl = e.route->dst.family == AF_INET ? cfg->ipv4_ttl : cfg->ipv6_hop_limit;
-	now = bpf_ktime_get_coarse_ns();
 	out = emit(ctx, &e, now, &action);
 	if (out == OUT_DROP_REWRITE_FAILED)
 		action = XDP_DROP;

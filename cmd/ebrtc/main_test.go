@@ -21,6 +21,8 @@ func TestCLI(t *testing.T) {
 		{[]string{"offload", "--help"}, 0, "-iface"},
 		{[]string{"offload"}, 2, "--iface is required"},
 		{[]string{"bench", "--sizes", "7"}, 2, "--sizes"},
+		{[]string{"offload", "--iface", "x", "--spill", "1/1"}, 2, "spill"},
+		{[]string{"offload", "--iface", "x", "--spill", "often"}, 2, "spill"},
 		{[]string{"bogus"}, 2, "unknown command"},
 		{[]string{"turn"}, 2, "config: user"},
 		{[]string{"turn", "--user", "a:b", "--offload", "tc"}, 2, "config: offload"},

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/snoop"
 )
@@ -29,6 +30,7 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	maxPort := fs.Int("max-port", 65535, "highest relay port of the TURN server")
 	forwarding := fs.String("offload-forwarding", "auto", "auto: enable the interfaces' forwarding sysctls while running; manual: require them")
 	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT")
+	spill := fs.String("spill", "1/1000", "hand the server one packet per channel in N (1/N) or one per interval (e.g. 1s); 'off' for none")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ebrtc offload --iface IFACE [flags]\n\nOffloads the UDP channels of an unmodified TURN server on this host (coturn, say)\nto the XDP fast path, learning them from its control traffic. Needs root.\n\nFlags:")
 		fs.PrintDefaults()
@@ -72,6 +74,10 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc offload: offload-forwarding: %q is not auto or manual\n", *forwarding)
 		return 2
 	}
+	if err := parseSpill(*spill, &cfg); err != nil {
+		fmt.Fprintf(stderr, "ebrtc offload: spill: %v\n", err)
+		return 2
+	}
 	svc, err := snoop.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "ebrtc offload: %v\n", err)
@@ -84,4 +90,25 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseSpill reads "1/N", a duration, or "off".
+func parseSpill(v string, cfg *snoop.Config) error {
+	if v == "off" {
+		return nil
+	}
+	if n, ok := strings.CutPrefix(v, "1/"); ok {
+		every, err := strconv.ParseUint(n, 10, 32)
+		if err != nil || every < 2 {
+			return fmt.Errorf("%q: want 1/N with N >= 2", v)
+		}
+		cfg.SpillEvery = uint32(every)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Millisecond {
+		return fmt.Errorf("%q is not 1/N, a duration of at least 1ms, or off", v)
+	}
+	cfg.SpillInterval = d
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -28,9 +29,14 @@ type Config struct {
 	RelayIPs []netip.Addr
 	// MaxChannels sizes the maps (default 65536 per family and direction).
 	MaxChannels uint32
-	// Snoop copies TURN control messages to user space (see Snooper), for
-	// learning channels of a TURN server that does not report them.
+	// Snoop copies TURN control messages to user space (see SnoopReader),
+	// for learning channels of a TURN server that does not report them.
 	Snoop bool
+	// SpillEvery and SpillInterval hand a channel's packet to the server
+	// every so many packets and/or at this interval (zero: never), so a
+	// server that does not know about the fast path still sees its traffic.
+	SpillEvery    uint32
+	SpillInterval time.Duration
 }
 
 func (c *Config) validate() error {
@@ -121,6 +127,7 @@ func kernelConfig(cfg Config) turnOffloadConfig {
 	if cfg.Snoop {
 		kc.Flags |= configFlagSnoop
 	}
+	kc.SpillEvery, kc.SpillIntervalNs = cfg.SpillEvery, uint64(cfg.SpillInterval.Nanoseconds())
 	return kc
 }
 

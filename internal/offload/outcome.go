@@ -27,6 +27,7 @@ const (
 	SlowFIBOther
 	SlowNoEgressPort
 	SlowNoHeadroom
+	SlowSpill
 	DropRewriteFailed
 	numOutcomes
 )
@@ -36,7 +37,7 @@ var outcomeNames = [numOutcomes]string{
 	"pass_not_ip", "pass_not_udp", "pass_not_turn",
 	"vlan", "ip_options", "fragment", "ipv6_ext_header", "bad_length", "bad_ip_checksum",
 	"zero_udp_checksum", "not_channel_data", "unknown_channel", "channel_length", "unknown_peer",
-	"fib_no_neighbour", "fib_frag_needed", "fib_other", "no_egress_port", "no_headroom",
+	"fib_no_neighbour", "fib_frag_needed", "fib_other", "no_egress_port", "no_headroom", "spill",
 	"drop_rewrite_failed",
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
@@ -46,7 +47,10 @@ var (
 
 const peerMTU = 1280
 
-func newRig(t testing.TB) *rig {
+func newRig(t testing.TB) *rig { return newRigWith(t, nil) }
+
+// newRigWith lets a test adjust the engine's configuration.
+func newRigWith(t testing.TB, adjust func(*Config)) *rig {
 	t.Helper()
 	testenv.RequireRoot(t)
 	ns, err := netns.New("ebrtc-ut")
@@ -82,11 +86,15 @@ func newRig(t testing.TB) *rig {
 				return err
 			}
 		}
-		e, err := Load(Config{
+		cfg := Config{
 			ListenPorts:  []uint16{3478, 5349},
 			RelayPortMin: 49152, RelayPortMax: 65535,
 			RelayIPs: []netip.Addr{netip.MustParseAddr("10.10.2.1"), netip.MustParseAddr("fd10:2::1")},
-		})
+		}
+		if adjust != nil {
+			adjust(&cfg)
+		}
+		e, err := Load(cfg)
 		if err != nil {
 			return err
 		}
@@ -119,6 +127,12 @@ func (r *rig) run(ingress string, in []byte) (uint32, []byte) {
 	var ret uint32
 	out := make([]byte, len(in)+512)
 	must(r.t, r.ns.Do(func() error {
+		// One CPU for every run, so per-CPU state (spill, next hops) is one.
+		var cpus unix.CPUSet
+		cpus.Set(0)
+		if err := unix.SchedSetaffinity(0, &cpus); err != nil {
+			return err
+		}
 		opts := &ebpf.RunOptions{
 			Data:    in,
 			DataOut: out,

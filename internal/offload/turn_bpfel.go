@@ -45,10 +45,13 @@ type turnEndpoint struct {
 }
 
 type turnFlowStats struct {
-	_        structs.HostLayout
-	Packets  uint64
-	Bytes    uint64
-	LastSeen uint64
+	_          structs.HostLayout
+	Packets    uint64
+	Bytes      uint64
+	LastSeen   uint64
+	LastSpill  uint64
+	SinceSpill uint32
+	Spilled    uint32
 }
 
 type turnNexthop struct {
@@ -72,13 +75,16 @@ type turnNexthopKey struct {
 }
 
 type turnOffloadConfig struct {
-	_            structs.HostLayout
-	ListenPorts  [8]uint16
-	RelayPortMin uint16
-	RelayPortMax uint16
-	Ipv4Ttl      uint8
-	Ipv6HopLimit uint8
-	Flags        uint16
+	_               structs.HostLayout
+	ListenPorts     [8]uint16
+	RelayPortMin    uint16
+	RelayPortMax    uint16
+	Ipv4Ttl         uint8
+	Ipv6HopLimit    uint8
+	Flags           uint16
+	SpillEvery      uint32
+	Pad             uint32
+	SpillIntervalNs uint64
 }
 
 type turnOutcomeStats struct {

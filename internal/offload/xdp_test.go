@@ -416,3 +416,37 @@ func TestNextHopCacheExpires(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Heartbeat spill: every n-th packet of a channel reaches the server
+// untouched; the rest take the fast path.
+func TestSpillEvery(t *testing.T) {
+	r := newRigWith(t, func(c *Config) { c.SpillEvery = 4 })
+	v4 := families["v4"]
+	ch := channelFor(v4, v4, 0x4030)
+	must(t, r.engine.AddChannel(ch))
+	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(40, 13), 0, 0)})
+	for i := 1; i <= 8; i++ {
+		want := FastClientToPeer
+		if i%4 == 0 {
+			want = SlowSpill
+		}
+		r.expectOutcome(want, func() {
+			ret, out := r.run("cli0", in)
+			if want == SlowSpill && (ret != xdpPass || string(out) != string(in)) {
+				t.Errorf("packet %d: spilled packet not passed untouched (action %d)", i, ret)
+			}
+		})
+	}
+}
+
+func TestSpillInterval(t *testing.T) {
+	r := newRigWith(t, func(c *Config) { c.SpillInterval = time.Hour })
+	v4 := families["v4"]
+	ch := channelFor(v4, v4, 0x4031)
+	must(t, r.engine.AddChannel(ch))
+	in := r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, Payload: payload(40, 14)})
+	r.expectOutcome(SlowSpill, func() { r.run("peer0", in) }) // the first one: the server hears of the flow at once
+	for range 5 {
+		r.expectOutcome(FastPeerToClient, func() { r.run("peer0", in) })
+	}
+}

@@ -25,6 +25,8 @@ type Config struct {
 	RelayIPs         []netip.Addr
 	ManageForwarding bool
 	MetricsListen    string
+	SpillEvery       uint32        // 1 packet per channel in SpillEvery to the server (0: off)
+	SpillInterval    time.Duration // or one per interval (0: off)
 }
 
 // Service is a running `ebrtc offload`.
@@ -43,6 +45,7 @@ func Start(c Config) (*Service, error) {
 	}
 	engine, err := offload.Load(offload.Config{
 		ListenPorts: c.ListenPorts, RelayPortMin: c.MinPort, RelayPortMax: c.MaxPort, RelayIPs: c.RelayIPs, Snoop: true,
+		SpillEvery: c.SpillEvery, SpillInterval: c.SpillInterval,
 	})
 	if err != nil {
 		return nil, err
