@@ -19,6 +19,9 @@ func (l *listValue) String() string     { return strings.Join(*l, ",") }
 func (l *listValue) Set(v string) error { *l = append(*l, v); return nil }
 
 func runOffload(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "status" {
+		return runOffloadStatus(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("offload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var ifaces, relayIfaces, ports, relayIPs listValue
@@ -30,9 +33,10 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	maxPort := fs.Int("max-port", 65535, "highest relay port of the TURN server")
 	forwarding := fs.String("offload-forwarding", "auto", "auto: enable the interfaces' forwarding sysctls while running; manual: require them")
 	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT")
+	control := fs.String("control-socket", snoop.DefaultControlSocket, "Unix socket answering 'ebrtc offload status' (empty: none)")
 	spill := fs.String("spill", "1/1000", "hand the server one packet per channel in N (1/N) or one per interval (e.g. 1s); 'off' for none")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: ebrtc offload --iface IFACE [flags]\n\nOffloads the UDP channels of an unmodified TURN server on this host (coturn, say)\nto the XDP fast path, learning them from its control traffic. Needs root.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: ebrtc offload --iface IFACE [flags]\n       ebrtc offload status [--control-socket PATH]\n\nOffloads the UDP channels of an unmodified TURN server on this host (coturn, say)\nto the XDP fast path, learning them from its control traffic. Needs root.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -46,7 +50,7 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := snoop.Config{Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
-		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen}
+		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen, ControlSocket: *control}
 	if len(ports) == 0 {
 		ports = listValue{"3478"}
 	}
@@ -111,4 +115,23 @@ func parseSpill(v string, cfg *snoop.Config) error {
 	}
 	cfg.SpillInterval = d
 	return nil
+}
+
+func runOffloadStatus(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("offload status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	control := fs.String("control-socket", snoop.DefaultControlSocket, "the running ebrtc offload's control socket")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	out, err := snoop.Status(*control)
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc offload status: %v\n", err)
+		return 1
+	}
+	fmt.Fprint(stdout, out)
+	return 0
 }

@@ -1,9 +1,15 @@
 package snoop_test
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,10 +48,11 @@ func TestOffloadCoturn(t *testing.T) {
 	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
 
 	// Without the offload: coturn relays, and its CPU time is the reference.
-	withoutCPU := exchange(t, tb, coturn)
+	withoutCPU, _ := exchange(t, tb, coturn, nil)
 
+	control := filepath.Join(dir, "offload.sock")
 	off, err := tb.StartRelay(bin, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
-		"--relay-ip", testbed.ServerPeerIP4.String(), "--metrics-listen", testbed.MetricsAddr)
+		"--relay-ip", testbed.ServerPeerIP4.String(), "--metrics-listen", testbed.MetricsAddr, "--control-socket", control)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +61,13 @@ func TestOffloadCoturn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withCPU := exchange(t, tb, coturn)
+	withCPU, status := exchange(t, tb, coturn, func() string {
+		out, err := exec.Command(bin, "offload", "status", "--control-socket", control).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ebrtc offload status: %v\n%s", err, out)
+		}
+		return string(out)
+	})
 	after, err := off.Metrics()
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +76,10 @@ func TestOffloadCoturn(t *testing.T) {
 		if fast := after.Packets("fast", dir) - before.Packets("fast", dir); fast < 0.99*packets {
 			t.Errorf("%s: %v of %d packets on the fast path", dir, fast, packets)
 		}
+	}
+	// While the client was live, status listed its allocation and channel with counters.
+	if !strings.Contains(status, "1 allocations") || !strings.Contains(status, "channel 0x4") || !strings.Contains(status, fmt.Sprintf("to client %d pkts", countFast(status))) {
+		t.Errorf("status:\n%s", status)
 	}
 	t.Logf("coturn CPU during %d datagrams each way: %v without ebrtc offload, %v with it", packets, withoutCPU, withCPU)
 	// /proc counts in 10 ms ticks: allow one, else want under a fifth.
@@ -73,8 +90,8 @@ func TestOffloadCoturn(t *testing.T) {
 
 // exchange allocates through coturn with pion's client, waits until its
 // channel is bound, sends packets each way and returns coturn's CPU time
-// spent during the traffic.
-func exchange(t *testing.T, tb *testbed.Testbed, coturn *testbed.Process) time.Duration {
+// spent during the traffic, and what status said before the client left.
+func exchange(t *testing.T, tb *testbed.Testbed, coturn *testbed.Process, status func() string) (time.Duration, string) {
 	t.Helper()
 	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
 		Server: netip.AddrPortFrom(testbed.ServerClientIP4, 3478), Local: testbed.ClientIP4,
@@ -107,5 +124,25 @@ func exchange(t *testing.T, tb *testbed.Testbed, coturn *testbed.Process) time.D
 		t.Fatalf("peer to client: %v %v", res, err)
 	}
 	cpu1, _ := coturn.CPUTime()
-	return cpu1 - cpu0
+	var st string
+	if status != nil {
+		st = status()
+	}
+	return cpu1 - cpu0, st
+}
+
+var toClientRE = regexp.MustCompile(`to client (\d+) pkts`)
+
+// countFast returns the to-client packet count status reported, which must
+// be at least 99% of what was sent (the rest spilled to coturn).
+func countFast(status string) int {
+	m := toClientRE.FindStringSubmatch(status)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	if n < packets*99/100 {
+		return -1
+	}
+	return n
 }

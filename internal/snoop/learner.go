@@ -9,6 +9,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -257,16 +259,29 @@ func (l *Learner) Counts() (allocations, channels int) {
 	return len(l.allocations), channels
 }
 
-// Status describes every learned allocation and channel, for `ebrtc offload status`.
-func (l *Learner) Status() []string {
+// Status describes every learned allocation and channel, with each
+// channel's fast-path counters when stats can read them.
+func (l *Learner) Status(stats func(offload.Channel) (toPeer, toClient offload.FlowStats, err error)) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []string
-	for t, a := range l.allocations {
-		out = append(out, fmt.Sprintf("allocation %v -> %v relay %v expires in %v", t.client, t.server, a.relay, a.expires.Sub(l.now()).Round(time.Second)))
+	var b strings.Builder
+	now := l.now()
+	tuples := make([]fiveTuple, 0, len(l.allocations))
+	for t := range l.allocations {
+		tuples = append(tuples, t)
+	}
+	sort.Slice(tuples, func(i, j int) bool { return tuples[i].client.String() < tuples[j].client.String() })
+	fmt.Fprintf(&b, "%d allocations\n", len(tuples))
+	for _, t := range tuples {
+		a := l.allocations[t]
+		fmt.Fprintf(&b, "allocation %v -> %v relay %v, expires in %v\n", t.client, t.server, a.relay, a.expires.Sub(now).Round(time.Second))
 		for _, c := range a.channels {
-			out = append(out, fmt.Sprintf("  channel %#x peer %v expires in %v", c.ch.Number, c.ch.Peer, c.expires.Sub(l.now()).Round(time.Second)))
+			fmt.Fprintf(&b, "  channel %#x peer %v, expires in %v", c.ch.Number, c.ch.Peer, c.expires.Sub(now).Round(time.Second))
+			if toPeer, toClient, err := stats(c.ch); err == nil {
+				fmt.Fprintf(&b, "; to peer %d pkts %d B, to client %d pkts %d B", toPeer.Packets, toPeer.Bytes, toClient.Packets, toClient.Bytes)
+			}
+			b.WriteString("\n")
 		}
 	}
-	return out
+	return b.String()
 }

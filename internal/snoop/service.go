@@ -3,10 +3,13 @@ package snoop
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +28,7 @@ type Config struct {
 	RelayIPs         []netip.Addr
 	ManageForwarding bool
 	MetricsListen    string
+	ControlSocket    string        // Unix socket answering `ebrtc offload status` ("" : none)
 	SpillEvery       uint32        // 1 packet per channel in SpillEvery to the server (0: off)
 	SpillInterval    time.Duration // or one per interval (0: off)
 }
@@ -35,8 +39,12 @@ type Service struct {
 	engine  *offload.Engine
 	reader  *offload.SnoopReader
 	metrics *http.Server
+	control net.Listener
 	done    chan struct{}
 }
+
+// DefaultControlSocket is where `ebrtc offload status` asks by default.
+const DefaultControlSocket = "/run/ebrtc/offload.sock"
 
 // Start loads the data plane with snooping on, attaches it and starts learning.
 func Start(c Config) (*Service, error) {
@@ -66,9 +74,51 @@ func Start(c Config) (*Service, error) {
 			return nil, err
 		}
 	}
+	if c.ControlSocket != "" {
+		if err := s.serveStatus(c.ControlSocket); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	go s.learn()
 	go s.sweep()
 	return s, nil
+}
+
+// serveStatus answers every connection on a Unix socket with the status text.
+func (s *Service) serveStatus(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	_ = os.Remove(path) // a stale socket from a previous run
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	s.control = ln
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(conn, s.Learner.Status(s.engine.ChannelStats))
+			conn.Close()
+		}
+	}()
+	return nil
+}
+
+// Status asks a running `ebrtc offload` for its status over its control socket.
+func Status(path string) (string, error) {
+	conn, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("is ebrtc offload running? %w", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(conn)
+	return string(b), err
 }
 
 func (s *Service) attach(c Config) error {
@@ -132,6 +182,9 @@ func (s *Service) Close() error {
 	var errs []error
 	if s.metrics != nil {
 		errs = append(errs, s.metrics.Close())
+	}
+	if s.control != nil {
+		errs = append(errs, s.control.Close())
 	}
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
