@@ -22,6 +22,9 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "status" {
 		return runOffloadStatus(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "remove" {
+		return runOffloadRemove(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("offload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var ifaces, relayIfaces, ports, relayIPs listValue
@@ -34,9 +37,11 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	forwarding := fs.String("offload-forwarding", "auto", "auto: enable the interfaces' forwarding sysctls while running; manual: require them")
 	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT")
 	control := fs.String("control-socket", snoop.DefaultControlSocket, "Unix socket answering 'ebrtc offload status' (empty: none)")
+	pinDir := fs.String("pin-dir", snoop.DefaultPinDir, "bpffs directory keeping the fast path running across restarts (empty: detach on exit)")
+	stateFile := fs.String("state-file", snoop.DefaultStateFile, "learned allocations and channels, for restarts")
 	spill := fs.String("spill", "1/1000", "hand the server one packet per channel in N (1/N) or one per interval (e.g. 1s); 'off' for none")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: ebrtc offload --iface IFACE [flags]\n       ebrtc offload status [--control-socket PATH]\n\nOffloads the UDP channels of an unmodified TURN server on this host (coturn, say)\nto the XDP fast path, learning them from its control traffic. Needs root.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: ebrtc offload --iface IFACE [flags]\n       ebrtc offload status [--control-socket PATH]\n       ebrtc offload remove [--pin-dir DIR] [--state-file FILE]\n\nOffloads the UDP channels of an unmodified TURN server on this host (coturn, say)\nto the XDP fast path, learning them from its control traffic. Needs root.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -50,7 +55,8 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := snoop.Config{Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
-		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen, ControlSocket: *control}
+		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen, ControlSocket: *control,
+		PinDir: *pinDir, StateFile: *stateFile}
 	if len(ports) == 0 {
 		ports = listValue{"3478"}
 	}
@@ -133,5 +139,24 @@ func runOffloadStatus(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprint(stdout, out)
+	return 0
+}
+
+func runOffloadRemove(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("offload remove", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pinDir := fs.String("pin-dir", snoop.DefaultPinDir, "the pin directory of ebrtc offload")
+	stateFile := fs.String("state-file", snoop.DefaultStateFile, "its state file")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if err := snoop.Remove(*pinDir, *stateFile); err != nil {
+		fmt.Fprintf(stderr, "ebrtc offload remove: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "fast path removed: the TURN server relays everything itself")
 	return 0
 }

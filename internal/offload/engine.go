@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,10 @@ type Config struct {
 	// server that does not know about the fast path still sees its traffic.
 	SpillEvery    uint32
 	SpillInterval time.Duration
+	// PinDir (on bpffs) keeps the maps and attachments across restarts: the
+	// fast path goes on relaying while the process is away, and the next
+	// Load picks its channels up again. Empty: everything ends with Close.
+	PinDir string
 }
 
 func (c *Config) validate() error {
@@ -67,7 +72,8 @@ type Engine struct {
 	mu       sync.Mutex
 	links    map[int]link.Link // XDP, by ifindex
 	tcLinks  []link.Link       // TC egress snoopers
-	restores []func() error    // sysctls to put back on Close
+	pinDir   string
+	restores []func() error // sysctls to put back on Close
 	relayIPs map[netip.Addr]bool
 	channels map[Channel]channelState
 	slots    slotPool
@@ -95,13 +101,10 @@ func Load(cfg Config) (*Engine, error) {
 		relayIPs: map[netip.Addr]bool{},
 		channels: map[Channel]channelState{},
 		slots:    newSlotPool(2 * cfg.MaxChannels),
+		pinDir:   cfg.PinDir,
 	}
-	if err := spec.LoadAndAssign(&e.objs, nil); err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("offload: load BPF program: %+v", verr)
-		}
-		return nil, fmt.Errorf("offload: load BPF program: %w", err)
+	if err := e.load(spec); err != nil {
+		return nil, err
 	}
 	for _, ip := range cfg.RelayIPs {
 		e.relayIPs[ip.Unmap()] = true
@@ -110,7 +113,50 @@ func Load(cfg Config) (*Engine, error) {
 		e.objs.Close()
 		return nil, fmt.Errorf("offload: write config: %w", err)
 	}
+	if err := e.restoreChannels(); err != nil {
+		e.objs.Close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// pinnedMaps keep the fast path's state across restarts (not the capture
+// buffer, which belongs to one reader, nor the next-hop cache).
+var pinnedMaps = []string{"client_routes_v4", "client_routes_v6", "peer_routes_v4", "peer_routes_v6",
+	"flows", "outcomes", "config", "egress_ports"}
+
+// load loads the objects, reusing pinned maps when PinDir is set. Pins that
+// no longer fit this program (another version) are replaced: the state is
+// rebuilt from scratch, and the slow path serves until it is relearned.
+func (e *Engine) load(spec *ebpf.CollectionSpec) error {
+	var opts *ebpf.CollectionOptions
+	if e.pinDir != "" {
+		if err := ensureBPFFS(e.pinDir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(e.pinDir, 0o700); err != nil {
+			return fmt.Errorf("offload: pin directory: %w", err)
+		}
+		for _, name := range pinnedMaps {
+			spec.Maps[name].Pinning = ebpf.PinByName
+		}
+		opts = &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: e.pinDir}}
+	}
+	err := spec.LoadAndAssign(&e.objs, opts)
+	if err != nil && e.pinDir != "" && errors.Is(err, ebpf.ErrMapIncompatible) {
+		for _, name := range pinnedMaps {
+			_ = os.Remove(filepath.Join(e.pinDir, name))
+		}
+		err = spec.LoadAndAssign(&e.objs, opts)
+	}
+	if err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return fmt.Errorf("offload: load BPF program: %+v", verr)
+		}
+		return fmt.Errorf("offload: load BPF program: %w", err)
+	}
+	return nil
 }
 
 func kernelConfig(cfg Config) turnOffloadConfig {
@@ -149,6 +195,7 @@ type AttachMode string
 const (
 	AttachNative  AttachMode = "native"
 	AttachGeneric AttachMode = "generic"
+	AttachPinned  AttachMode = "pinned" // taken over from a previous run
 )
 
 // Attach attaches the program to the interface, in native (driver) mode where
@@ -175,12 +222,7 @@ func (e *Engine) Attach(ifname string, manageForwarding bool) (AttachMode, error
 	} else if !ForwardingEnabled(ifname) {
 		return "", fmt.Errorf("offload: %s does not forward (net.ipv4/ipv6.conf.%s.forwarding); the fast path needs it", ifname, ifname)
 	}
-	mode := AttachNative
-	l, err := link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPDriverMode})
-	if err != nil {
-		mode = AttachGeneric
-		l, err = link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPGenericMode})
-	}
+	l, mode, err := e.attachXDP(iface)
 	if err != nil {
 		return "", fmt.Errorf("offload: attach XDP to %s: %w", ifname, err)
 	}
@@ -192,8 +234,58 @@ func (e *Engine) Attach(ifname string, manageForwarding bool) (AttachMode, error
 	return mode, nil
 }
 
-// Close detaches the program from every interface and frees the maps.
-// Traffic then flows through the kernel to the user-space server again.
+func (e *Engine) attachXDP(iface *net.Interface) (link.Link, AttachMode, error) {
+	pin := e.pinPath("xdp_" + iface.Name)
+	if l, ok := e.reusePinnedLink(pin, e.objs.TurnOffload); ok {
+		return l, AttachPinned, nil
+	}
+	mode := AttachNative
+	l, err := link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPDriverMode})
+	if err != nil {
+		mode = AttachGeneric
+		l, err = link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPGenericMode})
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if pin != "" {
+		if err := l.Pin(pin); err != nil {
+			l.Close()
+			return nil, "", fmt.Errorf("pin link: %w", err)
+		}
+	}
+	return l, mode, nil
+}
+
+func (e *Engine) pinPath(name string) string {
+	if e.pinDir == "" {
+		return ""
+	}
+	return filepath.Join(e.pinDir, name)
+}
+
+// reusePinnedLink takes over an attachment left by a previous run and points
+// it at this run's program, without a moment of detachment.
+func (e *Engine) reusePinnedLink(pin string, prog *ebpf.Program) (link.Link, bool) {
+	if pin == "" {
+		return nil, false
+	}
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return nil, false
+	}
+	if err := l.Update(prog); err != nil {
+		_ = l.Unpin()
+		l.Close()
+		return nil, false
+	}
+	return l, true
+}
+
+// Close releases the engine. Without PinDir it detaches the program from
+// every interface and frees the maps: traffic then flows through the kernel
+// to the user-space server again. With PinDir the pinned attachments and
+// maps stay, and the fast path goes on until Unpin.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -206,8 +298,11 @@ func (e *Engine) Close() error {
 		errs = append(errs, l.Close())
 	}
 	e.tcLinks = nil
-	for _, restore := range e.restores {
-		errs = append(errs, restore())
+	// Pinned, the fast path outlives this process, and needs forwarding on.
+	if e.pinDir == "" {
+		for _, restore := range e.restores {
+			errs = append(errs, restore())
+		}
 	}
 	e.restores = nil
 	errs = append(errs, e.objs.Close())
@@ -228,4 +323,43 @@ func (e *Engine) ChannelCount() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.channels)
+}
+
+// Unpin removes the pinned attachments and maps: with Close, the fast path
+// ends for good (`ebrtc offload --unpin`).
+func (e *Engine) Unpin() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, l := range e.links {
+		errs = append(errs, ignoreNotPinned(l.Unpin()))
+	}
+	for _, l := range e.tcLinks {
+		errs = append(errs, ignoreNotPinned(l.Unpin()))
+	}
+	for _, m := range []*ebpf.Map{e.objs.ClientRoutesV4, e.objs.ClientRoutesV6, e.objs.PeerRoutesV4, e.objs.PeerRoutesV6,
+		e.objs.Flows, e.objs.Outcomes, e.objs.Config, e.objs.EgressPorts} {
+		errs = append(errs, ignoreNotPinned(m.Unpin()))
+	}
+	e.pinDir = "" // Close now ends everything, forwarding sysctls included
+	return errors.Join(errs...)
+}
+
+func ignoreNotPinned(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Channels returns the installed channels (after a restart: those restored
+// from the pinned maps).
+func (e *Engine) Channels() []Channel {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Channel, 0, len(e.channels))
+	for ch := range e.channels {
+		out = append(out, ch)
+	}
+	return out
 }

@@ -34,9 +34,18 @@ func (e *Engine) AttachSnoopEgress(ifname string) error {
 	if err != nil {
 		return fmt.Errorf("offload: interface %q: %w", ifname, err)
 	}
-	l, err := link.AttachTCX(link.TCXOptions{Interface: iface.Index, Program: e.objs.TurnSnoopEgress, Attach: ebpf.AttachTCXEgress})
-	if err != nil {
-		return fmt.Errorf("offload: attach TC egress snooper to %s: %w", ifname, err)
+	pin := e.pinPath("tc_egress_" + ifname)
+	l, ok := e.reusePinnedLink(pin, e.objs.TurnSnoopEgress)
+	if !ok {
+		if l, err = link.AttachTCX(link.TCXOptions{Interface: iface.Index, Program: e.objs.TurnSnoopEgress, Attach: ebpf.AttachTCXEgress}); err != nil {
+			return fmt.Errorf("offload: attach TC egress snooper to %s: %w", ifname, err)
+		}
+		if pin != "" {
+			if err := l.Pin(pin); err != nil {
+				l.Close()
+				return fmt.Errorf("offload: pin TC link: %w", err)
+			}
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

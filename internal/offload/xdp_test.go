@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 const (
@@ -448,5 +451,44 @@ func TestSpillInterval(t *testing.T) {
 	r.expectOutcome(SlowSpill, func() { r.run("peer0", in) }) // the first one: the server hears of the flow at once
 	for range 5 {
 		r.expectOutcome(FastPeerToClient, func() { r.run("peer0", in) })
+	}
+}
+
+// Pinned, the maps outlive the engine: a new engine finds the channels
+// again, relays them, and can remove them; Unpin ends it all.
+func TestPinnedStateSurvivesReload(t *testing.T) {
+	testenv.RequireRoot(t)
+	pins := filepath.Join("/sys/fs/bpf", fmt.Sprintf("ebrtc-test-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { os.RemoveAll(pins) })
+	r := newRigWith(t, func(c *Config) { c.PinDir = pins })
+	v4 := families["v4"]
+	ch := channelFor(v4, v4, 0x4040)
+	must(t, r.engine.AddChannel(ch))
+	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, []byte("persist"), 1, 0)})
+	r.expectOutcome(FastClientToPeer, func() { r.run("cli0", in) })
+	must(t, r.engine.Close())
+
+	// The restarted engine: same pins.
+	r2 := newRigWith(t, func(c *Config) { c.PinDir = pins })
+	if n := r2.engine.ChannelCount(); n != 1 {
+		t.Fatalf("restored %d channels, want 1", n)
+	}
+	r2.expectOutcome(FastClientToPeer, func() { r2.run("cli0", in) })
+	toPeer, _, err := r2.engine.ChannelStats(ch)
+	must(t, err)
+	if toPeer.Packets != 2 {
+		t.Errorf("counters across the restart: %d packets, want 2", toPeer.Packets)
+	}
+	// A new channel does not reuse the restored channel's counter slots.
+	other := channelFor(v4, v4, 0x4041)
+	must(t, r2.engine.AddChannel(other))
+	if p, _, _ := r2.engine.ChannelStats(other); p.Packets != 0 {
+		t.Errorf("new channel shares a counter slot (%d packets)", p.Packets)
+	}
+	must(t, r2.engine.RemoveChannel(ch))
+	r2.expectOutcome(SlowUnknownChannel, func() { r2.run("cli0", in) })
+	must(t, r2.engine.Unpin())
+	if entries, _ := os.ReadDir(pins); len(entries) != 0 {
+		t.Errorf("pins left after Unpin: %v", entries)
 	}
 }

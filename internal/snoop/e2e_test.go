@@ -1,10 +1,10 @@
 package snoop_test
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pion/turn/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
@@ -48,26 +49,44 @@ func TestOffloadCoturn(t *testing.T) {
 	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
 
 	// Without the offload: coturn relays, and its CPU time is the reference.
-	withoutCPU, _ := exchange(t, tb, coturn, nil)
+	c0, peer0 := newFlow(t, tb)
+	withoutCPU := exchange(t, coturn, c0, peer0)
 
 	control := filepath.Join(dir, "offload.sock")
-	off, err := tb.StartRelay(bin, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
-		"--relay-ip", testbed.ServerPeerIP4.String(), "--metrics-listen", testbed.MetricsAddr, "--control-socket", control)
+	// `ip netns exec` gives the process a private /sys, so its /sys/fs/bpf
+	// would vanish with it: pin on a bpffs of our own, which it shares.
+	bpffs := filepath.Join(dir, "bpffs")
+	if err := os.Mkdir(bpffs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpf", bpffs, "bpf", 0, "mode=0700"); err != nil {
+		testenv.Missing(t, "mount bpffs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(bpffs, unix.MNT_DETACH) })
+	pins := filepath.Join(bpffs, "offload")
+	state := filepath.Join(dir, "state.json")
+	args := []string{"offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
+		"--relay-ip", testbed.ServerPeerIP4.String(), "--metrics-listen", testbed.MetricsAddr,
+		"--control-socket", control, "--pin-dir", pins, "--state-file", state}
+	off, err := tb.StartRelay(bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = off.Stop(5 * time.Second) })
-	before, err := off.Metrics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	withCPU, status := exchange(t, tb, coturn, func() string {
+	status := func() string {
 		out, err := exec.Command(bin, "offload", "status", "--control-socket", control).CombinedOutput()
 		if err != nil {
 			t.Fatalf("ebrtc offload status: %v\n%s", err, out)
 		}
 		return string(out)
-	})
+	}
+
+	c, peer := newFlow(t, tb)
+	before, err := off.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCPU := exchange(t, coturn, c, peer)
 	after, err := off.Metrics()
 	if err != nil {
 		t.Fatal(err)
@@ -77,21 +96,49 @@ func TestOffloadCoturn(t *testing.T) {
 			t.Errorf("%s: %v of %d packets on the fast path", dir, fast, packets)
 		}
 	}
-	// While the client was live, status listed its allocation and channel with counters.
-	if !strings.Contains(status, "1 allocations") || !strings.Contains(status, "channel 0x4") || !strings.Contains(status, fmt.Sprintf("to client %d pkts", countFast(status))) {
-		t.Errorf("status:\n%s", status)
+	// Status lists the allocation and its channel with counters.
+	if st := status(); !strings.Contains(st, "1 allocations") || !strings.Contains(st, "channel 0x4") || countFast(st) < 0 {
+		t.Errorf("status:\n%s", st)
 	}
 	t.Logf("coturn CPU during %d datagrams each way: %v without ebrtc offload, %v with it", packets, withoutCPU, withCPU)
 	// /proc counts in 10 ms ticks: allow one, else want under a fifth.
 	if withCPU > 10*time.Millisecond && withCPU > withoutCPU/5 {
 		t.Errorf("coturn CPU with the offload %v, without %v: want near zero", withCPU, withoutCPU)
 	}
+
+	// The process stops; the pinned fast path goes on relaying.
+	if err := off.Stop(5 * time.Second); err != nil {
+		t.Fatalf("stop: %v\n%s", err, off.Output())
+	}
+	if cpu := exchange(t, coturn, c, peer); cpu > 10*time.Millisecond && cpu > withoutCPU/5 {
+		t.Errorf("with ebrtc offload stopped but pinned, coturn used %v (relayed itself?)", cpu)
+	}
+
+	// A new process takes the channel over from the pins and the state file.
+	off2, err := tb.StartRelay(bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = off2.Stop(5 * time.Second) })
+	if st := status(); !strings.Contains(st, "1 allocations") || !strings.Contains(st, "channel 0x4") {
+		t.Errorf("after restart, status:\n%s", st)
+	}
+	if err := off2.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	// Removed, the fast path ends: coturn relays again, without loss.
+	if out, err := exec.Command(bin, "offload", "remove", "--pin-dir", pins, "--state-file", state).CombinedOutput(); err != nil {
+		t.Fatalf("remove: %v\n%s", err, out)
+	}
+	if cpu := exchange(t, coturn, c, peer); cpu == 0 {
+		t.Errorf("after remove coturn used no CPU: is the fast path still attached?")
+	}
 }
 
-// exchange allocates through coturn with pion's client, waits until its
-// channel is bound, sends packets each way and returns coturn's CPU time
-// spent during the traffic, and what status said before the client left.
-func exchange(t *testing.T, tb *testbed.Testbed, coturn *testbed.Process, status func() string) (time.Duration, string) {
+// newFlow allocates through coturn with pion's client and binds a channel
+// to a new peer socket.
+func newFlow(t *testing.T, tb *testbed.Testbed) (*testbed.TURNClient, *net.UDPConn) {
 	t.Helper()
 	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
 		Server: netip.AddrPortFrom(testbed.ServerClientIP4, 3478), Local: testbed.ClientIP4,
@@ -100,17 +147,24 @@ func exchange(t *testing.T, tb *testbed.Testbed, coturn *testbed.Process, status
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
 	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer peer.Close()
+	t.Cleanup(func() { peer.Close() })
 	// pion binds its channel in the background after the first datagrams.
 	if _, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 50, 200); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
+	return c, peer
+}
+
+// exchange sends packets each way without loss and returns coturn's CPU
+// time spent meanwhile.
+func exchange(t *testing.T, coturn *testbed.Process, c *testbed.TURNClient, peer *net.UDPConn) time.Duration {
+	t.Helper()
 	cpu0, err := coturn.CPUTime()
 	if err != nil {
 		t.Fatal(err)
@@ -124,11 +178,7 @@ func exchange(t *testing.T, tb *testbed.Testbed, coturn *testbed.Process, status
 		t.Fatalf("peer to client: %v %v", res, err)
 	}
 	cpu1, _ := coturn.CPUTime()
-	var st string
-	if status != nil {
-		st = status()
-	}
-	return cpu1 - cpu0, st
+	return cpu1 - cpu0
 }
 
 var toClientRE = regexp.MustCompile(`to client (\d+) pkts`)

@@ -36,9 +36,10 @@ type Sink interface {
 
 // Learner matches requests to responses and keeps the channel table.
 type Learner struct {
-	sink Sink
-	now  func() time.Time
-	log  func(format string, args ...any)
+	sink      Sink
+	now       func() time.Time
+	log       func(format string, args ...any)
+	statePath string // "" : state is not saved (see Restore)
 
 	mu          sync.Mutex
 	pending     map[[12]byte]request
@@ -99,8 +100,10 @@ func (l *Learner) Handle(dir offload.SnoopDirection, raw []byte) {
 	switch {
 	case dir == offload.SnoopRequest && m.Type.Class == stun.ClassRequest:
 		l.request(m, fiveTuple{client: u.Src, server: u.Dst})
+		l.persist() // it may have completed an early response
 	case dir == offload.SnoopResponse && (m.Type.Class == stun.ClassSuccessResponse || m.Type.Class == stun.ClassErrorResponse):
 		l.response(m, fiveTuple{client: u.Dst, server: u.Src})
+		l.persist()
 	}
 }
 
@@ -235,17 +238,23 @@ func (l *Learner) Sweep() {
 			delete(l.early, id)
 		}
 	}
+	changed := false
 	for t, a := range l.allocations {
 		if now.After(a.expires) {
 			l.drop(t)
+			changed = true
 			continue
 		}
 		for n, c := range a.channels {
 			if now.After(c.expires) {
 				l.remove(c.ch)
 				delete(a.channels, n)
+				changed = true
 			}
 		}
+	}
+	if changed {
+		l.persist()
 	}
 }
 

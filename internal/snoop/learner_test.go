@@ -195,3 +195,37 @@ func TestResponseBeforeRequest(t *testing.T) {
 		t.Fatal("an expired early response was matched to a later request")
 	}
 }
+
+// A restart: what both the state file and the pinned maps know is taken
+// over; a channel only the maps hold is removed; one only the file knows is
+// forgotten.
+func TestRestoreReconciles(t *testing.T) {
+	r := newRig(t)
+	path := t.TempDir() + "/state.json"
+	if err := r.l.Restore(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.allocate(1)
+	r.bind(2, 0x4001, true)
+	r.bind(3, 0x4002, true) // its peer is the same: pion would refuse; the learner just records
+	orphan := offload.Channel{Client: netip.MustParseAddrPort("198.51.100.8:1"), Server: server, Relay: relay, Peer: peer, Number: 0x4005}
+
+	// The restarted process: its engine restored 0x4001 and an orphan, not 0x4002.
+	r2 := newRig(t)
+	r2.s.installed[want] = true
+	r2.s.installed[orphan] = true
+	if err := r2.l.Restore(path, []offload.Channel{want, orphan}); err != nil {
+		t.Fatal(err)
+	}
+	if !r2.s.installed[want] || r2.s.installed[orphan] {
+		t.Fatalf("after restore installed %v: want only %v", r2.s.installed, want)
+	}
+	if a, c := r2.l.Counts(); a != 1 || c != 1 {
+		t.Fatalf("restored %d allocations %d channels, want 1 and 1", a, c)
+	}
+	// The taken-over channel still expires and can be removed by Refresh(0).
+	r2.exchange(9, stun.MethodRefresh, []stun.Setter{lifetime(0)}, true, lifetime(0))
+	if len(r2.s.installed) != 0 {
+		t.Fatal("restored channel not removed by Refresh(0)")
+	}
+}

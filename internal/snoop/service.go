@@ -29,6 +29,8 @@ type Config struct {
 	ManageForwarding bool
 	MetricsListen    string
 	ControlSocket    string        // Unix socket answering `ebrtc offload status` ("" : none)
+	PinDir           string        // bpffs directory keeping the fast path across restarts ("" : none)
+	StateFile        string        // the learner's state, for restarts (with PinDir)
 	SpillEvery       uint32        // 1 packet per channel in SpillEvery to the server (0: off)
 	SpillInterval    time.Duration // or one per interval (0: off)
 }
@@ -43,8 +45,29 @@ type Service struct {
 	done    chan struct{}
 }
 
-// DefaultControlSocket is where `ebrtc offload status` asks by default.
-const DefaultControlSocket = "/run/ebrtc/offload.sock"
+// Defaults of `ebrtc offload`.
+const (
+	DefaultControlSocket = "/run/ebrtc/offload.sock"
+	DefaultPinDir        = "/sys/fs/bpf/ebrtc/offload"
+	DefaultStateFile     = "/run/ebrtc/offload-state.json"
+)
+
+// Remove ends a pinned fast path for good: the attachments go with their
+// pins, and so does the state file. The TURN server then relays everything.
+func Remove(pinDir, stateFile string) error {
+	err := os.RemoveAll(pinDir)
+	if stateFile != "" {
+		err = errors.Join(err, ignoreNotExist(os.Remove(stateFile)))
+	}
+	return err
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
 
 // Start loads the data plane with snooping on, attaches it and starts learning.
 func Start(c Config) (*Service, error) {
@@ -53,13 +76,20 @@ func Start(c Config) (*Service, error) {
 	}
 	engine, err := offload.Load(offload.Config{
 		ListenPorts: c.ListenPorts, RelayPortMin: c.MinPort, RelayPortMax: c.MaxPort, RelayIPs: c.RelayIPs, Snoop: true,
-		SpillEvery: c.SpillEvery, SpillInterval: c.SpillInterval,
+		SpillEvery: c.SpillEvery, SpillInterval: c.SpillInterval, PinDir: c.PinDir,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{engine: engine, done: make(chan struct{})}
 	s.Learner = NewLearner(engine, time.Now, log.Printf)
+	if c.PinDir != "" && c.StateFile != "" {
+		// A previous run's channels go on in the pinned maps: take them over.
+		if err := s.Learner.Restore(c.StateFile, engine.Channels()); err != nil {
+			engine.Close()
+			return nil, fmt.Errorf("offload: state file: %w", err)
+		}
+	}
 	if err := s.attach(c); err != nil {
 		engine.Close()
 		return nil, err
@@ -176,7 +206,9 @@ func (s *Service) serveMetrics(addr string) error {
 	return nil
 }
 
-// Close detaches everything; the TURN server then relays all traffic itself.
+// Close stops learning. Without a pin directory it detaches everything and
+// the TURN server relays all traffic itself; with one, the fast path goes on
+// until the next run takes it over (or Remove ends it).
 func (s *Service) Close() error {
 	close(s.done)
 	var errs []error

@@ -1,0 +1,81 @@
+package offload
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+)
+
+// restoreChannels rebuilds the channel table from maps a previous run left
+// pinned, so their channels can be refreshed and removed, and their counter
+// slots are not handed out twice. A client route without its peer route is
+// half a channel: it is removed.
+func (e *Engine) restoreChannels() error {
+	var used []uint32
+	var errs []error
+	restore := func(ch Channel, toPeer turnRoute, deleteClient func() error) {
+		var toClient turnRoute
+		if e.lookupPeerRoute(ch, &toClient) != nil {
+			errs = append(errs, ignoreNotExist(deleteClient()))
+			return
+		}
+		e.channels[ch] = channelState{toPeerSlot: toPeer.StatsSlot, toClientSlot: toClient.StatsSlot}
+		used = append(used, toPeer.StatsSlot, toClient.StatsSlot)
+	}
+	var k4 turnClientKeyV4
+	var r turnRoute
+	for it := e.objs.ClientRoutesV4.Iterate(); it.Next(&k4, &r); {
+		key := k4
+		ch := Channel{Client: v4AddrPort(key.ClientIp, key.ClientPort), Server: v4AddrPort(key.ServerIp, key.ServerPort),
+			Relay: endpointAddr(r.Src), Peer: endpointAddr(r.Dst), Number: be16(key.Channel)}
+		restore(ch, r, func() error { return e.objs.ClientRoutesV4.Delete(&key) })
+	}
+	var k6 turnClientKeyV6
+	for it := e.objs.ClientRoutesV6.Iterate(); it.Next(&k6, &r); {
+		key := k6
+		ch := Channel{Client: netip.AddrPortFrom(netip.AddrFrom16(key.ClientIp), be16(key.ClientPort)),
+			Server: netip.AddrPortFrom(netip.AddrFrom16(key.ServerIp), be16(key.ServerPort)),
+			Relay:  endpointAddr(r.Src), Peer: endpointAddr(r.Dst), Number: be16(key.Channel)}
+		restore(ch, r, func() error { return e.objs.ClientRoutesV6.Delete(&key) })
+	}
+	e.slots.reserve(used)
+	return errors.Join(errs...)
+}
+
+func (e *Engine) lookupPeerRoute(ch Channel, r *turnRoute) error {
+	if ch.Peer.Addr().Is4() {
+		return e.objs.PeerRoutesV4.Lookup(peerKeyV4(ch), r)
+	}
+	return e.objs.PeerRoutesV6.Lookup(peerKeyV6(ch), r)
+}
+
+func v4AddrPort(word uint32, port uint16) netip.AddrPort {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], word)
+	return netip.AddrPortFrom(netip.AddrFrom4(b), be16(port))
+}
+
+func endpointAddr(ep turnEndpoint) netip.AddrPort {
+	if ep.Family == afInet {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(ep.Ip.Bytes[:4])), be16(ep.Port))
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(ep.Ip.Bytes), be16(ep.Port))
+}
+
+// reserve marks slots a previous run handed out as taken.
+func (p *slotPool) reserve(used []uint32) {
+	if len(used) == 0 {
+		return
+	}
+	taken := map[uint32]bool{}
+	for _, s := range used {
+		taken[s] = true
+		p.next = max(p.next, s+1)
+	}
+	p.free = p.free[:0]
+	for s := uint32(0); s < p.next; s++ {
+		if !taken[s] {
+			p.free = append(p.free, s)
+		}
+	}
+}
