@@ -17,6 +17,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Config configures the data plane.
@@ -241,6 +242,11 @@ func (e *Engine) attachXDP(iface *net.Interface) (link.Link, AttachMode, error) 
 	}
 	mode := AttachNative
 	l, err := link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPDriverMode})
+	if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
+		// Never stack a second program (generic mode would): the interface
+		// belongs to another XDP user, such as `ebrtc turn --offload xdp`.
+		return nil, "", fmt.Errorf("%s already runs an XDP program (ebrtc turn?): %w", iface.Name, err)
+	}
 	if err != nil {
 		mode = AttachGeneric
 		l, err = link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPGenericMode})

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -491,4 +492,23 @@ func TestPinnedStateSurvivesReload(t *testing.T) {
 	if entries, _ := os.ReadDir(pins); len(entries) != 0 {
 		t.Errorf("pins left after Unpin: %v", entries)
 	}
+}
+
+// An interface whose XDP belongs to someone else is refused, never stacked.
+func TestAttachRefusesOccupiedInterface(t *testing.T) {
+	r := newRig(t)
+	must(t, r.ns.Do(func() error {
+		if _, err := r.engine.Attach("cli1", true); err != nil {
+			return err
+		}
+		other, err := Load(Config{ListenPorts: []uint16{3478}, RelayPortMin: 49152, RelayPortMax: 65535})
+		if err != nil {
+			return err
+		}
+		defer other.Close()
+		if _, err := other.Attach("cli1", true); err == nil || !strings.Contains(err.Error(), "already runs an XDP program") {
+			return fmt.Errorf("second attach: %v", err)
+		}
+		return nil
+	}))
 }

@@ -17,8 +17,9 @@ import (
 // StartCoturn runs Debian's coturn turnserver in the server ns, listening
 // where `ebrtc turn` would (10.201.1.1:3478), relaying on 10.201.2.1, with one
 // long-term user, one relay thread per CPU and every non-UDP listener off.
-// It returns once the server answers an allocation.
-func (tb *Testbed) StartCoturn(workDir string, out io.Writer, user, password string) (*Process, error) {
+// It returns once the server answers an allocation. extra are more
+// turnserver.conf lines.
+func (tb *Testbed) StartCoturn(workDir string, out io.Writer, user, password string, extra ...string) (*Process, error) {
 	conf := strings.Join([]string{
 		"listening-ip=" + ServerClientIP4.String(), "listening-port=3478",
 		"relay-ip=" + ServerPeerIP4.String(), "min-port=49152", "max-port=65535",
@@ -28,7 +29,7 @@ func (tb *Testbed) StartCoturn(workDir string, out io.Writer, user, password str
 		"log-file=/dev/null", "no-stdout-log",
 		"pidfile=" + filepath.Join(workDir, "turnserver.pid"),
 		"userdb=" + filepath.Join(workDir, "turndb"),
-	}, "\n") + "\n"
+	}, "\n") + "\n" + strings.Join(extra, "\n") + "\n"
 	path := filepath.Join(workDir, "turnserver.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return nil, err
