@@ -96,7 +96,7 @@ func selectRelays(names []string) ([]Relay, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown relay %q (have ebrtc-xdp, ebrtc-user-1, ebrtc-user-N, coturn, baseline)", n)
+			return nil, fmt.Errorf("unknown relay %q (have ebrtc-xdp, ebrtc-user-1, ebrtc-user-N, coturn, coturn+ebrtc-offload, baseline)", n)
 		}
 	}
 	return out, nil

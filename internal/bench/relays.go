@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -62,6 +63,7 @@ func Relays() []Relay {
 		{Name: fmt.Sprintf("ebrtc-user-%d", n), Describe: fmt.Sprintf("ebrtc turn --offload off --udp-threads %d (SO_REUSEPORT)", n), turn: true,
 			start: ebrtc("--offload", "off", "--udp-threads", strconv.Itoa(n))},
 		{Name: "coturn", Describe: coturnDescription(n), turn: true, start: startCoturn},
+		{Name: "coturn+ebrtc-offload", Describe: coturnDescription(n) + ", with ebrtc offload beside it", turn: true, start: startCoturnOffload},
 		{Name: "baseline", Describe: "plain kernel IP forwarding between the same veths, no TURN", start: startBaseline},
 	}
 }
@@ -79,6 +81,22 @@ func startCoturn(e *env) (func() error, error) {
 		return nil, err
 	}
 	return func() error { return p.Stop(5 * time.Second) }, nil
+}
+
+// startCoturnOffload runs coturn and, beside it, ebrtc offload, which learns
+// the channels the flows bind and moves them to XDP.
+func startCoturnOffload(e *env) (func() error, error) {
+	stopCoturn, err := startCoturn(e)
+	if err != nil {
+		return nil, err
+	}
+	off, err := e.tb.StartRelay(e.ebrtc, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
+		"--relay-ip", testbed.ServerPeerIP4.String(), "--pin-dir", "", "--control-socket", "")
+	if err != nil {
+		_ = stopCoturn()
+		return nil, err
+	}
+	return func() error { return errors.Join(off.Stop(5*time.Second), stopCoturn()) }, nil
 }
 
 func startBaseline(e *env) (func() error, error) {
