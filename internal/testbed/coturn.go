@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pion/turn/v5"
+
 	"github.com/ebrtc/ebrtc/internal/turnclient"
 )
 
@@ -20,16 +22,31 @@ import (
 // It returns once the server answers an allocation. extra are more
 // turnserver.conf lines.
 func (tb *Testbed) StartCoturn(workDir string, out io.Writer, user, password string, extra ...string) (*Process, error) {
-	conf := strings.Join([]string{
+	auth := []string{"lt-cred-mech", "user=" + user + ":" + password}
+	return tb.startCoturn(workDir, out, append(auth, extra...), user, password)
+}
+
+// StartCoturnREST is StartCoturn with TURN REST API credentials (a shared
+// secret) instead of a user.
+func (tb *Testbed) StartCoturnREST(workDir string, out io.Writer, secret string) (*Process, error) {
+	user, password, err := turn.GenerateLongTermTURNRESTCredentials(secret, "probe", time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	return tb.startCoturn(workDir, out, []string{"use-auth-secret", "static-auth-secret=" + secret}, user, password)
+}
+
+func (tb *Testbed) startCoturn(workDir string, out io.Writer, extra []string, probeUser, probePassword string) (*Process, error) {
+	conf := strings.Join(append([]string{
 		"listening-ip=" + ServerClientIP4.String(), "listening-port=3478",
 		"relay-ip=" + ServerPeerIP4.String(), "min-port=49152", "max-port=65535",
-		"lt-cred-mech", "user=" + user + ":" + password, "realm=ebrtc.test",
+		"realm=ebrtc.test",
 		"relay-threads=" + strconv.Itoa(runtime.NumCPU()),
 		"no-tcp", "no-tls", "no-dtls", "no-tcp-relay", "no-cli", "no-rfc5780", "no-stun-backward-compatibility",
 		"log-file=/dev/null", "no-stdout-log",
 		"pidfile=" + filepath.Join(workDir, "turnserver.pid"),
 		"userdb=" + filepath.Join(workDir, "turndb"),
-	}, "\n") + "\n" + strings.Join(extra, "\n") + "\n"
+	}, extra...), "\n") + "\n"
 	path := filepath.Join(workDir, "turnserver.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return nil, err
@@ -43,7 +60,7 @@ func (tb *Testbed) StartCoturn(workDir string, out io.Writer, user, password str
 		if exited, err := p.Exited(); exited {
 			return nil, fmt.Errorf("turnserver exited: %v", err)
 		}
-		if tb.probeTURN(user, password) == nil {
+		if tb.ProbeTURN(probeUser, probePassword) == nil {
 			return p, nil
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -52,8 +69,9 @@ func (tb *Testbed) StartCoturn(workDir string, out io.Writer, user, password str
 	return nil, fmt.Errorf("turnserver not answering after 10s")
 }
 
-// probeTURN allocates and releases once from the client ns.
-func (tb *Testbed) probeTURN(user, password string) error {
+// ProbeTURN allocates and releases once from the client ns: is a TURN
+// server answering at 10.201.1.1:3478?
+func (tb *Testbed) ProbeTURN(user, password string) error {
 	conn, err := ListenUDP(tb.Client, netip.AddrPortFrom(ClientIP4, 0))
 	if err != nil {
 		return err
