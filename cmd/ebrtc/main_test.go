@@ -23,6 +23,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"bench", "--sizes", "7"}, 2, "--sizes"},
 		{[]string{"offload", "--iface", "x", "--spill", "1/1"}, 2, "spill"},
 		{[]string{"offload", "--iface", "x", "--spill", "often"}, 2, "spill"},
+		{[]string{"offload", "--iface", "x", "--relay-map", "203.0.113.5=fd00::5"}, 2, "relay-map"},
 		{[]string{"bogus"}, 2, "unknown command"},
 		{[]string{"turn"}, 2, "config: user"},
 		{[]string{"turn", "--user", "a:b", "--offload", "tc"}, 2, "config: offload"},

@@ -27,11 +27,12 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("offload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var ifaces, relayIfaces, ports, relayIPs listValue
+	var ifaces, relayIfaces, ports, relayIPs, relayMap listValue
 	fs.Var(&ifaces, "iface", "client-facing interface: XDP fast path and TC egress snooper (repeatable, required)")
 	fs.Var(&relayIfaces, "relay-iface", "peer-facing interface, if different (repeatable)")
 	fs.Var(&ports, "listen-port", "the TURN server's UDP port (repeatable; default 3478)")
 	fs.Var(&relayIPs, "relay-ip", "the TURN server's relay address (repeatable; lets two of its clients hairpin in XDP)")
+	fs.Var(&relayMap, "relay-map", "ADVERTISED=WIRE: the server advertises relay address ADVERTISED but binds WIRE (1:1 NAT) (repeatable)")
 	minPort := fs.Int("min-port", 49152, "lowest relay port of the TURN server")
 	maxPort := fs.Int("max-port", 65535, "highest relay port of the TURN server")
 	forwarding := fs.String("offload-forwarding", "auto", "auto: enable the interfaces' forwarding sysctls while running; manual: require them")
@@ -75,6 +76,20 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg.RelayIPs = append(cfg.RelayIPs, ip)
+	}
+	for _, m := range relayMap {
+		ext, wire, ok := strings.Cut(m, "=")
+		a, err1 := netip.ParseAddr(ext)
+		b, err2 := netip.ParseAddr(wire)
+		if !ok || err1 != nil || err2 != nil || a.Is4() != b.Is4() {
+			fmt.Fprintf(stderr, "ebrtc offload: relay-map: %q is not ADVERTISED=WIRE of one family\n", m)
+			return 2
+		}
+		if cfg.RelayMap == nil {
+			cfg.RelayMap = map[netip.Addr]netip.Addr{}
+		}
+		cfg.RelayMap[a] = b
+		cfg.RelayIPs = append(cfg.RelayIPs, b) // the wire address is a relay address of ours
 	}
 	if *minPort < 1 || *maxPort > 65535 || *minPort > *maxPort {
 		fmt.Fprintln(stderr, "ebrtc offload: min-port: the relay port range is empty or out of 1-65535")

@@ -261,3 +261,49 @@ func TestOffloadPionExampleServer(t *testing.T) {
 		}
 	}
 }
+
+// IPv6: coturn listening and relaying on IPv6 too, a client and a peer on IPv6.
+func TestOffloadCoturnIPv6(t *testing.T) {
+	testenv.RequireCommand(t, "turnserver")
+	tb, bin, dir := setup(t)
+	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass,
+		"listening-ip="+testbed.ServerClientIP6.String(), "relay-ip="+testbed.ServerPeerIP6.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+	off := startOffload(t, tb, bin)
+	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
+		Server: netip.AddrPortFrom(testbed.ServerClientIP6, 3478), Local: testbed.ClientIP6,
+		User: user, Pass: pass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv6,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if !c.RelayAddr().Addr().Is6() {
+		t.Fatalf("relay %v is not IPv6", c.RelayAddr())
+	}
+	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP6, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	if _, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 50, 200); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	before, _ := off.Metrics()
+	if res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 2000, 200, 10000); err != nil || res.Lost() != 0 {
+		t.Fatalf("%v %v", res, err)
+	}
+	if res, err := testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, 2000, 200, 10000); err != nil || res.Lost() != 0 {
+		t.Fatalf("%v %v", res, err)
+	}
+	after, _ := off.Metrics()
+	for _, d := range []string{"client_to_peer", "peer_to_client"} {
+		if fast := after.Packets("fast", d) - before.Packets("fast", d); fast < 0.99*2000 {
+			t.Errorf("IPv6 %s: %v of 2000 on the fast path", d, fast)
+		}
+	}
+}

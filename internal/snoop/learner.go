@@ -39,7 +39,8 @@ type Learner struct {
 	sink      Sink
 	now       func() time.Time
 	log       func(format string, args ...any)
-	statePath string // "" : state is not saved (see Restore)
+	statePath string                    // "" : state is not saved (see Restore)
+	relayMap  map[netip.Addr]netip.Addr // advertised relay address -> on the wire (NAT)
 
 	mu          sync.Mutex
 	pending     map[[12]byte]request
@@ -77,6 +78,23 @@ type allocation struct {
 type channel struct {
 	ch      offload.Channel
 	expires time.Time
+}
+
+// MapRelays tells the learner that the server advertises relay addresses
+// (keys) other than those its sockets bind on the wire (values), as behind a
+// 1:1 NAT. Relayed addresses, and peers at them (clients of this server
+// reaching each other), are learned as the wire addresses.
+func (l *Learner) MapRelays(m map[netip.Addr]netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.relayMap = m
+}
+
+func (l *Learner) toWire(ap netip.AddrPort) netip.AddrPort {
+	if wire, ok := l.relayMap[ap.Addr()]; ok {
+		return netip.AddrPortFrom(wire, ap.Port())
+	}
+	return ap
 }
 
 // NewLearner returns a learner that installs channels into sink.
@@ -166,7 +184,7 @@ func (l *Learner) allocated(m *stun.Message, t fiveTuple) {
 	// A new allocation on the same 5-tuple replaces the old state.
 	l.drop(t)
 	l.allocations[t] = &allocation{
-		relay:    netip.AddrPortFrom(ip.Unmap(), uint16(relayed.Port)),
+		relay:    l.toWire(netip.AddrPortFrom(ip.Unmap(), uint16(relayed.Port))),
 		expires:  l.now().Add(lifetimeOf(m)),
 		channels: map[uint16]*channel{},
 	}
@@ -186,6 +204,7 @@ func (l *Learner) refreshed(m *stun.Message, t fiveTuple) {
 }
 
 func (l *Learner) bound(r request, t fiveTuple) {
+	r.peer = l.toWire(r.peer)
 	a := l.allocations[t]
 	if a == nil || a.relay.Addr().Is4() != r.peer.Addr().Is4() {
 		return

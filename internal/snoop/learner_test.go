@@ -229,3 +229,22 @@ func TestRestoreReconciles(t *testing.T) {
 		t.Fatal("restored channel not removed by Refresh(0)")
 	}
 }
+
+// Behind a 1:1 NAT the server advertises one address and binds another: the
+// fast path must see the wire address, also for a peer at our own advertised
+// address (two clients of this server).
+func TestRelayMap(t *testing.T) {
+	r := newRig(t)
+	wire := netip.MustParseAddr("10.0.0.5")
+	r.l.MapRelays(map[netip.Addr]netip.Addr{relay.Addr(): wire})
+	r.allocate(1)
+	r.exchange(2, stun.MethodChannelBind, []stun.Setter{
+		stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{0x40, 0x01, 0, 0}},
+		xor(stun.AttrXORPeerAddress, netip.AddrPortFrom(relay.Addr(), 50002)),
+	}, true)
+	want := offload.Channel{Client: client, Server: server, Relay: netip.AddrPortFrom(wire, relay.Port()),
+		Peer: netip.AddrPortFrom(wire, 50002), Number: 0x4001}
+	if !r.s.installed[want] {
+		t.Fatalf("installed %v, want %v", r.s.installed, want)
+	}
+}

@@ -26,6 +26,7 @@ type Config struct {
 	ListenPorts      []uint16 // the TURN server's UDP ports
 	MinPort, MaxPort uint16   // its relay port range
 	RelayIPs         []netip.Addr
+	RelayMap         map[netip.Addr]netip.Addr // advertised relay address -> on the wire
 	ManageForwarding bool
 	MetricsListen    string
 	ControlSocket    string        // Unix socket answering `ebrtc offload status` ("" : none)
@@ -83,6 +84,7 @@ func Start(c Config) (*Service, error) {
 	}
 	s := &Service{engine: engine, done: make(chan struct{})}
 	s.Learner = NewLearner(engine, time.Now, log.Printf)
+	s.Learner.MapRelays(c.RelayMap)
 	if c.PinDir != "" && c.StateFile != "" {
 		// A previous run's channels go on in the pinned maps: take them over.
 		if err := s.Learner.Restore(c.StateFile, engine.Channels()); err != nil {
