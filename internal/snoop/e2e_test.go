@@ -2,8 +2,6 @@ package snoop_test
 
 import (
 	"io"
-	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,35 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pion/turn/v5"
 	"golang.org/x/sys/unix"
 
-	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
-)
-
-const (
-	user    = "alice"
-	pass    = "s3cret"
-	packets = 5000
 )
 
 // coturn, unmodified, with ebrtc offload beside it: pion's client allocates
 // and binds through coturn; the channel is learned from the wire and relayed
 // in XDP, and coturn's own CPU time during the traffic drops to near zero.
+// Pinned, the fast path outlives the process and is taken over by the next.
 func TestOffloadCoturn(t *testing.T) {
-	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "turnserver")
-	dir := t.TempDir()
-	bin, err := testbed.BuildEbrtc(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := testbed.New()
-	if err != nil {
-		testenv.Missing(t, "testbed: %v", err)
-	}
-	t.Cleanup(func() { _ = tb.Close() })
+	tb, bin, dir := setup(t)
 	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass)
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +30,9 @@ func TestOffloadCoturn(t *testing.T) {
 	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
 
 	// Without the offload: coturn relays, and its CPU time is the reference.
-	c0, peer0 := newFlow(t, tb)
-	withoutCPU := exchange(t, coturn, c0, peer0)
+	c0, peer0 := newFlow(t, tb, ipv4Flow)
+	withoutCPU := cpuDuring(t, coturn, func() { exchange(t, c0, peer0, packets) })
 
-	control := filepath.Join(dir, "offload.sock")
 	// `ip netns exec` gives the process a private /sys, so its /sys/fs/bpf
 	// would vanish with it: pin on a bpffs of our own, which it shares.
 	bpffs := filepath.Join(dir, "bpffs")
@@ -63,16 +43,8 @@ func TestOffloadCoturn(t *testing.T) {
 		testenv.Missing(t, "mount bpffs: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(bpffs, unix.MNT_DETACH) })
-	pins := filepath.Join(bpffs, "offload")
-	state := filepath.Join(dir, "state.json")
-	args := []string{"offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
-		"--relay-ip", testbed.ServerPeerIP4.String(), "--metrics-listen", testbed.MetricsAddr,
-		"--control-socket", control, "--pin-dir", pins, "--state-file", state}
-	off, err := tb.StartRelay(bin, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = off.Stop(5 * time.Second) })
+	pins, state, control := filepath.Join(bpffs, "offload"), filepath.Join(dir, "state.json"), filepath.Join(dir, "offload.sock")
+	off := startOffload(t, tb, bin, "--control-socket", control, "--pin-dir", pins, "--state-file", state)
 	status := func() string {
 		out, err := exec.Command(bin, "offload", "status", "--control-socket", control).CombinedOutput()
 		if err != nil {
@@ -81,45 +53,22 @@ func TestOffloadCoturn(t *testing.T) {
 		return string(out)
 	}
 
-	c, peer := newFlow(t, tb)
-	before, err := off.Metrics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	withCPU := exchange(t, coturn, c, peer)
-	after, err := off.Metrics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dir := range []string{"client_to_peer", "peer_to_client"} {
-		if fast := after.Packets("fast", dir) - before.Packets("fast", dir); fast < 0.99*packets {
-			t.Errorf("%s: %v of %d packets on the fast path", dir, fast, packets)
-		}
-	}
-	// Status lists the allocation and its channel with counters.
-	if st := status(); !strings.Contains(st, "1 allocations") || !strings.Contains(st, "channel 0x4") || countFast(st) < 0 {
+	c, peer := newFlow(t, tb, ipv4Flow)
+	withCPU := cpuDuring(t, coturn, func() { requireFast(t, off, c, peer, packets) })
+	if st := status(); !strings.Contains(st, "1 allocations") || !strings.Contains(st, "channel 0x4") || !fastInStatus(st) {
 		t.Errorf("status:\n%s", st)
 	}
 	t.Logf("coturn CPU during %d datagrams each way: %v without ebrtc offload, %v with it", packets, withoutCPU, withCPU)
-	// /proc counts in 10 ms ticks: allow one, else want under a fifth.
-	if withCPU > 10*time.Millisecond && withCPU > withoutCPU/5 {
-		t.Errorf("coturn CPU with the offload %v, without %v: want near zero", withCPU, withoutCPU)
-	}
+	requireNearZero(t, "with the offload", withCPU, withoutCPU)
 
 	// The process stops; the pinned fast path goes on relaying.
 	if err := off.Stop(5 * time.Second); err != nil {
 		t.Fatalf("stop: %v\n%s", err, off.Output())
 	}
-	if cpu := exchange(t, coturn, c, peer); cpu > 10*time.Millisecond && cpu > withoutCPU/5 {
-		t.Errorf("with ebrtc offload stopped but pinned, coturn used %v (relayed itself?)", cpu)
-	}
+	requireNearZero(t, "with ebrtc offload stopped but pinned", cpuDuring(t, coturn, func() { exchange(t, c, peer, packets) }), withoutCPU)
 
 	// A new process takes the channel over from the pins and the state file.
-	off2, err := tb.StartRelay(bin, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = off2.Stop(5 * time.Second) })
+	off2 := startOffload(t, tb, bin, "--control-socket", control, "--pin-dir", pins, "--state-file", state)
 	if st := status(); !strings.Contains(st, "1 allocations") || !strings.Contains(st, "channel 0x4") {
 		t.Errorf("after restart, status:\n%s", st)
 	}
@@ -131,68 +80,29 @@ func TestOffloadCoturn(t *testing.T) {
 	if out, err := exec.Command(bin, "offload", "remove", "--pin-dir", pins, "--state-file", state).CombinedOutput(); err != nil {
 		t.Fatalf("remove: %v\n%s", err, out)
 	}
-	if cpu := exchange(t, coturn, c, peer); cpu == 0 {
+	if cpu := cpuDuring(t, coturn, func() { exchange(t, c, peer, packets) }); cpu == 0 {
 		t.Errorf("after remove coturn used no CPU: is the fast path still attached?")
 	}
 }
 
-// newFlow allocates through coturn with pion's client and binds a channel
-// to a new peer socket.
-func newFlow(t *testing.T, tb *testbed.Testbed) (*testbed.TURNClient, *net.UDPConn) {
+// requireNearZero: /proc counts in 10 ms ticks, so allow one; else want
+// under a fifth of what coturn used relaying alone.
+func requireNearZero(t *testing.T, when string, cpu, alone time.Duration) {
 	t.Helper()
-	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
-		Server: netip.AddrPortFrom(testbed.ServerClientIP4, 3478), Local: testbed.ClientIP4,
-		User: user, Pass: pass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv4,
-	})
-	if err != nil {
-		t.Fatal(err)
+	if cpu > 10*time.Millisecond && cpu > alone/5 {
+		t.Errorf("coturn CPU %s: %v, relaying alone %v: want near zero", when, cpu, alone)
 	}
-	t.Cleanup(c.Close)
-	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	// pion binds its channel in the background after the first datagrams.
-	if _, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 50, 200); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	return c, peer
-}
-
-// exchange sends packets each way without loss and returns coturn's CPU
-// time spent meanwhile.
-func exchange(t *testing.T, coturn *testbed.Process, c *testbed.TURNClient, peer *net.UDPConn) time.Duration {
-	t.Helper()
-	cpu0, err := coturn.CPUTime()
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, packets, 200, 10000)
-	if err != nil || res.Lost() != 0 || res.Corrupt != 0 {
-		t.Fatalf("client to peer: %v %v", res, err)
-	}
-	res, err = testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, packets, 200, 10000)
-	if err != nil || res.Lost() != 0 || res.Corrupt != 0 {
-		t.Fatalf("peer to client: %v %v", res, err)
-	}
-	cpu1, _ := coturn.CPUTime()
-	return cpu1 - cpu0
 }
 
 var toClientRE = regexp.MustCompile(`to client (\d+) pkts`)
 
-// countFast returns the to-client packet count status reported, which must
-// be at least 99% of what was sent (the rest spilled to coturn).
-func countFast(status string) int {
+// fastInStatus: status counted at least 99% of what was sent to the client
+// on the fast path (the rest spilled to coturn).
+func fastInStatus(status string) bool {
 	m := toClientRE.FindStringSubmatch(status)
 	if m == nil {
-		return -1
+		return false
 	}
 	n, _ := strconv.Atoi(m[1])
-	if n < packets*99/100 {
-		return -1
-	}
-	return n
+	return n >= packets*99/100
 }

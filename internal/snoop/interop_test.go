@@ -2,7 +2,6 @@ package snoop_test
 
 import (
 	"io"
-	"net"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -15,34 +14,6 @@ import (
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
-
-// startOffload runs ebrtc offload beside the server under test, unpinned.
-func startOffload(t *testing.T, tb *testbed.Testbed, bin string) *testbed.Relay {
-	t.Helper()
-	off, err := tb.StartRelay(bin, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
-		"--relay-ip", testbed.ServerPeerIP4.String(), "--metrics-listen", testbed.MetricsAddr, "--pin-dir", "", "--control-socket", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = off.Stop(5 * time.Second) })
-	return off
-}
-
-func setup(t *testing.T) (*testbed.Testbed, string, string) {
-	t.Helper()
-	testenv.RequireRoot(t)
-	dir := t.TempDir()
-	bin, err := testbed.BuildEbrtc(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := testbed.New()
-	if err != nil {
-		testenv.Missing(t, "testbed: %v", err)
-	}
-	t.Cleanup(func() { _ = tb.Close() })
-	return tb, bin, dir
-}
 
 var lostRE = regexp.MustCompile(`Total lost packets (\d+) \(`)
 
@@ -102,38 +73,8 @@ func TestOffloadEbrtcTurnUserSpace(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Stop(5 * time.Second) })
 	off := startOffload(t, tb, bin)
-	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
-		Server: netip.AddrPortFrom(testbed.ServerClientIP4, 3478), Local: testbed.ClientIP4,
-		User: user, Pass: pass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv4,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	if _, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 50, 200); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	before, _ := off.Metrics()
-	res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 2000, 200, 10000)
-	if err != nil || res.Lost() != 0 {
-		t.Fatalf("%v %v", res, err)
-	}
-	res, err = testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, 2000, 200, 10000)
-	if err != nil || res.Lost() != 0 {
-		t.Fatalf("%v %v", res, err)
-	}
-	after, _ := off.Metrics()
-	for _, d := range []string{"client_to_peer", "peer_to_client"} {
-		if fast := after.Packets("fast", d) - before.Packets("fast", d); fast < 0.99*2000 {
-			t.Errorf("%s: %v of 2000 on the fast path", d, fast)
-		}
-	}
+	c, peer := newFlow(t, tb, ipv4Flow)
+	requireFast(t, off, c, peer, 2000)
 }
 
 // coturn with TURN REST API credentials: the snooper never reads
@@ -152,33 +93,12 @@ func TestOffloadCoturnRESTAndRefreshZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
-		Server: netip.AddrPortFrom(testbed.ServerClientIP4, 3478), Local: testbed.ClientIP4,
-		User: restUser, Pass: restPass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv4,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	if _, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 50, 200); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	before, _ := off.Metrics()
-	res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 2000, 200, 10000)
-	if err != nil || res.Lost() != 0 {
-		t.Fatalf("%v %v", res, err)
-	}
-	after, _ := off.Metrics()
-	if fast := after.Packets("fast", "client_to_peer") - before.Packets("fast", "client_to_peer"); fast < 0.99*2000 {
-		t.Errorf("REST-authenticated channel: %v of 2000 on the fast path", fast)
-	}
-	if after["ebrtc_xdp_channels"] != 1 {
-		t.Fatalf("%v channels learned, want 1", after["ebrtc_xdp_channels"])
+	f := ipv4Flow
+	f.user, f.pass = restUser, restPass
+	c, peer := newFlow(t, tb, f)
+	requireFast(t, off, c, peer, 2000)
+	if m, _ := off.Metrics(); m["ebrtc_xdp_channels"] != 1 {
+		t.Fatalf("%v channels learned, want 1", m["ebrtc_xdp_channels"])
 	}
 
 	c.Close() // Refresh with LIFETIME 0
@@ -216,50 +136,9 @@ func TestOffloadPionExampleServer(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	off, err := tb.StartRelay(bin, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
-		"--min-port", "32768", "--max-port", "60999", // its relays take the kernel's ephemeral ports
-		"--metrics-listen", testbed.MetricsAddr, "--pin-dir", "", "--control-socket", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = off.Stop(5 * time.Second) })
-
-	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
-		Server: netip.AddrPortFrom(testbed.ServerClientIP4, 3478), Local: testbed.ClientIP4,
-		User: user, Pass: pass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv4,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	if _, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 50, 200); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	before, _ := off.Metrics()
-	for _, ex := range []func() (testbed.Result, error){
-		func() (testbed.Result, error) {
-			return testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 2000, 200, 10000)
-		},
-		func() (testbed.Result, error) {
-			return testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, 2000, 200, 10000)
-		},
-	} {
-		if res, err := ex(); err != nil || res.Lost() != 0 {
-			t.Fatalf("%v %v", res, err)
-		}
-	}
-	after, _ := off.Metrics()
-	for _, d := range []string{"client_to_peer", "peer_to_client"} {
-		if fast := after.Packets("fast", d) - before.Packets("fast", d); fast < 0.99*2000 {
-			t.Errorf("%s: %v of 2000 on the fast path", d, fast)
-		}
-	}
+	off := startOffload(t, tb, bin, "--min-port", "32768", "--max-port", "60999") // its relays take the kernel's ephemeral ports
+	c, peer := newFlow(t, tb, ipv4Flow)
+	requireFast(t, off, c, peer, 2000)
 }
 
 // IPv6: coturn listening and relaying on IPv6 too, a client and a peer on IPv6.
@@ -273,37 +152,10 @@ func TestOffloadCoturnIPv6(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
 	off := startOffload(t, tb, bin)
-	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{
-		Server: netip.AddrPortFrom(testbed.ServerClientIP6, 3478), Local: testbed.ClientIP6,
-		User: user, Pass: pass, Realm: "ebrtc.test", Family: turn.RequestedAddressFamilyIPv6,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c, peer := newFlow(t, tb, flowSpec{server: netip.AddrPortFrom(testbed.ServerClientIP6, 3478), local: testbed.ClientIP6,
+		peer: testbed.PeerIP6, family: turn.RequestedAddressFamilyIPv6, user: user, pass: pass})
 	if !c.RelayAddr().Addr().Is6() {
 		t.Fatalf("relay %v is not IPv6", c.RelayAddr())
 	}
-	peer, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(testbed.PeerIP6, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	if _, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 50, 200); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	before, _ := off.Metrics()
-	if res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 2000, 200, 10000); err != nil || res.Lost() != 0 {
-		t.Fatalf("%v %v", res, err)
-	}
-	if res, err := testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, 2000, 200, 10000); err != nil || res.Lost() != 0 {
-		t.Fatalf("%v %v", res, err)
-	}
-	after, _ := off.Metrics()
-	for _, d := range []string{"client_to_peer", "peer_to_client"} {
-		if fast := after.Packets("fast", d) - before.Packets("fast", d); fast < 0.99*2000 {
-			t.Errorf("IPv6 %s: %v of 2000 on the fast path", d, fast)
-		}
-	}
+	requireFast(t, off, c, peer, 2000)
 }

@@ -17,30 +17,15 @@ import (
 // What coturn refuses is never offloaded, and nothing arriving from the
 // network can pose as coturn's answer.
 func TestOffloadLearnsOnlyWhatCoturnAccepts(t *testing.T) {
-	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "turnserver")
-	dir := t.TempDir()
-	bin, err := testbed.BuildEbrtc(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := testbed.New()
-	if err != nil {
-		testenv.Missing(t, "testbed: %v", err)
-	}
-	t.Cleanup(func() { _ = tb.Close() })
+	tb, bin, dir := setup(t)
 	denied := netip.MustParseAddrPort("10.201.2.99:5000")
 	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass, "denied-peer-ip="+denied.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
-	off, err := tb.StartRelay(bin, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
-		"--metrics-listen", testbed.MetricsAddr, "--pin-dir", "", "--control-socket", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = off.Stop(5 * time.Second) })
+	off := startOffload(t, tb, bin)
 	server := netip.AddrPortFrom(testbed.ServerClientIP4, 3478)
 	peer := netip.AddrPortFrom(testbed.PeerIP4, 6000)
 	channels := func() float64 {

@@ -12,9 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/offload"
 )
@@ -195,16 +192,11 @@ func (s *Service) sweep() {
 }
 
 func (s *Service) serveMetrics(addr string) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewTURNCollector(s.engine, nil, s.Learner.Counts))
-	ln, err := net.Listen("tcp", addr)
+	m, err := metrics.Serve(addr, metrics.NewTURNCollector(s.engine, nil, s.Learner.Counts))
 	if err != nil {
-		return fmt.Errorf("metrics-listen: %w", err)
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = s.metrics.Serve(ln) }()
+	s.metrics = m
 	return nil
 }
 

@@ -18,8 +18,6 @@ import (
 	"github.com/pion/dtls/v3"
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/metrics"
@@ -314,16 +312,11 @@ func guessRelayIPs(listeners []Listener) ([]netip.Addr, error) {
 }
 
 func (srv *Server) serveMetrics() error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts))
-	ln, err := net.Listen("tcp", srv.settings.MetricsListen)
+	m, err := metrics.Serve(srv.settings.MetricsListen, metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts))
 	if err != nil {
-		return fmt.Errorf("config: metrics-listen: %w", err)
+		return fmt.Errorf("config: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.metrics.Serve(ln) }()
+	srv.metrics = m
 	return nil
 }
 
