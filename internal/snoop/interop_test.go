@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,8 +54,10 @@ func TestOffloadCoturnClientTools(t *testing.T) {
 	// of each may pass before the ChannelBind response is learned.
 	perDirection := float64(clients * messages * 2 / 2)
 	for _, d := range []string{"client_to_peer", "peer_to_client"} {
-		if fast := m.Packets("fast", d); fast < 0.95*perDirection {
-			t.Errorf("%s: %v of %v on the fast path", d, fast, perDirection)
+		fast := m.Packets("fast", d)
+		t.Logf("%s: %v of %v on the fast path", d, fast, perDirection)
+		if fast < 0.99*perDirection {
+			t.Errorf("%s: %v of %v on the fast path, want >= 99%%", d, fast, perDirection)
 		}
 	}
 }
@@ -158,4 +161,18 @@ func TestOffloadCoturnIPv6(t *testing.T) {
 		t.Fatalf("relay %v is not IPv6", c.RelayAddr())
 	}
 	requireFast(t, off, c, peer, 2000)
+}
+
+// Where ebrtc turn already runs its fast path, ebrtc offload refuses to start.
+func TestOffloadRefusesEbrtcTurnInterface(t *testing.T) {
+	tb, bin, _ := setup(t)
+	srv, err := tb.StartRelay(bin, testbed.TURNArgs(user+":"+pass)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(5 * time.Second) })
+	out, err := tb.Server.Command(bin, "offload", "--iface", testbed.ServerCliIface, "--pin-dir", "", "--control-socket", "").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "already runs an XDP program") {
+		t.Fatalf("ebrtc offload on ebrtc turn's interface: %v\n%s", err, out)
+	}
 }
