@@ -134,15 +134,32 @@ struct stun_hdr {
 	__u8 txid[12];
 };
 
-/* Metadata in front of each captured frame on the snoop_events perf buffer. */
-struct snoop_meta {
-	__u32 ifindex;
+/* What the snooper learned from one TURN control message, as parsed in BPF,
+ * one record per message on the snoop_events ring buffer. Addresses and the
+ * XOR'd attribute stay in network order; user space undoes the XOR. */
+struct snoop_event {
+	__u8 client[16];
+	__u8 server[16];
+	__be16 client_port;
+	__be16 server_port;
+	__u8 family;    /* AF_INET or AF_INET6 of the 5-tuple */
 	__u8 direction; /* SNOOP_REQUEST (XDP ingress) or SNOOP_RESPONSE (TC egress) */
-	__u8 pad[3];
+	__u16 stun_type; /* host order */
+	__u8 txid[12];
+	__u32 lifetime;  /* host order; with SNOOP_HAS_LIFETIME */
+	__u16 channel;   /* host order; with SNOOP_HAS_CHANNEL */
+	__u16 flags;     /* SNOOP_HAS_* */
+	__u8 xor_family; /* STUN family of the XOR'd address: 1 IPv4, 2 IPv6 */
+	__u8 pad;
+	__be16 xor_port;
+	__u8 xor_addr[16];
 };
 
 #define SNOOP_REQUEST 1
 #define SNOOP_RESPONSE 2
-#define SNOOP_MAX_CAPTURE 1500
+
+#define SNOOP_HAS_CHANNEL 0x1
+#define SNOOP_HAS_LIFETIME 0x2
+#define SNOOP_HAS_ADDRESS 0x4 /* XOR-PEER-ADDRESS or XOR-RELAYED-ADDRESS */
 
 #endif

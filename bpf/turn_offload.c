@@ -86,11 +86,11 @@ struct {
 	__type(value, struct nexthop);
 } nexthops SEC(".maps");
 
-/* TURN control messages copied to user space when CONFIG_F_SNOOP is set. */
+/* What the snooper parsed from TURN control messages (CONFIG_F_SNOOP). One
+ * ring for both hooks keeps requests and responses in commit order. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(__u32));
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
 } snoop_events SEC(".maps");
 
 /* Interfaces the program may redirect to (ifindex -> ifindex). */
@@ -590,21 +590,40 @@ INLINE int peer_to_client(struct packet *pkt, struct emit *e, __u32 slots[2])
 	return OUT_FAST_PEER_TO_CLIENT;
 }
 
-/* Copy a client's TURN request (the whole frame; the helper appends it, so
- * its length needs no verifier bounds) for user space to learn from. */
+/* The 5-tuple of a snooped message, client side first. */
+INLINE void snoop_tuple(struct snoop_event *ev, const struct ip_info *ip, const struct udp_info *udp,
+			int from_client)
+{
+	const union ip_addr *client = from_client ? &ip->saddr : &ip->daddr;
+	const union ip_addr *server = from_client ? &ip->daddr : &ip->saddr;
+
+	__builtin_memcpy(ev->client, client->bytes, 16);
+	__builtin_memcpy(ev->server, server->bytes, 16);
+	ev->client_port = from_client ? udp->sport : udp->dport;
+	ev->server_port = from_client ? udp->dport : udp->sport;
+	ev->family = ip->family;
+}
+
+#define XDP_LOAD(ctx, off, buf, n) bpf_xdp_load_bytes(ctx, off, buf, n)
+#define SKB_LOAD(ctx, off, buf, n) bpf_skb_load_bytes(ctx, off, buf, n)
+
+/* Parse a client's TURN request and hand what it says to user space. */
 INLINE void snoop_request(struct xdp_md *ctx, const struct packet *pkt)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct stun_hdr *hdr = data + (pkt->payload_off & 0xff);
-	struct snoop_meta meta = { .ifindex = ctx->ingress_ifindex, .direction = SNOOP_REQUEST };
-	__u64 len = data_end - data;
+	__u32 payload_len = pkt->udp.len - sizeof(struct udphdr);
+	struct snoop_event ev = { .direction = SNOOP_REQUEST };
 
-	if (!stun_is_turn_control(hdr, data_end, pkt->udp.len - sizeof(struct udphdr), 0))
+	if (!stun_is_turn_control(hdr, data_end, payload_len, 0))
 		return;
-	if (len > SNOOP_MAX_CAPTURE)
-		len = SNOOP_MAX_CAPTURE;
-	bpf_perf_event_output(ctx, &snoop_events, BPF_F_CURRENT_CPU | (len << 32), &meta, sizeof(meta));
+	ev.stun_type = bpf_ntohs(hdr->type);
+	__builtin_memcpy(ev.txid, hdr->txid, 12);
+	snoop_tuple(&ev, &pkt->ip, &pkt->udp, 1);
+	if (STUN_WALK_ATTRS(XDP_LOAD, ctx, pkt->payload_off + STUN_HDR_LEN, payload_len - STUN_HDR_LEN, &ev))
+		return;
+	bpf_ringbuf_output(&snoop_events, &ev, sizeof(ev), 0);
 }
 
 INLINE int classify(struct xdp_md *ctx, const struct offload_config *cfg, struct packet *pkt,
@@ -672,20 +691,21 @@ done:
 	return action;
 }
 
-/* TC egress on client-facing interfaces: copy the server's responses to TURN
- * control requests. Only responses leaving this host count, so a "success
- * response" spoofed towards the server can never teach the snooper. */
+/* TC egress on client-facing interfaces: parse the server's responses to
+ * TURN control requests. Only responses leaving this host count, so a
+ * "success response" spoofed towards the server can never teach the snooper. */
 SEC("tc")
 int turn_snoop_egress(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
 	struct offload_config *cfg = bpf_map_lookup_elem(&config, &zero);
-	struct snoop_meta meta = { .ifindex = skb->ifindex, .direction = SNOOP_RESPONSE };
+	struct snoop_event ev = { .direction = SNOOP_RESPONSE };
 	struct ip_info ip = {};
 	struct udp_info udp = {};
 	void *data, *data_end, *l4;
+	struct stun_hdr *hdr;
+	__u32 payload_len, payload_off;
 	__u16 proto;
-	__u64 len;
 
 	if (!cfg || !(cfg->flags & CONFIG_F_SNOOP))
 		return TC_ACT_OK;
@@ -706,11 +726,16 @@ int turn_snoop_egress(struct __sk_buff *skb)
 	}
 	if (udp_parse(l4, data_end, &ip, &udp) != OUT_CONTINUE || !is_listen_port(cfg, udp.sport))
 		return TC_ACT_OK;
-	if (!stun_is_turn_control(l4 + sizeof(struct udphdr), data_end, udp.len - sizeof(struct udphdr), 1))
+	hdr = l4 + sizeof(struct udphdr);
+	payload_len = udp.len - sizeof(struct udphdr);
+	if (!stun_is_turn_control(hdr, data_end, payload_len, 1))
 		return TC_ACT_OK;
-	len = skb->len;
-	if (len > SNOOP_MAX_CAPTURE)
-		len = SNOOP_MAX_CAPTURE;
-	bpf_perf_event_output(skb, &snoop_events, BPF_F_CURRENT_CPU | (len << 32), &meta, sizeof(meta));
+	ev.stun_type = bpf_ntohs(hdr->type);
+	__builtin_memcpy(ev.txid, hdr->txid, 12);
+	snoop_tuple(&ev, &ip, &udp, 0);
+	payload_off = (void *)hdr - data;
+	if (STUN_WALK_ATTRS(SKB_LOAD, skb, payload_off + STUN_HDR_LEN, payload_len - STUN_HDR_LEN, &ev))
+		return TC_ACT_OK;
+	bpf_ringbuf_output(&snoop_events, &ev, sizeof(ev), 0);
 	return TC_ACT_OK;
 }

@@ -157,13 +157,7 @@ func PadTo4(n int) int { return (4 - n%4) % 4 }
 
 // Parse decodes a frame built like Marshal builds them and checks its IP and
 // UDP checksums and lengths. It is how tests read what the data plane emitted.
-func Parse(b []byte) (UDP, error) { return parse(b, true) }
-
-// ParseHeaders is Parse without the UDP checksum check, for frames captured
-// before the NIC (TX checksum offload leaves it partial).
-func ParseHeaders(b []byte) (UDP, error) { return parse(b, false) }
-
-func parse(b []byte, checkUDP bool) (UDP, error) {
+func Parse(b []byte) (UDP, error) {
 	var u UDP
 	if len(b) < ethLen {
 		return u, errors.New("frame: short Ethernet header")
@@ -180,10 +174,9 @@ func parse(b []byte, checkUDP bool) (UDP, error) {
 			return u, errors.New("frame: bad IPv4 header checksum")
 		}
 		total := int(binary.BigEndian.Uint16(ip[2:]))
-		if total > len(ip) || (checkUDP && total != len(ip)) {
+		if total != len(ip) {
 			return u, fmt.Errorf("frame: IPv4 total length %d, frame carries %d", total, len(ip))
 		}
-		ip = ip[:total] // an Ethernet trailer is not part of the packet
 		u.TOS, u.ID, u.DF, u.TTL = ip[1], binary.BigEndian.Uint16(ip[4:]), ip[6]&0x40 != 0, ip[8]
 		src, dst := netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
 		udp = ip[20:]
@@ -193,11 +186,9 @@ func parse(b []byte, checkUDP bool) (UDP, error) {
 		if len(ip) < 40 || ip[0]>>4 != 6 || ip[6] != protoUDP {
 			return u, errors.New("frame: not a plain IPv6/UDP packet")
 		}
-		n := int(binary.BigEndian.Uint16(ip[4:]))
-		if n > len(ip)-40 || (checkUDP && n != len(ip)-40) {
+		if n := int(binary.BigEndian.Uint16(ip[4:])); n != len(ip)-40 {
 			return u, fmt.Errorf("frame: IPv6 payload length %d, frame carries %d", n, len(ip)-40)
 		}
-		ip = ip[:40+n]
 		w := binary.BigEndian.Uint32(ip)
 		u.TOS, u.FlowLabel, u.TTL = uint8(w>>20), w&0xfffff, ip[7]
 		src, dst := netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
@@ -212,9 +203,6 @@ func parse(b []byte, checkUDP bool) (UDP, error) {
 	u.Src = netip.AddrPortFrom(u.Src.Addr(), binary.BigEndian.Uint16(udp[0:]))
 	u.Dst = netip.AddrPortFrom(u.Dst.Addr(), binary.BigEndian.Uint16(udp[2:]))
 	u.Payload = udp[8:]
-	if !checkUDP {
-		return u, nil
-	}
 	got := binary.BigEndian.Uint16(udp[6:])
 	if got == 0 {
 		if u.Src.Addr().Is6() {

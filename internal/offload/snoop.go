@@ -1,17 +1,20 @@
 package offload
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/perf"
+	"github.com/cilium/ebpf/ringbuf"
 )
 
-// SnoopDirection says which hook captured a control message.
+// SnoopDirection says which hook parsed a control message.
 type SnoopDirection uint8
 
 const (
@@ -19,11 +22,77 @@ const (
 	SnoopResponse SnoopDirection = 2 // the server's response, at TC egress
 )
 
-// SnoopEvent is one captured TURN control message: the whole Ethernet frame.
+// SnoopEvent is what the BPF snooper parsed from one TURN control message.
 type SnoopEvent struct {
-	Direction SnoopDirection
-	Ifindex   int
-	Frame     []byte
+	Direction     SnoopDirection
+	Client        netip.AddrPort
+	Server        netip.AddrPort
+	Type          uint16 // STUN message type (method and class)
+	TransactionID [12]byte
+	Channel       uint16 // with HasChannel
+	HasChannel    bool
+	Lifetime      uint32 // seconds, with HasLifetime
+	HasLifetime   bool
+	Address       netip.AddrPort // XOR-PEER-ADDRESS or XOR-RELAYED-ADDRESS, with HasAddress
+	HasAddress    bool
+}
+
+// snoopRecord mirrors struct snoop_event (bpf/turn.h).
+type snoopRecord struct {
+	Client, Server         [16]byte
+	ClientPort, ServerPort [2]byte
+	Family, Direction      uint8
+	StunType               uint16
+	TxID                   [12]byte
+	Lifetime               uint32
+	Channel, Flags         uint16
+	XorFamily, Pad         uint8
+	XorPort                [2]byte
+	XorAddr                [16]byte
+}
+
+const (
+	snoopHasChannel  = 0x1
+	snoopHasLifetime = 0x2
+	snoopHasAddress  = 0x4
+	stunMagicCookie  = 0x2112A442
+)
+
+func (r *snoopRecord) event() (SnoopEvent, error) {
+	ev := SnoopEvent{
+		Direction: SnoopDirection(r.Direction), Type: r.StunType, TransactionID: r.TxID,
+		Channel: r.Channel, HasChannel: r.Flags&snoopHasChannel != 0,
+		Lifetime: r.Lifetime, HasLifetime: r.Flags&snoopHasLifetime != 0,
+	}
+	addr := func(b [16]byte) netip.Addr {
+		if r.Family == afInet {
+			return netip.AddrFrom4([4]byte(b[:4]))
+		}
+		return netip.AddrFrom16(b)
+	}
+	ev.Client = netip.AddrPortFrom(addr(r.Client), binary.BigEndian.Uint16(r.ClientPort[:]))
+	ev.Server = netip.AddrPortFrom(addr(r.Server), binary.BigEndian.Uint16(r.ServerPort[:]))
+	if r.Flags&snoopHasAddress != 0 {
+		// RFC 8489 14.2: XOR with the magic cookie (and the transaction id for IPv6).
+		var key [16]byte
+		binary.BigEndian.PutUint32(key[:], stunMagicCookie)
+		copy(key[4:], r.TxID[:])
+		port := binary.BigEndian.Uint16(r.XorPort[:]) ^ uint16(stunMagicCookie>>16)
+		var a [16]byte
+		for i := range a {
+			a[i] = r.XorAddr[i] ^ key[i]
+		}
+		switch r.XorFamily {
+		case 1:
+			ev.Address = netip.AddrPortFrom(netip.AddrFrom4([4]byte(a[:4])), port)
+		case 2:
+			ev.Address = netip.AddrPortFrom(netip.AddrFrom16(a), port)
+		default:
+			return ev, fmt.Errorf("offload: snooped address family %d", r.XorFamily)
+		}
+		ev.HasAddress = true
+	}
+	return ev, nil
 }
 
 // AttachSnoopEgress attaches the response snooper to an interface's TC
@@ -53,12 +122,12 @@ func (e *Engine) AttachSnoopEgress(ifname string) error {
 	return nil
 }
 
-// SnoopReader reads captured control messages.
-type SnoopReader struct{ r *perf.Reader }
+// SnoopReader reads what the snooper parsed.
+type SnoopReader struct{ r *ringbuf.Reader }
 
-// SnoopReader opens the capture buffer (per CPU, bufferPages pages each).
-func (e *Engine) SnoopReader(bufferPages int) (*SnoopReader, error) {
-	r, err := perf.NewReader(e.objs.SnoopEvents, bufferPages*4096)
+// SnoopReader opens the snooper's ring buffer.
+func (e *Engine) SnoopReader() (*SnoopReader, error) {
+	r, err := ringbuf.NewReader(e.objs.SnoopEvents)
 	if err != nil {
 		return nil, fmt.Errorf("offload: snoop reader: %w", err)
 	}
@@ -66,29 +135,23 @@ func (e *Engine) SnoopReader(bufferPages int) (*SnoopReader, error) {
 }
 
 // ErrClosed is returned by Read after Close.
-var ErrClosed = perf.ErrClosed
+var ErrClosed = ringbuf.ErrClosed
 
-// Read blocks for the next event. Lost events (a full buffer) are reported
-// as an error: the TURN server still handled them; only learning missed them.
+// Read blocks for the next parsed control message.
 func (s *SnoopReader) Read() (SnoopEvent, error) {
 	rec, err := s.r.Read()
 	if err != nil {
 		return SnoopEvent{}, err
 	}
-	if rec.LostSamples > 0 {
-		return SnoopEvent{}, fmt.Errorf("offload: %d control messages lost before learning", rec.LostSamples)
-	}
-	// struct snoop_meta: u32 ifindex, u8 direction, 3 pad; then the frame.
-	const metaLen = 8
-	if len(rec.RawSample) < metaLen {
+	var r snoopRecord
+	if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &r); err != nil {
 		return SnoopEvent{}, errors.New("offload: short snoop record")
 	}
-	return SnoopEvent{
-		Ifindex:   int(binary.NativeEndian.Uint32(rec.RawSample)),
-		Direction: SnoopDirection(rec.RawSample[4]),
-		Frame:     rec.RawSample[metaLen:],
-	}, nil
+	return r.event()
 }
+
+// SetDeadline bounds the next Reads (tests).
+func (s *SnoopReader) SetDeadline(t time.Time) { s.r.SetDeadline(t) }
 
 // Close stops reading; a blocked Read returns ErrClosed.
 func (s *SnoopReader) Close() error { return s.r.Close() }

@@ -1,12 +1,12 @@
 // Package snoop learns the UDP channels of an unmodified TURN server (coturn,
 // say) from its control traffic, as `ebrtc offload` does: clients' requests
-// captured at XDP ingress, the server's responses at TC egress. A channel goes
-// to the fast path only when the server's success response to that very
-// request (same transaction id, same 5-tuple reversed) leaves the host.
+// parsed at XDP ingress, the server's responses at TC egress (in BPF, see
+// bpf/stun.h). A channel goes to the fast path only when the server's success
+// response to that very request (same transaction id, same 5-tuple reversed)
+// leaves the host.
 package snoop
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/pion/stun/v4"
 
-	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/offload"
 )
 
@@ -52,9 +51,8 @@ type Learner struct {
 // per-CPU buffers (XDP for requests, TC for responses), which keep no order
 // between CPUs. It waits earlyLifetime for its request.
 type earlyResponse struct {
-	msg   *stun.Message
-	tuple fiveTuple
-	at    time.Time
+	ev offload.SnoopEvent
+	at time.Time
 }
 
 const earlyLifetime = 2 * time.Second
@@ -103,99 +101,94 @@ func NewLearner(sink Sink, now func() time.Time, log func(string, ...any)) *Lear
 		early: map[[12]byte]earlyResponse{}, allocations: map[fiveTuple]*allocation{}}
 }
 
-// Handle takes one captured frame. Anything it cannot parse is not learned.
-func (l *Learner) Handle(dir offload.SnoopDirection, raw []byte) {
-	u, err := frame.ParseHeaders(raw)
-	if err != nil {
-		return
-	}
-	m := &stun.Message{Raw: append([]byte(nil), u.Payload...)}
-	if err := m.Decode(); err != nil {
-		return
-	}
+// Handle takes one parsed control message.
+func (l *Learner) Handle(ev offload.SnoopEvent) {
+	var typ stun.MessageType
+	typ.ReadValue(ev.Type)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case dir == offload.SnoopRequest && m.Type.Class == stun.ClassRequest:
-		l.request(m, fiveTuple{client: u.Src, server: u.Dst})
-		l.persist() // it may have completed an early response
-	case dir == offload.SnoopResponse && (m.Type.Class == stun.ClassSuccessResponse || m.Type.Class == stun.ClassErrorResponse):
-		l.response(m, fiveTuple{client: u.Dst, server: u.Src})
-		l.persist()
-	}
-}
-
-func (l *Learner) request(m *stun.Message, t fiveTuple) {
-	r := request{method: m.Type.Method, tuple: t, at: l.now()}
-	if r.method == stun.MethodChannelBind {
-		var peer stun.XORMappedAddress
-		num, err := m.Get(stun.AttrChannelNumber)
-		if err != nil || len(num) != 4 || peer.GetFromAs(m, stun.AttrXORPeerAddress) != nil {
-			return
-		}
-		r.channel = binary.BigEndian.Uint16(num)
-		ip, _ := netip.AddrFromSlice(peer.IP)
-		r.peer = netip.AddrPortFrom(ip.Unmap(), uint16(peer.Port))
-	}
-	l.pending[m.TransactionID] = r
-	if e, ok := l.early[m.TransactionID]; ok {
-		delete(l.early, m.TransactionID)
-		l.response(e.msg, e.tuple)
-	}
-}
-
-func (l *Learner) response(m *stun.Message, t fiveTuple) {
-	r, ok := l.pending[m.TransactionID]
-	if !ok {
-		l.early[m.TransactionID] = earlyResponse{msg: m, tuple: t, at: l.now()}
+	case ev.Direction == offload.SnoopRequest && typ.Class == stun.ClassRequest:
+		l.request(ev, typ)
+	case ev.Direction == offload.SnoopResponse && (typ.Class == stun.ClassSuccessResponse || typ.Class == stun.ClassErrorResponse):
+		l.response(ev, typ)
+	default:
 		return
 	}
-	if r.tuple != t || r.method != m.Type.Method {
+	l.persist()
+}
+
+func unmapped(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+func (l *Learner) request(ev offload.SnoopEvent, typ stun.MessageType) {
+	r := request{method: typ.Method, tuple: fiveTuple{client: ev.Client, server: ev.Server}, at: l.now()}
+	if r.method == stun.MethodChannelBind {
+		if !ev.HasChannel || !ev.HasAddress {
+			return
+		}
+		r.channel, r.peer = ev.Channel, unmapped(ev.Address)
+	}
+	l.pending[ev.TransactionID] = r
+	if e, ok := l.early[ev.TransactionID]; ok {
+		delete(l.early, ev.TransactionID)
+		var etyp stun.MessageType
+		etyp.ReadValue(e.ev.Type)
+		l.response(e.ev, etyp)
+	}
+}
+
+func (l *Learner) response(ev offload.SnoopEvent, typ stun.MessageType) {
+	t := fiveTuple{client: ev.Client, server: ev.Server}
+	r, ok := l.pending[ev.TransactionID]
+	if !ok {
+		l.early[ev.TransactionID] = earlyResponse{ev: ev, at: l.now()}
+		return
+	}
+	if r.tuple != t || r.method != typ.Method {
 		return // for another client or another method: learn nothing
 	}
-	delete(l.pending, m.TransactionID)
-	if m.Type.Class != stun.ClassSuccessResponse {
+	delete(l.pending, ev.TransactionID)
+	if typ.Class != stun.ClassSuccessResponse {
 		return
 	}
 	switch r.method {
 	case stun.MethodAllocate:
-		l.allocated(m, t)
+		l.allocated(ev, t)
 	case stun.MethodRefresh:
-		l.refreshed(m, t)
+		l.refreshed(ev, t)
 	case stun.MethodChannelBind:
 		l.bound(r, t)
 	}
 }
 
-func lifetimeOf(m *stun.Message) time.Duration {
-	v, err := m.Get(stun.AttrLifetime)
-	if err != nil || len(v) != 4 {
+func lifetimeOf(ev offload.SnoopEvent) time.Duration {
+	if !ev.HasLifetime {
 		return defaultLifetime
 	}
-	return time.Duration(binary.BigEndian.Uint32(v)) * time.Second
+	return time.Duration(ev.Lifetime) * time.Second
 }
 
-func (l *Learner) allocated(m *stun.Message, t fiveTuple) {
-	var relayed stun.XORMappedAddress
-	if relayed.GetFromAs(m, stun.AttrXORRelayedAddress) != nil {
+func (l *Learner) allocated(ev offload.SnoopEvent, t fiveTuple) {
+	if !ev.HasAddress {
 		return
 	}
-	ip, _ := netip.AddrFromSlice(relayed.IP)
 	// A new allocation on the same 5-tuple replaces the old state.
 	l.drop(t)
 	l.allocations[t] = &allocation{
-		relay:    l.toWire(netip.AddrPortFrom(ip.Unmap(), uint16(relayed.Port))),
-		expires:  l.now().Add(lifetimeOf(m)),
+		relay:    l.toWire(unmapped(ev.Address)),
+		expires:  l.now().Add(lifetimeOf(ev)),
 		channels: map[uint16]*channel{},
 	}
 }
 
-func (l *Learner) refreshed(m *stun.Message, t fiveTuple) {
+func (l *Learner) refreshed(ev offload.SnoopEvent, t fiveTuple) {
 	a := l.allocations[t]
 	if a == nil {
 		return
 	}
-	life := lifetimeOf(m)
+	life := lifetimeOf(ev)
 	if life == 0 {
 		l.drop(t)
 		return

@@ -7,7 +7,6 @@ import (
 
 	"github.com/pion/stun/v4"
 
-	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/offload"
 )
 
@@ -21,6 +20,7 @@ var (
 	server = netip.MustParseAddrPort("192.0.2.1:3478")
 	relay  = netip.MustParseAddrPort("192.0.2.1:50000")
 	peer   = netip.MustParseAddrPort("203.0.113.9:6000")
+	want   = offload.Channel{Client: client, Server: server, Relay: relay, Peer: peer, Number: 0x4001}
 )
 
 type rig struct {
@@ -36,55 +36,45 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-func msg(t *testing.T, id [12]byte, typ stun.MessageType, setters ...stun.Setter) []byte {
-	m, err := stun.Build(append([]stun.Setter{stun.NewTransactionIDSetter(id), typ}, setters...)...)
-	if err != nil {
-		t.Fatal(err)
+// An event as the BPF snooper reports it; options add the parsed attributes.
+type opt func(*offload.SnoopEvent)
+
+func withChannel(n uint16) opt {
+	return func(e *offload.SnoopEvent) { e.Channel, e.HasChannel = n, true }
+}
+func withAddress(ap netip.AddrPort) opt {
+	return func(e *offload.SnoopEvent) { e.Address, e.HasAddress = ap, true }
+}
+func withLifetime(s uint32) opt {
+	return func(e *offload.SnoopEvent) { e.Lifetime, e.HasLifetime = s, true }
+}
+func toClient(ap netip.AddrPort) opt { return func(e *offload.SnoopEvent) { e.Client = ap } }
+
+func event(dir offload.SnoopDirection, id byte, method stun.Method, class stun.MessageClass, opts ...opt) offload.SnoopEvent {
+	e := offload.SnoopEvent{Direction: dir, Client: client, Server: server, Type: stun.NewType(method, class).Value(),
+		TransactionID: [12]byte{id}}
+	for _, o := range opts {
+		o(&e)
 	}
-	return m.Raw
+	return e
 }
 
-func xor(t stun.AttrType, ap netip.AddrPort) stun.Setter {
-	return setter(func(m *stun.Message) error {
-		return stun.XORMappedAddress{IP: ap.Addr().AsSlice(), Port: int(ap.Port())}.AddToAs(m, t)
-	})
-}
-
-type setter func(*stun.Message) error
-
-func (f setter) AddTo(m *stun.Message) error { return f(m) }
-
-func lifetime(s uint32) stun.Setter {
-	return stun.RawAttribute{Type: stun.AttrLifetime, Value: []byte{byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}}
-}
-
-// send feeds the learner a frame from src to dst carrying payload.
-func (r *rig) send(dir offload.SnoopDirection, src, dst netip.AddrPort, payload []byte) {
-	r.l.Handle(dir, frame.UDP{Src: src, Dst: dst, TTL: 64, Payload: payload}.Marshal())
-}
-
-func (r *rig) exchange(id byte, method stun.Method, req []stun.Setter, success bool, resp ...stun.Setter) {
-	txid := [12]byte{id}
-	r.send(offload.SnoopRequest, client, server, msg(r.t, txid, stun.NewType(method, stun.ClassRequest), req...))
+func (r *rig) exchange(id byte, method stun.Method, req []opt, success bool, resp ...opt) {
+	r.l.Handle(event(offload.SnoopRequest, id, method, stun.ClassRequest, req...))
 	class := stun.ClassSuccessResponse
 	if !success {
 		class = stun.ClassErrorResponse
-		resp = append(resp, stun.ErrorCodeAttribute{Code: stun.CodeForbidden})
 	}
-	r.send(offload.SnoopResponse, server, client, msg(r.t, txid, stun.NewType(method, class), resp...))
+	r.l.Handle(event(offload.SnoopResponse, id, method, class, resp...))
 }
 
 func (r *rig) allocate(id byte) {
-	r.exchange(id, stun.MethodAllocate, nil, true, xor(stun.AttrXORRelayedAddress, relay), lifetime(600))
+	r.exchange(id, stun.MethodAllocate, nil, true, withAddress(relay), withLifetime(600))
 }
 
 func (r *rig) bind(id byte, number uint16, success bool) {
-	r.exchange(id, stun.MethodChannelBind,
-		[]stun.Setter{stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{byte(number >> 8), byte(number), 0, 0}}, xor(stun.AttrXORPeerAddress, peer)},
-		success)
+	r.exchange(id, stun.MethodChannelBind, []opt{withChannel(number), withAddress(peer)}, success)
 }
-
-var want = offload.Channel{Client: client, Server: server, Relay: relay, Peer: peer, Number: 0x4001}
 
 func TestLearnsChannelFromSuccessResponses(t *testing.T) {
 	r := newRig(t)
@@ -111,25 +101,16 @@ func TestUnsolicitedOrMismatchedResponsesIgnored(t *testing.T) {
 	r := newRig(t)
 	r.allocate(1)
 	// A success response nobody asked for.
-	r.send(offload.SnoopResponse, server, client, msg(t, [12]byte{9}, stun.NewType(stun.MethodChannelBind, stun.ClassSuccessResponse)))
+	r.l.Handle(event(offload.SnoopResponse, 9, stun.MethodChannelBind, stun.ClassSuccessResponse))
 	// A request answered towards another client port (source port changed).
-	txid := [12]byte{3}
-	bindReq := msg(t, txid, stun.NewType(stun.MethodChannelBind, stun.ClassRequest),
-		stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{0x40, 0x01, 0, 0}}, xor(stun.AttrXORPeerAddress, peer))
-	r.send(offload.SnoopRequest, client, server, bindReq)
-	r.send(offload.SnoopResponse, server, netip.MustParseAddrPort("198.51.100.7:40001"),
-		msg(t, txid, stun.NewType(stun.MethodChannelBind, stun.ClassSuccessResponse)))
-	// A request seen as a response (e.g. looped back) teaches nothing either.
-	r.send(offload.SnoopResponse, server, client, bindReq)
+	r.l.Handle(event(offload.SnoopRequest, 3, stun.MethodChannelBind, stun.ClassRequest, withChannel(0x4001), withAddress(peer)))
+	r.l.Handle(event(offload.SnoopResponse, 3, stun.MethodChannelBind, stun.ClassSuccessResponse, toClient(netip.MustParseAddrPort("198.51.100.7:40001"))))
+	// A request seen as a response teaches nothing either.
+	r.l.Handle(event(offload.SnoopResponse, 4, stun.MethodChannelBind, stun.ClassRequest, withChannel(0x4001), withAddress(peer)))
+	// A ChannelBind request without its attributes is not learned.
+	r.exchange(5, stun.MethodChannelBind, []opt{withChannel(0x4001)}, true)
 	if len(r.s.installed) != 0 {
 		t.Fatalf("learned from a response that did not answer the request: %v", r.s.installed)
-	}
-	// A client on another source port does not inherit the channel.
-	r.bind(4, 0x4001, true)
-	for ch := range r.s.installed {
-		if ch.Client != client {
-			t.Fatalf("channel for %v", ch.Client)
-		}
 	}
 }
 
@@ -137,7 +118,7 @@ func TestRefreshZeroAndExpiryRemove(t *testing.T) {
 	r := newRig(t)
 	r.allocate(1)
 	r.bind(2, 0x4001, true)
-	r.exchange(3, stun.MethodRefresh, []stun.Setter{lifetime(0)}, true, lifetime(0))
+	r.exchange(3, stun.MethodRefresh, []opt{withLifetime(0)}, true, withLifetime(0))
 	if len(r.s.installed) != 0 {
 		t.Fatal("Refresh(0) left the channel installed")
 	}
@@ -146,7 +127,7 @@ func TestRefreshZeroAndExpiryRemove(t *testing.T) {
 	r.bind(5, 0x4001, true)
 	r.time = r.time.Add(9 * time.Minute)
 	r.bind(6, 0x4001, true)                                                              // refresh the binding
-	r.exchange(7, stun.MethodRefresh, []stun.Setter{lifetime(600)}, true, lifetime(600)) // and the allocation
+	r.exchange(7, stun.MethodRefresh, []opt{withLifetime(600)}, true, withLifetime(600)) // and the allocation
 	r.time = r.time.Add(2 * time.Minute)
 	r.l.Sweep()
 	if !r.s.installed[want] {
@@ -169,28 +150,24 @@ func TestNewAllocationReplacesOld(t *testing.T) {
 	}
 }
 
-// Captures from different CPUs arrive in any order: a response read before
-// its request is matched when the request comes, and one whose request never
-// comes is forgotten.
+// Events from the two hooks may arrive in either order: a response read
+// before its request is matched when the request comes, and one whose
+// request never comes is forgotten.
 func TestResponseBeforeRequest(t *testing.T) {
 	r := newRig(t)
-	id := [12]byte{1}
-	alloc := msg(t, id, stun.NewType(stun.MethodAllocate, stun.ClassRequest))
-	r.send(offload.SnoopResponse, server, client, msg(t, id, stun.NewType(stun.MethodAllocate, stun.ClassSuccessResponse), xor(stun.AttrXORRelayedAddress, relay)))
-	r.send(offload.SnoopRequest, client, server, alloc)
+	r.l.Handle(event(offload.SnoopResponse, 1, stun.MethodAllocate, stun.ClassSuccessResponse, withAddress(relay)))
+	r.l.Handle(event(offload.SnoopRequest, 1, stun.MethodAllocate, stun.ClassRequest))
 	r.bind(2, 0x4001, true)
 	if !r.s.installed[want] {
 		t.Fatal("response read before its request was not matched")
 	}
 
-	// An early "success" nobody asked for expires unmatched.
 	r2 := newRig(t)
 	r2.allocate(1)
-	r2.send(offload.SnoopResponse, server, client, msg(t, [12]byte{7}, stun.NewType(stun.MethodChannelBind, stun.ClassSuccessResponse)))
+	r2.l.Handle(event(offload.SnoopResponse, 7, stun.MethodChannelBind, stun.ClassSuccessResponse))
 	r2.time = r2.time.Add(3 * time.Second)
 	r2.l.Sweep()
-	r2.send(offload.SnoopRequest, client, server, msg(t, [12]byte{7}, stun.NewType(stun.MethodChannelBind, stun.ClassRequest),
-		stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{0x40, 0x01, 0, 0}}, xor(stun.AttrXORPeerAddress, peer)))
+	r2.l.Handle(event(offload.SnoopRequest, 7, stun.MethodChannelBind, stun.ClassRequest, withChannel(0x4001), withAddress(peer)))
 	if len(r2.s.installed) != 0 {
 		t.Fatal("an expired early response was matched to a later request")
 	}
@@ -207,7 +184,7 @@ func TestRestoreReconciles(t *testing.T) {
 	}
 	r.allocate(1)
 	r.bind(2, 0x4001, true)
-	r.bind(3, 0x4002, true) // its peer is the same: pion would refuse; the learner just records
+	r.bind(3, 0x4002, true)
 	orphan := offload.Channel{Client: netip.MustParseAddrPort("198.51.100.8:1"), Server: server, Relay: relay, Peer: peer, Number: 0x4005}
 
 	// The restarted process: its engine restored 0x4001 and an orphan, not 0x4002.
@@ -223,8 +200,7 @@ func TestRestoreReconciles(t *testing.T) {
 	if a, c := r2.l.Counts(); a != 1 || c != 1 {
 		t.Fatalf("restored %d allocations %d channels, want 1 and 1", a, c)
 	}
-	// The taken-over channel still expires and can be removed by Refresh(0).
-	r2.exchange(9, stun.MethodRefresh, []stun.Setter{lifetime(0)}, true, lifetime(0))
+	r2.exchange(9, stun.MethodRefresh, []opt{withLifetime(0)}, true, withLifetime(0))
 	if len(r2.s.installed) != 0 {
 		t.Fatal("restored channel not removed by Refresh(0)")
 	}
@@ -238,13 +214,10 @@ func TestRelayMap(t *testing.T) {
 	wire := netip.MustParseAddr("10.0.0.5")
 	r.l.MapRelays(map[netip.Addr]netip.Addr{relay.Addr(): wire})
 	r.allocate(1)
-	r.exchange(2, stun.MethodChannelBind, []stun.Setter{
-		stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{0x40, 0x01, 0, 0}},
-		xor(stun.AttrXORPeerAddress, netip.AddrPortFrom(relay.Addr(), 50002)),
-	}, true)
-	want := offload.Channel{Client: client, Server: server, Relay: netip.AddrPortFrom(wire, relay.Port()),
+	r.exchange(2, stun.MethodChannelBind, []opt{withChannel(0x4001), withAddress(netip.AddrPortFrom(relay.Addr(), 50002))}, true)
+	w := offload.Channel{Client: client, Server: server, Relay: netip.AddrPortFrom(wire, relay.Port()),
 		Peer: netip.AddrPortFrom(wire, 50002), Number: 0x4001}
-	if !r.s.installed[want] {
-		t.Fatalf("installed %v, want %v", r.s.installed, want)
+	if !r.s.installed[w] {
+		t.Fatalf("installed %v, want %v", r.s.installed, w)
 	}
 }

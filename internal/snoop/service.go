@@ -93,7 +93,7 @@ func Start(c Config) (*Service, error) {
 		engine.Close()
 		return nil, err
 	}
-	if s.reader, err = engine.SnoopReader(16); err != nil {
+	if s.reader, err = engine.SnoopReader(); err != nil {
 		engine.Close()
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (s *Service) learn() {
 			log.Printf("offload: %v", err)
 			continue
 		}
-		s.Learner.Handle(ev.Direction, ev.Frame)
+		s.Learner.Handle(ev)
 	}
 }
 
