@@ -176,3 +176,37 @@ func TestOffloadRefusesEbrtcTurnInterface(t *testing.T) {
 		t.Fatalf("ebrtc offload on ebrtc turn's interface: %v\n%s", err, out)
 	}
 }
+
+// Two relay interfaces: peers behind each; the fast path takes each packet's
+// egress from the FIB.
+func TestOffloadTwoRelayInterfaces(t *testing.T) {
+	testenv.RequireCommand(t, "turnserver")
+	tb, bin, dir := setup(t)
+	peer2ns, peer2IP, iface2, err := tb.AddPeer(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+	off := startOffload(t, tb, bin, "--relay-iface", iface2)
+	c, peer1 := newFlow(t, tb, ipv4Flow)
+	requireFast(t, off, c, peer1, 2000)
+
+	// The same allocation, a second channel, to a peer behind the second interface.
+	peer2, err := testbed.ListenUDP(peer2ns, netip.AddrPortFrom(peer2IP, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer2.Close() })
+	if _, err := testbed.Exchange(c.Relay, peer2.LocalAddr(), peer2, 50, 200); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if m, _ := off.Metrics(); m["ebrtc_xdp_channels"] != 2 {
+		t.Fatalf("%v channels learned, want 2", m["ebrtc_xdp_channels"])
+	}
+	requireFast(t, off, c, peer2, 2000)
+}

@@ -58,6 +58,7 @@ const (
 // Testbed is a running set of namespaces.
 type Testbed struct {
 	Client, Server, Peer *netns.NS
+	extra                []*netns.NS // AddPeer's
 	passes               []io.Closer
 }
 
@@ -79,59 +80,62 @@ func (tb *Testbed) build() error {
 			return err
 		}
 	}
-	links := []struct {
-		outer     *netns.NS
-		outerName string
-		inner     string
-		outerIPs  []string
-		innerIPs  []string
-		gateway   []string
-	}{
-		{tb.Client, ClientIface, ServerCliIface, []string{"10.201.1.2/24", "fd00:201:1::2/64"}, []string{"10.201.1.1/24", "fd00:201:1::1/64"}, []string{"10.201.1.1", "fd00:201:1::1"}},
-		{tb.Peer, PeerIface, ServerPeerIface, []string{"10.201.2.2/24", "fd00:201:2::2/64"}, []string{"10.201.2.1/24", "fd00:201:2::1/64"}, []string{"10.201.2.1", "fd00:201:2::1"}},
+	if err := tb.connect(tb.Client, ClientIface, ServerCliIface, 1); err != nil {
+		return err
 	}
-	for _, l := range links {
-		if err := tb.Server.IP("link", "add", l.inner, "type", "veth", "peer", "name", l.outerName, "netns", l.outer.Name); err != nil {
-			return err
-		}
-		for _, a := range l.innerIPs {
-			if err := tb.Server.IP("addr", "add", a, "dev", l.inner, "nodad"); err != nil {
-				return err
-			}
-		}
-		for _, a := range l.outerIPs {
-			if err := l.outer.IP("addr", "add", a, "dev", l.outerName, "nodad"); err != nil {
-				return err
-			}
-		}
-		if err := tb.Server.IP("link", "set", l.inner, "up"); err != nil {
-			return err
-		}
-		if err := l.outer.IP("link", "set", l.outerName, "up"); err != nil {
-			return err
-		}
-		for _, gw := range l.gateway {
-			if err := l.outer.IP("route", "add", "default", "via", gw); err != nil {
-				return err
-			}
-		}
-		err := l.outer.Do(func() error {
-			// Full checksums on what the end hosts send, as on a real wire.
-			if err := netns.DisableTxChecksum(l.outerName); err != nil {
-				return err
-			}
-			// XDP frames sent into the veth reach the outer end only if it runs XDP.
-			c, err := offload.AttachPass(l.outerName)
-			if err == nil {
-				tb.passes = append(tb.passes, c)
-			}
-			return err
-		})
-		if err != nil {
+	return tb.connect(tb.Peer, PeerIface, ServerPeerIface, 2)
+}
+
+// connect links ns to the server ns over a veth on subnet 10.201.N.0/24 and
+// fd00:201:N::/64: the server end is .1, the far end .2 with a default route.
+func (tb *Testbed) connect(outer *netns.NS, outerName, inner string, subnet int) error {
+	v4, v6 := fmt.Sprintf("10.201.%d.", subnet), fmt.Sprintf("fd00:201:%d::", subnet)
+	steps := []func() error{
+		func() error {
+			return tb.Server.IP("link", "add", inner, "type", "veth", "peer", "name", outerName, "netns", outer.Name)
+		},
+		func() error { return tb.Server.IP("addr", "add", v4+"1/24", "dev", inner, "nodad") },
+		func() error { return tb.Server.IP("addr", "add", v6+"1/64", "dev", inner, "nodad") },
+		func() error { return outer.IP("addr", "add", v4+"2/24", "dev", outerName, "nodad") },
+		func() error { return outer.IP("addr", "add", v6+"2/64", "dev", outerName, "nodad") },
+		func() error { return tb.Server.IP("link", "set", inner, "up") },
+		func() error { return outer.IP("link", "set", outerName, "up") },
+		func() error { return outer.IP("route", "add", "default", "via", v4+"1") },
+		func() error { return outer.IP("route", "add", "default", "via", v6+"1") },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return outer.Do(func() error {
+		// Full checksums on what the end hosts send, as on a real wire.
+		if err := netns.DisableTxChecksum(outerName); err != nil {
+			return err
+		}
+		// XDP frames sent into the veth reach the outer end only if it runs XDP.
+		c, err := offload.AttachPass(outerName)
+		if err == nil {
+			tb.passes = append(tb.passes, c)
+		}
+		return err
+	})
+}
+
+// AddPeer adds another peer namespace behind a server interface of its own
+// (eth-peerN, 10.201.N+1.0/24), for relays with several relay interfaces.
+// It returns the namespace, the peer's IPv4 address and the server interface.
+func (tb *Testbed) AddPeer(n int) (*netns.NS, netip.Addr, string, error) {
+	ns, err := netns.New("ebrtc-tb")
+	if err != nil {
+		return nil, netip.Addr{}, "", err
+	}
+	tb.extra = append(tb.extra, ns)
+	iface := fmt.Sprintf("eth-peer%d", n)
+	if err := tb.connect(ns, PeerIface, iface, n+1); err != nil {
+		return nil, netip.Addr{}, "", err
+	}
+	return ns, netip.MustParseAddr(fmt.Sprintf("10.201.%d.2", n+1)), iface, nil
 }
 
 // Close removes the namespaces and with them every interface and process
@@ -141,7 +145,7 @@ func (tb *Testbed) Close() error {
 	for _, c := range tb.passes {
 		errs = append(errs, c.Close())
 	}
-	for _, ns := range []*netns.NS{tb.Client, tb.Server, tb.Peer} {
+	for _, ns := range append([]*netns.NS{tb.Client, tb.Server, tb.Peer}, tb.extra...) {
 		if ns != nil {
 			errs = append(errs, ns.Delete())
 		}
