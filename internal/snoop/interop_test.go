@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +15,10 @@ import (
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
-var lostRE = regexp.MustCompile(`Total lost packets (\d+) \(`)
-
 // coturn's own client and peer tools through coturn with ebrtc offload.
 func TestOffloadCoturnClientTools(t *testing.T) {
-	uclient := testenv.RequireCommand(t, "turnutils_uclient")
-	peerBin := testenv.RequireCommand(t, "turnutils_peer")
+	testenv.RequireCommand(t, "turnutils_uclient")
+	testenv.RequireCommand(t, "turnutils_peer")
 	testenv.RequireCommand(t, "turnserver")
 	tb, bin, dir := setup(t)
 	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass)
@@ -30,29 +27,23 @@ func TestOffloadCoturnClientTools(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
 	off := startOffload(t, tb, bin)
-	peer, err := testbed.Start(tb.Peer, io.Discard, peerBin, "-L", testbed.PeerIP4.String(), "-p", "3480")
+	peer, err := tb.StartTurnutilsPeer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = peer.Stop(2 * time.Second) })
-	time.Sleep(200 * time.Millisecond)
 
 	const clients, messages = 4, 300
-	out, err := tb.Client.Command("timeout", "90", uclient, "-u", user, "-w", pass, "-e", testbed.PeerIP4.String(), "-r", "3480",
-		"-n", "300", "-m", "4", "-l", "170", "-z", "5", "-X", "-c", "-L", testbed.ClientIP4.String(), testbed.ServerClientIP4.String()).CombinedOutput()
-	if err != nil {
-		t.Fatalf("turnutils_uclient: %v\n%s", err, out)
-	}
-	if m := lostRE.FindSubmatch(out); m == nil || string(m[1]) != "0" {
-		t.Fatalf("turnutils_uclient lost packets:\n%s", out)
+	lost, out, err := tb.RunTurnutilsUclient(user, pass, clients, messages)
+	if err != nil || lost != 0 {
+		t.Fatalf("turnutils_uclient: lost %d, %v\n%s", lost, err, out)
 	}
 	m, err := off.Metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 2 channels per client (peer ports 3480 and 3481); the first datagrams
-	// of each may pass before the ChannelBind response is learned.
-	perDirection := float64(clients * messages * 2 / 2)
+	// Each client has channels to two peer ports; messages are spread over them.
+	perDirection := float64(clients * messages)
 	for _, d := range []string{"client_to_peer", "peer_to_client"} {
 		fast := m.Packets("fast", d)
 		t.Logf("%s: %v of %v on the fast path", d, fast, perDirection)
