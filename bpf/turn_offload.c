@@ -132,10 +132,8 @@ INLINE void count_outcome(__u32 outcome, __u32 bytes)
 	}
 }
 
-INLINE void count_flow(__u32 slot, __u32 bytes, __u64 now)
+INLINE void count_flow(struct flow_stats *s, __u32 bytes, __u64 now)
 {
-	struct flow_stats *s = bpf_map_lookup_elem(&flows, &slot);
-
 	if (s) {
 		s->packets++;
 		s->bytes += bytes;
@@ -143,16 +141,11 @@ INLINE void count_flow(__u32 slot, __u32 bytes, __u64 now)
 	}
 }
 
-/* Whether this packet of the flow in slot goes to the server as a heartbeat
+/* Whether this packet of the flow s goes to the server as a heartbeat
  * (counted per CPU: with several CPUs the share is per CPU, not global). */
-INLINE int spill(const struct offload_config *cfg, __u32 slot, __u64 now)
+INLINE int spill(const struct offload_config *cfg, struct flow_stats *s, __u64 now)
 {
-	struct flow_stats *s;
-
-	if (!cfg->spill_every && !cfg->spill_interval_ns)
-		return 0;
-	s = bpf_map_lookup_elem(&flows, &slot);
-	if (!s)
+	if (!s || (!cfg->spill_every && !cfg->spill_interval_ns))
 		return 0;
 	if ((cfg->spill_every && ++s->since_spill >= cfg->spill_every) ||
 	    (cfg->spill_interval_ns && now - s->last_spill >= cfg->spill_interval_ns)) {
@@ -651,6 +644,7 @@ int turn_offload(struct xdp_md *ctx)
 	int action = XDP_PASS;
 	__u32 zero = 0;
 	struct offload_config *cfg;
+	struct flow_stats *flow;
 	int fast, out;
 	__u64 now;
 
@@ -668,7 +662,9 @@ int turn_offload(struct xdp_md *ctx)
 		goto done;
 	}
 	now = bpf_ktime_get_coarse_ns();
-	if (spill(cfg, slots[0], now)) {
+	/* One lookup of the flow's counters serves the spill and the count. */
+	flow = bpf_map_lookup_elem(&flows, &slots[0]);
+	if (spill(cfg, flow, now)) {
 		out = OUT_SLOW_SPILL;
 		goto done;
 	}
@@ -680,9 +676,9 @@ int turn_offload(struct xdp_md *ctx)
 		action = XDP_DROP;
 	if (out != OUT_CONTINUE)
 		goto done;
-	count_flow(slots[0], e.data_len, now);
+	count_flow(flow, e.data_len, now);
 	if (slots[1] != ~0U)
-		count_flow(slots[1], e.data_len, now);
+		count_flow(bpf_map_lookup_elem(&flows, &slots[1]), e.data_len, now);
 	/* Fast outcomes count relayed data bytes, like the user-space counters. */
 	count_outcome(fast, e.data_len);
 	return action;

@@ -90,8 +90,7 @@ func selectRelays(names []string) ([]Relay, error) {
 	for _, n := range names {
 		found := false
 		for _, r := range all {
-			// "ebrtc-user-N" selects the multi-socket variant whatever N is here.
-			if r.Name == n || (n == "ebrtc-user-N" && strings.HasPrefix(r.Name, "ebrtc-user-") && r.Name != "ebrtc-user-1") {
+			if relayIs(r.Name, n) {
 				out, found = append(out, r), true
 			}
 		}
@@ -100,6 +99,12 @@ func selectRelays(names []string) ([]Relay, error) {
 		}
 	}
 	return out, nil
+}
+
+// relayIs reports whether a relay's name is the one asked for; "ebrtc-user-N"
+// names the multi-socket variant whatever N is on this machine.
+func relayIs(name, asked string) bool {
+	return name == asked || (asked == "ebrtc-user-N" && strings.HasPrefix(name, "ebrtc-user-") && name != "ebrtc-user-1")
 }
 
 func measureRelay(e *env, r Relay, o Options) (*RelayResult, error) {

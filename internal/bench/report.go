@@ -84,9 +84,9 @@ type TargetResult struct {
 	Met    bool    `json:"met"`
 }
 
-func (rep *Report) find(prefix string) *RelayResult {
+func (rep *Report) find(name string) *RelayResult {
 	for i := range rep.Relays {
-		if rep.Relays[i].Name == prefix || (prefix == "ebrtc-user-N" && len(rep.Relays[i].Name) > 11 && rep.Relays[i].Name[:11] == "ebrtc-user-" && rep.Relays[i].Name != "ebrtc-user-1") {
+		if relayIs(rep.Relays[i].Name, name) {
 			return &rep.Relays[i]
 		}
 	}

@@ -1,7 +1,6 @@
 package snoop_test
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,11 +22,7 @@ import (
 func TestOffloadCoturn(t *testing.T) {
 	testenv.RequireCommand(t, "turnserver")
 	tb, bin, dir := setup(t)
-	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+	coturn := startCoturn(t, tb, dir)
 
 	// Without the offload: coturn relays, and its CPU time is the reference.
 	c0, peer0 := newFlow(t, tb, ipv4Flow)

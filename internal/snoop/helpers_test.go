@@ -1,6 +1,7 @@
 package snoop_test
 
 import (
+	"io"
 	"net"
 	"net/netip"
 	"testing"
@@ -33,6 +34,18 @@ func setup(t *testing.T) (*testbed.Testbed, string, string) {
 	}
 	t.Cleanup(func() { _ = tb.Close() })
 	return tb, bin, dir
+}
+
+// startCoturn runs coturn (long-term credentials) until the test ends.
+func startCoturn(t *testing.T, tb *testbed.Testbed, dir string, extra ...string) *testbed.Process {
+	t.Helper()
+	testenv.RequireCommand(t, "turnserver")
+	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+	return coturn
 }
 
 // startOffload runs ebrtc offload beside the server under test, unpinned.

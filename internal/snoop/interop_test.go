@@ -21,11 +21,7 @@ func TestOffloadCoturnClientTools(t *testing.T) {
 	testenv.RequireCommand(t, "turnutils_peer")
 	testenv.RequireCommand(t, "turnserver")
 	tb, bin, dir := setup(t)
-	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+	startCoturn(t, tb, dir)
 	off := startOffload(t, tb, bin)
 	peer, err := tb.StartTurnutilsPeer()
 	if err != nil {
@@ -139,12 +135,7 @@ func TestOffloadPionExampleServer(t *testing.T) {
 func TestOffloadCoturnIPv6(t *testing.T) {
 	testenv.RequireCommand(t, "turnserver")
 	tb, bin, dir := setup(t)
-	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass,
-		"listening-ip="+testbed.ServerClientIP6.String(), "relay-ip="+testbed.ServerPeerIP6.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+	startCoturn(t, tb, dir, "listening-ip="+testbed.ServerClientIP6.String(), "relay-ip="+testbed.ServerPeerIP6.String())
 	off := startOffload(t, tb, bin)
 	c, peer := newFlow(t, tb, flowSpec{server: netip.AddrPortFrom(testbed.ServerClientIP6, 3478), local: testbed.ClientIP6,
 		peer: testbed.PeerIP6, family: turn.RequestedAddressFamilyIPv6, user: user, pass: pass})
@@ -177,11 +168,7 @@ func TestOffloadTwoRelayInterfaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+	startCoturn(t, tb, dir)
 	off := startOffload(t, tb, bin, "--relay-iface", iface2)
 	c, peer1 := newFlow(t, tb, ipv4Flow)
 	requireFast(t, off, c, peer1, 2000)

@@ -1,7 +1,6 @@
 package snoop_test
 
 import (
-	"io"
 	"net"
 	"net/netip"
 	"testing"
@@ -20,11 +19,7 @@ func TestOffloadLearnsOnlyWhatCoturnAccepts(t *testing.T) {
 	testenv.RequireCommand(t, "turnserver")
 	tb, bin, dir := setup(t)
 	denied := netip.MustParseAddrPort("10.201.2.99:5000")
-	coturn, err := tb.StartCoturn(dir, io.Discard, user, pass, "denied-peer-ip="+denied.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = coturn.Stop(5 * time.Second) })
+	startCoturn(t, tb, dir, "denied-peer-ip="+denied.Addr().String())
 	off := startOffload(t, tb, bin)
 	server := netip.AddrPortFrom(testbed.ServerClientIP4, 3478)
 	peer := netip.AddrPortFrom(testbed.PeerIP4, 6000)

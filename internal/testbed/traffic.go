@@ -181,6 +181,7 @@ func ExchangeAt(src net.PacketConn, dst net.Addr, recv net.PacketConn, n, size, 
 	for i := range n {
 		fillDatagram(buf, i)
 		if _, err := src.WriteTo(buf, dst); err != nil {
+			<-done // the receiver still writes res until it times out
 			return res, fmt.Errorf("exchange: send %d: %w", i, err)
 		}
 		if i%16 == 15 {
