@@ -141,6 +141,13 @@ INLINE void count_flow(struct flow_stats *s, __u32 bytes, __u64 now)
 	}
 }
 
+/* Whether an interval has passed since the time stamp last. 0 means never:
+ * the clock counts from boot, so now - 0 is the uptime, not an interval. */
+INLINE int interval_passed(__u64 last, __u64 now, __u64 interval)
+{
+	return !last || now - last >= interval;
+}
+
 /* Whether this packet of the flow s goes to the server as a heartbeat
  * (counted per CPU: with several CPUs the share is per CPU, not global). */
 INLINE int spill(const struct offload_config *cfg, struct flow_stats *s, __u64 now)
@@ -148,7 +155,7 @@ INLINE int spill(const struct offload_config *cfg, struct flow_stats *s, __u64 n
 	if (!s || (!cfg->spill_every && !cfg->spill_interval_ns))
 		return 0;
 	if ((cfg->spill_every && ++s->since_spill >= cfg->spill_every) ||
-	    (cfg->spill_interval_ns && now - s->last_spill >= cfg->spill_interval_ns)) {
+	    (cfg->spill_interval_ns && interval_passed(s->last_spill, now, cfg->spill_interval_ns))) {
 		s->since_spill = 0;
 		s->last_spill = now;
 		s->spilled++;
