@@ -15,6 +15,10 @@
 
 #define INLINE static __always_inline
 
+#ifndef offsetof
+#define offsetof(type, member) __builtin_offsetof(type, member)
+#endif
+
 #ifndef AF_INET
 #define AF_INET 2
 #endif

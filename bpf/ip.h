@@ -104,15 +104,16 @@ INLINE __u32 ip_header_len(int family)
 }
 
 /* A fresh IPv4 header for a datagram the relay originates (RFC 8656 section 14:
- * default TTL, DSCP/ECN and DF carried over from the incoming packet). */
+ * default TTL, DSCP/ECN and DF carried over from the incoming packet). id
+ * must be unique per source and destination when DF is clear (RFC 6864). */
 INLINE void ipv4_write(struct iphdr *iph, const union ip_addr *src, const union ip_addr *dst,
-		       __u16 payload_len, __u8 tos, __u8 df, __u8 ttl)
+		       __u16 payload_len, __u8 tos, __u8 df, __u8 ttl, __u16 id)
 {
 	iph->version = 4;
 	iph->ihl = 5;
 	iph->tos = tos;
 	iph->tot_len = bpf_htons(sizeof(*iph) + payload_len);
-	iph->id = 0;
+	iph->id = bpf_htons(id);
 	iph->frag_off = df ? bpf_htons(IPV4_DF) : 0;
 	iph->ttl = ttl;
 	iph->protocol = IPPROTO_UDP;

@@ -28,6 +28,8 @@ enum outcome {
 	OUT_SLOW_UNKNOWN_CHANNEL,
 	OUT_SLOW_CHANNEL_LENGTH,
 	OUT_SLOW_UNKNOWN_PEER,
+	OUT_SLOW_MARTIAN_SOURCE, /* source the kernel never accepts: ours, loopback, multicast... */
+	OUT_SLOW_REVERSE_PATH,   /* source not routed back through the ingress interface */
 	OUT_SLOW_FIB_NO_NEIGHBOUR,
 	OUT_SLOW_FIB_FRAG_NEEDED,
 	OUT_SLOW_FIB_OTHER,
@@ -37,6 +39,8 @@ enum outcome {
 
 	/* Dropped: the packet could not be restored after a partial rewrite. */
 	OUT_DROP_REWRITE_FAILED,
+	/* Dropped: the allocation is over its bandwidth limit in this direction. */
+	OUT_DROP_RATE_LIMIT,
 
 	OUT_MAX,
 };

@@ -30,7 +30,11 @@ struct route {
 	__be16 channel;
 	__u16 flags;
 	__u32 stats_slot;
+	__u32 ip_id;  /* next IPv4 identification for datagrams without DF (RFC 6864) */
+	__u32 bucket; /* rate_buckets index of the allocation and direction, or NO_BUCKET */
 };
+
+#define NO_BUCKET 0xffffffffU
 
 /* Set on a client->peer route whose peer is another relay address of this
  * server, so the hairpin lookup is done only where it can hit. */
@@ -97,6 +101,7 @@ struct flow_stats {
 	__u64 last_spill; /* when a packet was last handed to the server */
 	__u32 since_spill;
 	__u32 spilled;
+	__u64 dropped;    /* over the allocation's bandwidth limit */
 };
 
 struct outcome_stats {
@@ -118,6 +123,10 @@ struct offload_config {
 	__u32 spill_every;
 	__u32 pad;
 	__u64 spill_interval_ns;
+	/* Per-allocation bandwidth limit per direction (0: none), in relayed
+	 * data bytes per second, and its bucket depth in nanobytes. */
+	__u64 rate_limit;
+	__u64 rate_burst;
 };
 
 /* Copy TURN control messages to user space (ebrtc offload learns channels). */

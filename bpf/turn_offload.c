@@ -19,6 +19,8 @@
 #include "udp.h"
 #include "turn.h"
 #include "stun.h"
+#include "source.h"
+#include "ratelimit.h"
 #include "outcome.h"
 #include <linux/pkt_cls.h>
 
@@ -86,6 +88,23 @@ struct {
 	__type(value, struct nexthop);
 } nexthops SEC(".maps");
 
+/* Source validation verdicts (source.h), per CPU for a second. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct source_key);
+	__type(value, struct source_verdict);
+} sources SEC(".maps");
+
+/* Bandwidth limits: one bucket per allocation and direction, shared by its
+ * channels and by every CPU; indexes are handed out by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * MAX_CHANNELS);
+	__type(key, __u32);
+	__type(value, struct rate_bucket);
+} rate_buckets SEC(".maps");
+
 /* What the snooper parsed from TURN control messages (CONFIG_F_SNOOP). One
  * ring for both hooks keeps requests and responses in commit order. */
 struct {
@@ -120,6 +139,12 @@ struct emit {
 	__u8 tos;
 	__u8 df;
 	__u8 ttl;       /* TTL or hop limit of the new IP header */
+};
+
+/* The routes a fast packet follows: one, or two for a hairpin (the sending
+ * client's channel, then the receiving client's). The last one is emitted. */
+struct legs {
+	struct route *route[2];
 };
 
 INLINE void count_outcome(__u32 outcome, __u32 bytes)
@@ -399,6 +424,16 @@ INLINE int resize(struct xdp_md *ctx, const struct emit *e, __u32 hdr_len, __u32
 	return bpf_xdp_adjust_head(ctx, -delta) ? -2 : -1;
 }
 
+/* IPv4 identification: 0 with DF set (an atomic datagram, RFC 6864), else
+ * the route's next value, unique per relay address and peer for 2^16
+ * datagrams as the kernel's per-destination counters are. */
+INLINE __u16 ip_id(const struct emit *e)
+{
+	if (e->df)
+		return 0;
+	return (__u16)__sync_fetch_and_add(&((struct route *)e->route)->ip_id, 1);
+}
+
 INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct nexthop *nh,
 			 __u16 udp_len, __u64 sum)
 {
@@ -414,7 +449,7 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 		if ((void *)(udph + 1) > data_end)
 			return -1;
 		eth_write(data, nh->dmac, nh->smac, ETH_P_IP);
-		ipv4_write(iph, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->df, e->ttl);
+		ipv4_write(iph, &r->src.ip, &r->dst.ip, udp_len, e->tos, e->df, e->ttl, ip_id(e));
 	} else {
 		struct ipv6hdr *ip6h = data + ETH_HLEN;
 
@@ -518,7 +553,7 @@ INLINE int padding_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u16 data_len, _
 }
 
 /* ChannelData from a client on a listening port. */
-INLINE int client_to_peer(struct xdp_md *ctx, struct packet *pkt, struct emit *e, __u32 slots[2])
+INLINE int client_to_peer(struct xdp_md *ctx, struct packet *pkt, struct emit *e, struct legs *legs)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -556,7 +591,7 @@ INLINE int client_to_peer(struct xdp_md *ctx, struct packet *pkt, struct emit *e
 			return OUT_SLOW_CHANNEL_LENGTH;
 		e->data_sum = csum_sub16(sum, csum_fold(pad_sum));
 	}
-	slots[0] = r->stats_slot;
+	legs->route[0] = r;
 	if (!(r->flags & ROUTE_F_PEER_IS_RELAY))
 		return OUT_FAST_CLIENT_TO_PEER;
 
@@ -566,12 +601,12 @@ INLINE int client_to_peer(struct xdp_md *ctx, struct packet *pkt, struct emit *e
 		return OUT_SLOW_UNKNOWN_PEER;
 	e->route = back;
 	e->channel = back->channel;
-	slots[1] = back->stats_slot;
+	legs->route[1] = back;
 	return OUT_FAST_HAIRPIN;
 }
 
 /* Plain UDP from a peer on a relay port. */
-INLINE int peer_to_client(struct packet *pkt, struct emit *e, __u32 slots[2])
+INLINE int peer_to_client(struct packet *pkt, struct emit *e, struct legs *legs)
 {
 	struct endpoint peer = { .ip = pkt->ip.saddr, .port = pkt->udp.sport, .family = pkt->ip.family };
 	struct endpoint relay = { .ip = pkt->ip.daddr, .port = pkt->udp.dport, .family = pkt->ip.family };
@@ -586,7 +621,7 @@ INLINE int peer_to_client(struct packet *pkt, struct emit *e, __u32 slots[2])
 	e->data_sum_valid = pkt->udp.csum != 0;
 	if (e->data_sum_valid)
 		e->data_sum = udp_payload_sum(&pkt->ip, &pkt->udp);
-	slots[0] = r->stats_slot;
+	legs->route[0] = r;
 	return OUT_FAST_PEER_TO_CLIENT;
 }
 
@@ -627,18 +662,63 @@ INLINE void snoop_request(struct xdp_md *ctx, const struct packet *pkt)
 }
 
 INLINE int classify(struct xdp_md *ctx, const struct offload_config *cfg, struct packet *pkt,
-		    struct emit *e, __u32 slots[2])
+		    struct emit *e, struct legs *legs)
 {
 	if (is_listen_port(cfg, pkt->udp.dport)) {
-		int out = client_to_peer(ctx, pkt, e, slots);
+		int out = client_to_peer(ctx, pkt, e, legs);
 
 		if (out == OUT_SLOW_NOT_CHANNEL_DATA && (cfg->flags & CONFIG_F_SNOOP))
 			snoop_request(ctx, pkt);
 		return out;
 	}
 	if (is_relay_port(cfg, pkt->udp.dport))
-		return peer_to_client(pkt, e, slots);
+		return peer_to_client(pkt, e, legs);
 	return OUT_PASS_NOT_TURN;
+}
+
+/* Whether the allocation behind route r is over its bandwidth limit. */
+INLINE int over_limit(const struct offload_config *cfg, const struct route *r, __u32 len, __u64 now)
+{
+	__u32 idx = r->bucket;
+	struct rate_bucket *b;
+
+	if (!cfg->rate_limit || idx == NO_BUCKET)
+		return 0;
+	b = bpf_map_lookup_elem(&rate_buckets, &idx);
+	return b && !bucket_take(b, cfg->rate_limit, cfg->rate_burst, len, now);
+}
+
+/* Every check between a matched route and the rewrite, in the order that
+ * keeps a refused packet's counters honest: where it came from, whether it
+ * is the server's heartbeat sample, whether its allocation may send it. */
+INLINE int admit(struct xdp_md *ctx, const struct offload_config *cfg, const struct packet *pkt,
+		 const struct legs *legs, struct flow_stats *flows_of[2], __u32 len, __u64 now)
+{
+	int out = check_source(ctx, &sources, &pkt->ip, ctx->ingress_ifindex, now);
+
+	if (out != OUT_CONTINUE)
+		return out;
+	if (spill(cfg, flows_of[0], now))
+		return OUT_SLOW_SPILL;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		if (legs->route[i] && over_limit(cfg, legs->route[i], len, now)) {
+			if (flows_of[i])
+				flows_of[i]->dropped++;
+			return OUT_DROP_RATE_LIMIT;
+		}
+	}
+	return OUT_CONTINUE;
+}
+
+INLINE struct flow_stats *flow_of(const struct route *r)
+{
+	__u32 slot;
+
+	if (!r)
+		return NULL;
+	slot = r->stats_slot;
+	return bpf_map_lookup_elem(&flows, &slot);
 }
 
 SEC("xdp")
@@ -647,11 +727,11 @@ int turn_offload(struct xdp_md *ctx)
 	__u32 frame_len = ctx->data_end - ctx->data;
 	struct packet pkt = {};
 	struct emit e = {};
-	__u32 slots[2] = { ~0U, ~0U };
+	struct legs legs = {};
+	struct flow_stats *flows_of[2];
 	int action = XDP_PASS;
 	__u32 zero = 0;
 	struct offload_config *cfg;
-	struct flow_stats *flow;
 	int fast, out;
 	__u64 now;
 
@@ -663,18 +743,20 @@ int turn_offload(struct xdp_md *ctx)
 		out = OUT_PASS_NOT_TURN;
 		goto done;
 	}
-	fast = classify(ctx, cfg, &pkt, &e, slots);
+	fast = classify(ctx, cfg, &pkt, &e, &legs);
 	if (fast > OUT_FAST_HAIRPIN) {
 		out = fast;
 		goto done;
 	}
 	now = bpf_ktime_get_coarse_ns();
-	/* One lookup of the flow's counters serves the spill and the count. */
-	flow = bpf_map_lookup_elem(&flows, &slots[0]);
-	if (spill(cfg, flow, now)) {
-		out = OUT_SLOW_SPILL;
+	/* One lookup of each leg's counters serves the checks and the count. */
+	flows_of[0] = flow_of(legs.route[0]);
+	flows_of[1] = flow_of(legs.route[1]);
+	out = admit(ctx, cfg, &pkt, &legs, flows_of, e.data_len, now);
+	if (out == OUT_DROP_RATE_LIMIT)
+		action = XDP_DROP;
+	if (out != OUT_CONTINUE)
 		goto done;
-	}
 	e.tos = pkt.ip.tos;
 	e.df = pkt.ip.df;
 	e.ttl = e.route->dst.family == AF_INET ? cfg->ipv4_ttl : cfg->ipv6_hop_limit;
@@ -683,9 +765,8 @@ int turn_offload(struct xdp_md *ctx)
 		action = XDP_DROP;
 	if (out != OUT_CONTINUE)
 		goto done;
-	count_flow(flow, e.data_len, now);
-	if (slots[1] != ~0U)
-		count_flow(bpf_map_lookup_elem(&flows, &slots[1]), e.data_len, now);
+	count_flow(flows_of[0], e.data_len, now);
+	count_flow(flows_of[1], e.data_len, now);
 	/* Fast outcomes count relayed data bytes, like the user-space counters. */
 	count_outcome(fast, e.data_len);
 	return action;

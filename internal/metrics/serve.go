@@ -7,15 +7,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Serve exposes the collector at http://addr/metrics until the returned
-// server is closed.
-func Serve(addr string, c prometheus.Collector) (*http.Server, error) {
+// Serve exposes the collectors, and the process's own (Go runtime, memory,
+// file descriptors), at http://addr/metrics until the returned server is closed.
+func Serve(addr string, cs ...prometheus.Collector) (*http.Server, error) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(c); err != nil {
-		return nil, err
+	cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -3,6 +3,7 @@ package offload
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -68,19 +69,31 @@ func (e *Engine) AddChannel(ch Channel) error {
 	if err != nil {
 		return err
 	}
-	toPeer := turnRoute{Src: endpointOf(ch.Relay), Dst: endpointOf(ch.Peer), StatsSlot: st.toPeerSlot}
+	peerBucket, clientBucket, err := e.acquireBuckets(allocationOf(ch))
+	if err != nil {
+		e.freeSlots(st)
+		return err
+	}
+	undo := func() {
+		e.releaseBuckets(allocationOf(ch))
+		e.freeSlots(st)
+	}
+	// IPv4 identifications start at a random value per route, as the kernel's do.
+	toPeer := turnRoute{Src: endpointOf(ch.Relay), Dst: endpointOf(ch.Peer), StatsSlot: st.toPeerSlot,
+		IpId: rand.Uint32(), Bucket: peerBucket}
 	if e.relayIPs[ch.Peer.Addr()] {
 		toPeer.Flags |= routeFlagPeerIsRelay
 	}
-	toClient := turnRoute{Src: endpointOf(ch.Server), Dst: endpointOf(ch.Client), Channel: be16(ch.Number), StatsSlot: st.toClientSlot}
+	toClient := turnRoute{Src: endpointOf(ch.Server), Dst: endpointOf(ch.Client), Channel: be16(ch.Number),
+		StatsSlot: st.toClientSlot, IpId: rand.Uint32(), Bucket: clientBucket}
 
 	if err := e.putClientRoute(ch, &toPeer); err != nil {
-		e.freeSlots(st)
+		undo()
 		return err
 	}
 	if err := e.putPeerRoute(ch, &toClient); err != nil {
 		_ = e.deleteClientRoute(ch)
-		e.freeSlots(st)
+		undo()
 		return err
 	}
 	e.channels[ch] = st
@@ -99,6 +112,7 @@ func (e *Engine) RemoveChannel(ch Channel) error {
 	}
 	delete(e.channels, ch)
 	e.freeSlots(st)
+	e.releaseBuckets(allocationOf(ch))
 	return errors.Join(e.deleteClientRoute(ch), e.deletePeerRoute(ch))
 }
 
@@ -233,6 +247,7 @@ func (e *Engine) freeSlots(st channelState) {
 type FlowStats struct {
 	Packets  uint64
 	Bytes    uint64 // data bytes (ChannelData payload)
+	Dropped  uint64 // over the allocation's bandwidth limit
 	LastSeen time.Time
 }
 
@@ -262,6 +277,7 @@ func (e *Engine) flowStats(slot uint32) (FlowStats, error) {
 	for _, c := range perCPU {
 		s.Packets += c.Packets
 		s.Bytes += c.Bytes
+		s.Dropped += c.Dropped
 		last = max(last, c.LastSeen)
 	}
 	if last != 0 {

@@ -18,6 +18,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/ratelimit"
 )
 
 // Config configures the data plane.
@@ -39,6 +41,9 @@ type Config struct {
 	// server that does not know about the fast path still sees its traffic.
 	SpillEvery    uint32
 	SpillInterval time.Duration
+	// MaxBitrate caps each allocation's relayed data in each direction, in
+	// bits per second (0: no limit); see package ratelimit.
+	MaxBitrate uint64
 	// PinDir (on bpffs) keeps the maps and attachments across restarts: the
 	// fast path goes on relaying while the process is away, and the next
 	// Load picks its channels up again. Empty: everything ends with Close.
@@ -57,6 +62,9 @@ func (c *Config) validate() error {
 			return fmt.Errorf("offload: listen port %d lies inside the relay port range", p)
 		}
 	}
+	if _, err := ratelimit.FromBitrate(c.MaxBitrate); err != nil {
+		return fmt.Errorf("offload: max bitrate: %w", err)
+	}
 	return nil
 }
 
@@ -70,14 +78,17 @@ const (
 type Engine struct {
 	objs turnObjects
 
-	mu       sync.Mutex
-	links    map[int]link.Link // XDP, by ifindex
-	tcLinks  []link.Link       // TC egress snoopers
-	pinDir   string
-	restores []func() error // sysctls to put back on Close
-	relayIPs map[netip.Addr]bool
-	channels map[Channel]channelState
-	slots    slotPool
+	mu          sync.Mutex
+	links       map[int]link.Link // XDP, by ifindex
+	tcLinks     []link.Link       // TC egress snoopers
+	pinDir      string
+	restores    []func() error // sysctls to put back on Close
+	relayIPs    map[netip.Addr]bool
+	channels    map[Channel]channelState
+	slots       slotPool
+	limit       ratelimit.Limit
+	buckets     map[allocation]*allocBuckets
+	bucketSlots slotPool
 }
 
 // Load loads the program and its maps into the kernel. It attaches nothing.
@@ -96,14 +107,18 @@ func Load(cfg Config) (*Engine, error) {
 		spec.Maps[name].MaxEntries = cfg.MaxChannels
 	}
 	spec.Maps["flows"].MaxEntries = 2 * cfg.MaxChannels
+	spec.Maps["rate_buckets"].MaxEntries = 2 * cfg.MaxChannels
 
 	e := &Engine{
-		links:    map[int]link.Link{},
-		relayIPs: map[netip.Addr]bool{},
-		channels: map[Channel]channelState{},
-		slots:    newSlotPool(2 * cfg.MaxChannels),
-		pinDir:   cfg.PinDir,
+		links:       map[int]link.Link{},
+		relayIPs:    map[netip.Addr]bool{},
+		channels:    map[Channel]channelState{},
+		slots:       newSlotPool(2 * cfg.MaxChannels),
+		pinDir:      cfg.PinDir,
+		buckets:     map[allocation]*allocBuckets{},
+		bucketSlots: newSlotPool(2 * cfg.MaxChannels),
 	}
+	e.limit, _ = ratelimit.FromBitrate(cfg.MaxBitrate) // validated
 	if err := e.load(spec); err != nil {
 		return nil, err
 	}
@@ -124,7 +139,7 @@ func Load(cfg Config) (*Engine, error) {
 // pinnedMaps keep the fast path's state across restarts (not the capture
 // buffer, which belongs to one reader, nor the next-hop cache).
 var pinnedMaps = []string{"client_routes_v4", "client_routes_v6", "peer_routes_v4", "peer_routes_v6",
-	"flows", "outcomes", "config", "egress_ports"}
+	"flows", "outcomes", "config", "egress_ports", "rate_buckets"}
 
 // load loads the objects, reusing pinned maps when PinDir is set. Pins that
 // no longer fit this program (another version) are replaced: the state is
@@ -175,6 +190,8 @@ func kernelConfig(cfg Config) turnOffloadConfig {
 		kc.Flags |= configFlagSnoop
 	}
 	kc.SpillEvery, kc.SpillIntervalNs = cfg.SpillEvery, uint64(cfg.SpillInterval.Nanoseconds())
+	limit, _ := ratelimit.FromBitrate(cfg.MaxBitrate) // validated
+	kc.RateLimit, kc.RateBurst = limit.Rate, limit.Burst
 	return kc
 }
 
@@ -344,7 +361,7 @@ func (e *Engine) Unpin() error {
 		errs = append(errs, ignoreNotPinned(l.Unpin()))
 	}
 	for _, m := range []*ebpf.Map{e.objs.ClientRoutesV4, e.objs.ClientRoutesV6, e.objs.PeerRoutesV4, e.objs.PeerRoutesV6,
-		e.objs.Flows, e.objs.Outcomes, e.objs.Config, e.objs.EgressPorts} {
+		e.objs.Flows, e.objs.Outcomes, e.objs.Config, e.objs.EgressPorts, e.objs.RateBuckets} {
 		errs = append(errs, ignoreNotPinned(m.Unpin()))
 	}
 	e.pinDir = "" // Close now ends everything, forwarding sysctls included

@@ -22,6 +22,8 @@ const (
 	SlowUnknownChannel
 	SlowChannelLength
 	SlowUnknownPeer
+	SlowMartianSource
+	SlowReversePath
 	SlowFIBNoNeighbour
 	SlowFIBFragNeeded
 	SlowFIBOther
@@ -29,6 +31,7 @@ const (
 	SlowNoHeadroom
 	SlowSpill
 	DropRewriteFailed
+	DropRateLimit
 	numOutcomes
 )
 
@@ -37,8 +40,8 @@ var outcomeNames = [numOutcomes]string{
 	"pass_not_ip", "pass_not_udp", "pass_not_turn",
 	"vlan", "ip_options", "fragment", "ipv6_ext_header", "bad_length", "bad_ip_checksum",
 	"zero_udp_checksum", "not_channel_data", "unknown_channel", "channel_length", "unknown_peer",
-	"fib_no_neighbour", "fib_frag_needed", "fib_other", "no_egress_port", "no_headroom", "spill",
-	"drop_rewrite_failed",
+	"martian_source", "reverse_path", "fib_no_neighbour", "fib_frag_needed", "fib_other", "no_egress_port", "no_headroom", "spill",
+	"drop_rewrite_failed", "drop_rate_limit",
 }
 
 // Outcomes lists every outcome in order.
@@ -58,7 +61,10 @@ func (o Outcome) String() string {
 }
 
 // IsSlow reports whether TURN (or unparseable) traffic was handed to user space.
-func (o Outcome) IsSlow() bool { return o >= SlowVLAN && o < DropRewriteFailed }
+func (o Outcome) IsSlow() bool { return o >= SlowVLAN && o <= SlowSpill }
+
+// IsDrop reports whether the data plane dropped the packet.
+func (o Outcome) IsDrop() bool { return o >= DropRewriteFailed && o < numOutcomes }
 
 // Counter is a packet and byte count.
 type Counter struct {

@@ -11,7 +11,7 @@ import (
 // slots are not handed out twice. A client route without its peer route is
 // half a channel: it is removed.
 func (e *Engine) restoreChannels() error {
-	var used []uint32
+	var used, usedBuckets []uint32
 	var errs []error
 	restore := func(ch Channel, toPeer turnRoute, deleteClient func() error) {
 		var toClient turnRoute
@@ -21,6 +21,7 @@ func (e *Engine) restoreChannels() error {
 		}
 		e.channels[ch] = channelState{toPeerSlot: toPeer.StatsSlot, toClientSlot: toClient.StatsSlot}
 		used = append(used, toPeer.StatsSlot, toClient.StatsSlot)
+		usedBuckets = append(usedBuckets, e.restoreBuckets(allocationOf(ch), toPeer.Bucket, toClient.Bucket)...)
 	}
 	var k4 turnClientKeyV4
 	var r turnRoute
@@ -39,6 +40,7 @@ func (e *Engine) restoreChannels() error {
 		restore(ch, r, func() error { return e.objs.ClientRoutesV6.Delete(&key) })
 	}
 	e.slots.reserve(used)
+	e.bucketSlots.reserve(usedBuckets)
 	return errors.Join(errs...)
 }
 

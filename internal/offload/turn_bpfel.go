@@ -52,6 +52,7 @@ type turnFlowStats struct {
 	LastSpill  uint64
 	SinceSpill uint32
 	Spilled    uint32
+	Dropped    uint64
 }
 
 type turnNexthop struct {
@@ -85,6 +86,8 @@ type turnOffloadConfig struct {
 	SpillEvery      uint32
 	Pad             uint32
 	SpillIntervalNs uint64
+	RateLimit       uint64
+	RateBurst       uint64
 }
 
 type turnOutcomeStats struct {
@@ -109,6 +112,17 @@ type turnPeerKeyV6 struct {
 	RelayPort uint16
 }
 
+type turnRateBucket struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad    uint32
+	Tokens uint64
+	Last   uint64
+}
+
 type turnRoute struct {
 	_         structs.HostLayout
 	Src       turnEndpoint
@@ -116,6 +130,23 @@ type turnRoute struct {
 	Channel   uint16
 	Flags     uint16
 	StatsSlot uint32
+	IpId      uint32
+	Bucket    uint32
+}
+
+type turnSourceKey struct {
+	_       structs.HostLayout
+	Addr    [16]uint8
+	Ifindex uint32
+	Family  uint8
+	Pad     [3]uint8
+}
+
+type turnSourceVerdict struct {
+	_       structs.HostLayout
+	Expires uint64
+	Outcome uint32
+	Pad     uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -131,7 +162,9 @@ const (
 	turnMapOutcomes         = "outcomes"
 	turnMapPeerRoutesV4     = "peer_routes_v4"
 	turnMapPeerRoutesV6     = "peer_routes_v6"
+	turnMapRateBuckets      = "rate_buckets"
 	turnMapSnoopEvents      = "snoop_events"
+	turnMapSources          = "sources"
 	turnProgTurnOffload     = "turn_offload"
 	turnProgTurnSnoopEgress = "turn_snoop_egress"
 )
@@ -195,7 +228,9 @@ type turnMapSpecs struct {
 	Outcomes       *ebpf.MapSpec `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.MapSpec `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
+	RateBuckets    *ebpf.MapSpec `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.MapSpec `ebpf:"snoop_events"`
+	Sources        *ebpf.MapSpec `ebpf:"sources"`
 }
 
 // turnVariableSpecs contains global variables before they are loaded into the kernel.
@@ -233,7 +268,9 @@ type turnMaps struct {
 	Outcomes       *ebpf.Map `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.Map `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
+	RateBuckets    *ebpf.Map `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.Map `ebpf:"snoop_events"`
+	Sources        *ebpf.Map `ebpf:"sources"`
 }
 
 func (m *turnMaps) Close() error {
@@ -247,7 +284,9 @@ func (m *turnMaps) Close() error {
 		m.Outcomes,
 		m.PeerRoutesV4,
 		m.PeerRoutesV6,
+		m.RateBuckets,
 		m.SnoopEvents,
+		m.Sources,
 	)
 }
 

@@ -14,25 +14,33 @@ import (
 
 // authHandler accepts configured long-term users and, with a secret, TURN
 // REST API ephemeral credentials (username "expiry:userid", password
-// base64(HMAC-SHA1(secret, username))). The returned user id is what quotas
-// count: the name, or the userid part of an ephemeral username.
-func authHandler(users map[string]string, secret string, now func() time.Time, log logging.LeveledLogger) turn.AuthHandler {
+// base64(HMAC-SHA1(secret, username))), in the server's realm only. The
+// returned user id is what quotas count: the name, or the userid part of an
+// ephemeral username. fail hears the reason of every refusal.
+func authHandler(users map[string]string, secret, realm string, now func() time.Time, log logging.LeveledLogger,
+	fail func(reason string)) turn.AuthHandler {
+	refuse := func(reason, format string, args ...any) (string, []byte, bool) {
+		log.Infof("auth: "+format, args...)
+		fail(reason)
+		return "", nil, false
+	}
 	return func(ra *turn.RequestAttributes) (string, []byte, bool) {
+		// The key depends on the realm, so a client could otherwise pick one.
+		if ra.Realm != realm {
+			return refuse("wrong_realm", "realm %q from %v (%q), want %q", ra.Realm, ra.SrcAddr, ra.Username, realm)
+		}
 		if pass, ok := users[ra.Username]; ok {
 			return ra.Username, turn.GenerateAuthKey(ra.Username, ra.Realm, pass), true
 		}
 		if secret == "" {
-			log.Infof("auth: unknown user %q from %v", ra.Username, ra.SrcAddr)
-			return "", nil, false
+			return refuse("unknown_user", "unknown user %q from %v", ra.Username, ra.SrcAddr)
 		}
 		expiry, userID, ok := parseRESTUsername(ra.Username)
 		if !ok {
-			log.Infof("auth: %q from %v is neither a user nor expiry:userid", ra.Username, ra.SrcAddr)
-			return "", nil, false
+			return refuse("unknown_user", "%q from %v is neither a user nor expiry:userid", ra.Username, ra.SrcAddr)
 		}
 		if !now().Before(expiry) {
-			log.Infof("auth: expired ephemeral username %q from %v", ra.Username, ra.SrcAddr)
-			return "", nil, false
+			return refuse("expired", "expired ephemeral username %q from %v", ra.Username, ra.SrcAddr)
 		}
 		return userID, turn.GenerateAuthKey(ra.Username, ra.Realm, restPassword(secret, ra.Username)), true
 	}

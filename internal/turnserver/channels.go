@@ -27,6 +27,7 @@ type channelTable struct {
 	sink         channelSink
 	udpListeners map[netip.AddrPort]bool
 	toWire       func(netip.AddrPort) netip.AddrPort
+	peerAllowed  func(peer netip.AddrPort) bool // as the client named it
 	serverFor    func(listener, client netip.AddrPort) (netip.AddrPort, error)
 	log          logging.LeveledLogger
 
@@ -103,6 +104,12 @@ func (t *channelTable) channelCreated(src, dst, relay, peer net.Addr, number uin
 	defer t.mu.Unlock()
 	st := t.state(src, dst)
 	if st == nil {
+		return
+	}
+	// pion checks the peer's IP; the port matters at our own addresses, and
+	// user space refuses such datagrams (relayConn), so must the fast path.
+	if !t.peerAllowed(addrPort(peer)) {
+		t.log.Infof("channel %#x to %v stays in user space, which refuses it: not a peer", number, peer)
 		return
 	}
 	ch := offload.Channel{

@@ -30,6 +30,7 @@ func newTestTable() (*channelTable, *recordingSink) {
 		sink:         sink,
 		udpListeners: map[netip.AddrPort]bool{netip.MustParseAddrPort("0.0.0.0:3478"): true},
 		toWire:       gen.toWire,
+		peerAllowed:  func(p netip.AddrPort) bool { return p.Port() != 9999 },
 		serverFor: func(listener, client netip.AddrPort) (netip.AddrPort, error) {
 			return netip.MustParseAddrPort("10.0.0.5:3478"), nil // what the route lookup would pick
 		},

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ebrtc/ebrtc/internal/ratelimit"
 )
 
 // Config is the whole configuration of `ebrtc turn`. Every field has the same
@@ -34,6 +36,8 @@ type Config struct {
 	PermissionLifetime time.Duration `yaml:"permission-lifetime"`
 	UserQuota          int           `yaml:"user-quota"`
 	TotalQuota         int           `yaml:"total-quota"`
+	AllocateRate       int           `yaml:"allocate-rate"`
+	MaxBitrate         uint64        `yaml:"max-bps"`
 	Offload            string        `yaml:"offload"`
 	OffloadIfaces      []string      `yaml:"offload-iface"`
 	OffloadForwarding  string        `yaml:"offload-forwarding"`
@@ -53,6 +57,8 @@ func DefaultConfig() Config {
 		MaxPort:            65535,
 		ChannelLifetime:    10 * time.Minute, // RFC 8656 section 12
 		PermissionLifetime: 5 * time.Minute,  // RFC 8656 section 9
+		UserQuota:          10,               // eturnal's and Janus' guidance; a browser needs 1-4
+		AllocateRate:       10,
 		Offload:            "xdp",
 		OffloadForwarding:  "auto",
 		LogLevel:           "info",
@@ -125,6 +131,8 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.DurationVar(&cfg.PermissionLifetime, "permission-lifetime", cfg.PermissionLifetime, "lifetime of a permission")
 	fs.IntVar(&cfg.UserQuota, "user-quota", cfg.UserQuota, "allocations per user (0: unlimited)")
 	fs.IntVar(&cfg.TotalQuota, "total-quota", cfg.TotalQuota, "allocations in total (0: unlimited)")
+	fs.IntVar(&cfg.AllocateRate, "allocate-rate", cfg.AllocateRate, "allocations a second per source IP, in bursts of up to 3x (0: unlimited)")
+	fs.Uint64Var(&cfg.MaxBitrate, "max-bps", cfg.MaxBitrate, "relayed bits a second per allocation and direction, on both paths (0: unlimited)")
 	fs.StringVar(&cfg.Offload, "offload", cfg.Offload, "fast path: xdp or off")
 	fs.Var(&listFlag{v: &cfg.OffloadIfaces}, "offload-iface", "interface to attach XDP to (repeatable; default: those carrying listen and relay addresses)")
 	fs.StringVar(&cfg.OffloadForwarding, "offload-forwarding", cfg.OffloadForwarding, "auto: enable the offload interfaces' forwarding sysctls while running; manual: require them")
@@ -283,6 +291,12 @@ func (c Config) Validate() (*Settings, error) {
 	}
 	if c.TotalQuota < 0 {
 		return bad("total-quota", "must not be negative")
+	}
+	if c.AllocateRate < 0 || c.AllocateRate > 100000 {
+		return bad("allocate-rate", "%d is not within 0-100000", c.AllocateRate)
+	}
+	if _, err := ratelimit.FromBitrate(c.MaxBitrate); err != nil {
+		return bad("max-bps", "%v", err)
 	}
 	if c.Offload != "xdp" && c.Offload != "off" {
 		return bad("offload", "%q is not xdp or off", c.Offload)

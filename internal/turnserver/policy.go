@@ -2,7 +2,11 @@ package turnserver
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Ranges refused as peers unless allowed explicitly: loopback, unspecified,
@@ -19,17 +23,26 @@ var defaultDenied = mustPrefixes(
 	"2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
 )
 
-// PeerPolicy decides which peer addresses a client may relay to.
+// neverPeers reach this host whatever allow-peer says: sending to the
+// unspecified address or to loopback delivers locally.
+var neverPeers = mustPrefixes("0.0.0.0/8", "127.0.0.0/8", "::/128", "::1/128")
+
+// PeerPolicy decides which peer addresses a client may relay to. The host
+// itself is never a peer: its loopback and every address of its interfaces
+// are refused whatever allow-peer says, except its relay (and advertised)
+// addresses, which two clients of this server need to reach each other
+// (hairpin). Those are refused again per port by relayGenerator.peerAllowed:
+// only live relay ports are peers, never a service of the host.
 type PeerPolicy struct {
 	allow, deny []netip.Prefix
 	own         map[netip.Addr]bool
+	host        func(netip.Addr) bool
 }
 
 // NewPeerPolicy builds a policy. own are this server's relay (and advertised)
-// addresses: allowed as peers so two clients of this server can reach each
-// other (hairpin), unless a deny rule covers them.
+// addresses: allowed as peers for the hairpin, unless a deny rule covers them.
 func NewPeerPolicy(allow, deny []string, own []netip.Addr) (*PeerPolicy, error) {
-	p := &PeerPolicy{own: map[netip.Addr]bool{}}
+	p := &PeerPolicy{own: map[netip.Addr]bool{}, host: hostAddresses.contains}
 	var err error
 	if p.allow, err = parsePrefixes("allow-peer", allow); err != nil {
 		return nil, err
@@ -44,17 +57,28 @@ func NewPeerPolicy(allow, deny []string, own []netip.Addr) (*PeerPolicy, error) 
 }
 
 // Allowed reports whether ip may be a peer: --deny-peer always wins, then
-// --allow-peer and the server's own relay addresses, then the default refusal.
+// the host's own addresses are refused (but for the relay addresses), then
+// --allow-peer, then the default refusal.
 func (p *PeerPolicy) Allowed(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	if !ip.IsValid() || containsAny(p.deny, ip) {
+	if !ip.IsValid() || containsAny(p.deny, ip) || containsAny(neverPeers, ip) {
 		return false
 	}
-	if p.own[ip] || containsAny(p.allow, ip) {
+	if p.own[ip] {
+		return true
+	}
+	if p.host(ip) {
+		return false
+	}
+	if containsAny(p.allow, ip) {
 		return true
 	}
 	return !containsAny(defaultDenied, ip)
 }
+
+// IsOwn reports whether ip is one of this server's relay (or advertised)
+// addresses, where only live relay ports may be peers.
+func (p *PeerPolicy) IsOwn(ip netip.Addr) bool { return p.own[ip.Unmap()] }
 
 func containsAny(prefixes []netip.Prefix, ip netip.Addr) bool {
 	for _, pr := range prefixes {
@@ -91,4 +115,59 @@ func mustPrefixes(values ...string) []netip.Prefix {
 		panic(err)
 	}
 	return out
+}
+
+// hostAddresses are the addresses of this host's interfaces, read again at
+// most once a second (addresses come and go, peer checks run per datagram).
+var hostAddresses = &addressCache{ttl: time.Second, read: interfaceAddresses}
+
+type addressCache struct {
+	ttl  time.Duration
+	read func() (map[netip.Addr]bool, error)
+
+	mu   sync.Mutex // one reader refreshes; lookups take no lock
+	snap atomic.Pointer[addressSnapshot]
+}
+
+type addressSnapshot struct {
+	addrs   map[netip.Addr]bool
+	fetched time.Time
+}
+
+func (c *addressCache) contains(a netip.Addr) bool {
+	s := c.snap.Load()
+	if s == nil || time.Since(s.fetched) > c.ttl {
+		s = c.refresh()
+	}
+	return s.addrs[a.Unmap()]
+}
+
+func (c *addressCache) refresh() *addressSnapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.snap.Load()
+	if s != nil && time.Since(s.fetched) <= c.ttl {
+		return s // refreshed while we waited
+	}
+	addrs, err := c.read()
+	if err != nil && s != nil {
+		return s // keep what was known rather than fail open
+	}
+	s = &addressSnapshot{addrs: addrs, fetched: time.Now()}
+	c.snap.Store(s)
+	return s
+}
+
+func interfaceAddresses() (map[netip.Addr]bool, error) {
+	ifas, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[netip.Addr]bool, len(ifas))
+	for _, ia := range ifas {
+		if pfx, err := netip.ParsePrefix(ia.String()); err == nil {
+			out[pfx.Addr().Unmap()] = true
+		}
+	}
+	return out, nil
 }

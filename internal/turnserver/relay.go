@@ -8,19 +8,30 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/metrics"
+	"github.com/ebrtc/ebrtc/internal/ratelimit"
 )
 
 // relayGenerator hands out relay sockets on the on-wire relay address of the
 // requested family and advertises the external address (if one is set).
 // pion reports the advertised address in its events; toWire maps it back.
+// It knows which relay ports are live, which is what makes a peer at one of
+// our own addresses acceptable (peerAllowed).
 type relayGenerator struct {
 	relayIPs, externalIPs []netip.Addr
 	minPort, maxPort      int
-	ownListeners          map[netip.AddrPort]bool // never relay to these (loops)
+	policy                *PeerPolicy
+	limit                 ratelimit.Limit // per allocation and direction
 	stats                 *slowStats
+	events                *metrics.Events
+	guard                 controlFunc // attaches the source guard to relay sockets (nil: none)
+
+	live liveRelays
 }
 
 var errNoRelayFamily = errors.New("no relay address of the requested family")
@@ -57,6 +68,18 @@ func (g *relayGenerator) toWire(advertised netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(a, advertised.Port())
 }
 
+// peerAllowed is the per-datagram (and per-connection) peer check: the
+// policy's, and at our own relay addresses only the live relay sockets of
+// the same transport (another client's allocation: the hairpin), never
+// another port, where a service of the host could listen.
+func (g *relayGenerator) peerAllowed(peer netip.AddrPort, tcp bool) bool {
+	ip := peer.Addr().Unmap()
+	if !g.policy.Allowed(ip) {
+		return false
+	}
+	return !g.policy.IsOwn(ip) || g.live.has(g.toWire(netip.AddrPortFrom(ip, peer.Port())), tcp)
+}
+
 // ports yields the requested port, or random ports of the range, at most 64 tries.
 func (g *relayGenerator) ports(requested int) []int {
 	if requested != 0 {
@@ -75,14 +98,15 @@ func (g *relayGenerator) AllocatePacketConn(conf turn.AllocateListenerConfig) (n
 	if err != nil {
 		return nil, nil, err
 	}
-	lc := net.ListenConfig{Control: relayControl}
+	lc := net.ListenConfig{Control: controlWith(setUDPBuffers, g.guard)}
 	for _, port := range g.ports(conf.RequestedPort) {
 		conn, err := lc.ListenPacket(context.Background(), conf.Network, net.JoinHostPort(wire.String(), strconv.Itoa(port)))
 		if err != nil {
 			continue
 		}
-		return &relayConn{PacketConn: conn, own: g.ownListeners, stats: g.stats},
-			&net.UDPAddr{IP: advertised.AsSlice(), Port: port}, nil
+		addr := netip.AddrPortFrom(wire, uint16(port))
+		g.live.add(addr, false)
+		return &relayConn{PacketConn: conn, gen: g, addr: addr}, &net.UDPAddr{IP: advertised.AsSlice(), Port: port}, nil
 	}
 	return nil, nil, fmt.Errorf("no free relay port in %d-%d", g.minPort, g.maxPort)
 }
@@ -92,19 +116,33 @@ func (g *relayGenerator) AllocateListener(conf turn.AllocateListenerConfig) (net
 	if err != nil {
 		return nil, nil, err
 	}
-	lc := net.ListenConfig{}
+	// SO_REUSEPORT: RFC 6062 connections to peers leave from this same
+	// address and port (AllocateConn), which Linux allows only when every
+	// socket bound there sets it.
+	lc := net.ListenConfig{Control: setReusePort}
 	for _, port := range g.ports(conf.RequestedPort) {
 		ln, err := lc.Listen(context.Background(), conf.Network, net.JoinHostPort(wire.String(), strconv.Itoa(port)))
 		if err != nil {
 			continue
 		}
-		return ln, &net.TCPAddr{IP: advertised.AsSlice(), Port: port}, nil
+		addr := netip.AddrPortFrom(wire, uint16(port))
+		g.live.add(addr, true)
+		return &relayListener{Listener: ln, gen: g, addr: addr}, &net.TCPAddr{IP: advertised.AsSlice(), Port: port}, nil
 	}
 	return nil, nil, fmt.Errorf("no free relay port in %d-%d", g.minPort, g.maxPort)
 }
 
+var errRefusedPeer = errors.New("relay: peer refused")
+
+// AllocateConn opens an RFC 6062 connection to a peer from the allocation's
+// relay address (its listener's port).
 func (g *relayGenerator) AllocateConn(conf turn.AllocateConnConfig) (net.Conn, error) {
-	var d net.Dialer
+	remote := addrPort(conf.RemoteAddr)
+	if !g.peerAllowed(remote, true) {
+		g.events.Dropped.WithLabelValues("refused_peer").Inc()
+		return nil, fmt.Errorf("%w: %v", errRefusedPeer, remote)
+	}
+	d := net.Dialer{Control: setReusePort}
 	if conf.LocalAddr != nil {
 		if local, err := netip.ParseAddrPort(conf.LocalAddr.String()); err == nil {
 			d.LocalAddr = net.TCPAddrFromAddrPort(g.toWire(local))
@@ -113,60 +151,100 @@ func (g *relayGenerator) AllocateConn(conf turn.AllocateConnConfig) (net.Conn, e
 	return d.Dial(conf.Network, conf.RemoteAddr.String())
 }
 
-// relayConn is a relay socket that refuses to send to the server's own
-// listening addresses (a client must not reach the TURN server through its
-// own relay) and counts the datagrams user space relays.
-type relayConn struct {
-	net.PacketConn
-	own   map[netip.AddrPort]bool
-	stats *slowStats
+// liveRelays are the relay addresses with an open socket, by transport.
+type liveRelays struct {
+	mu       sync.Mutex
+	udp, tcp map[netip.AddrPort]bool
 }
 
-var errOwnListener = errors.New("relay: refusing to send to the server's own listener")
+func (l *liveRelays) add(a netip.AddrPort, tcp bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.udp == nil {
+		l.udp, l.tcp = map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
+	}
+	l.set(tcp)[a] = true
+}
+
+func (l *liveRelays) remove(a netip.AddrPort, tcp bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.set(tcp), a)
+}
+
+func (l *liveRelays) has(a netip.AddrPort, tcp bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.set(tcp)[a]
+}
+
+func (l *liveRelays) set(tcp bool) map[netip.AddrPort]bool {
+	if tcp {
+		return l.tcp
+	}
+	return l.udp
+}
+
+// relayConn is an allocation's UDP relay socket. It sends only to peers
+// peerAllowed accepts (so no client reaches the host's own services, nor the
+// TURN server through its own relay), keeps the allocation within its
+// bandwidth limit in each direction, and counts what it relays. (Datagrams
+// spoofed from our own addresses never reach it: package sourceguard.)
+type relayConn struct {
+	net.PacketConn
+	gen              *relayGenerator
+	addr             netip.AddrPort // on the wire
+	toPeer, toClient ratelimit.Bucket
+	closeOnce        sync.Once
+}
 
 func (c *relayConn) WriteTo(p []byte, addr net.Addr) (int, error) {
-	if ap, err := netip.ParseAddrPort(addr.String()); err == nil && c.isOwn(ap) {
-		return 0, errOwnListener
+	if !c.gen.peerAllowed(addrPort(addr), false) {
+		c.gen.events.Dropped.WithLabelValues("refused_peer").Inc()
+		return 0, fmt.Errorf("%w: %v", errRefusedPeer, addr)
+	}
+	if !c.toPeer.Take(c.gen.limit, len(p), ratelimit.Now()) {
+		c.gen.events.Dropped.WithLabelValues("rate_limit").Inc()
+		return len(p), nil // dropped like a congested link would, not an error
 	}
 	n, err := c.PacketConn.WriteTo(p, addr)
 	if err == nil {
-		c.stats.toPeer.add(n)
+		c.gen.stats.toPeer.add(n)
 	}
 	return n, err
 }
 
 func (c *relayConn) ReadFrom(p []byte) (int, net.Addr, error) {
-	n, addr, err := c.PacketConn.ReadFrom(p)
-	if err == nil {
-		c.stats.toClient.add(n)
-	}
-	return n, addr, err
-}
-
-func (c *relayConn) isOwn(ap netip.AddrPort) bool {
-	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	if c.own[ap] {
-		return true
-	}
-	// A wildcard listener owns its port on every local address.
-	wild4, wild6 := netip.AddrPortFrom(netip.IPv4Unspecified(), ap.Port()), netip.AddrPortFrom(netip.IPv6Unspecified(), ap.Port())
-	return (c.own[wild4] || c.own[wild6]) && isLocalAddr(ap.Addr())
-}
-
-func isLocalAddr(a netip.Addr) bool {
-	if a.IsLoopback() {
-		return true
-	}
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return false
-	}
-	for _, ia := range addrs {
-		if pfx, err := netip.ParsePrefix(ia.String()); err == nil && pfx.Addr().Unmap() == a {
-			return true
+	for {
+		n, addr, err := c.PacketConn.ReadFrom(p)
+		if err != nil {
+			return n, addr, err
 		}
+		if !c.toClient.Take(c.gen.limit, n, ratelimit.Now()) {
+			c.gen.events.Dropped.WithLabelValues("rate_limit").Inc()
+			continue
+		}
+		c.gen.stats.toClient.add(n)
+		return n, addr, nil
 	}
-	return false
+}
+
+func (c *relayConn) Close() error {
+	c.closeOnce.Do(func() { c.gen.live.remove(c.addr, false) })
+	return c.PacketConn.Close()
+}
+
+// relayListener is an RFC 6062 allocation's listener; it is live until closed.
+type relayListener struct {
+	net.Listener
+	gen       *relayGenerator
+	addr      netip.AddrPort
+	closeOnce sync.Once
+}
+
+func (l *relayListener) Close() error {
+	l.closeOnce.Do(func() { l.gen.live.remove(l.addr, true) })
+	return l.Listener.Close()
 }
 
 // slowStats counts what the user-space relay moved: datagrams written to

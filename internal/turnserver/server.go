@@ -12,16 +12,16 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/pion/dtls/v3"
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
-	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/offload"
+	"github.com/ebrtc/ebrtc/internal/ratelimit"
+	"github.com/ebrtc/ebrtc/internal/sourceguard"
 )
 
 var logLevels = map[string]logging.LogLevel{
@@ -34,9 +34,11 @@ type Server struct {
 	settings *Settings
 	log      logging.LeveledLogger
 	turn     *turn.Server
-	engine   *offload.Engine // nil when the fast path is off or could not attach
+	engine   *offload.Engine    // nil when the fast path is off or could not attach
+	guard    *sourceguard.Guard // nil when it could not load (no CAP_BPF)
 	allocs   *allocationCounter
 	slow     *slowStats
+	events   *metrics.Events
 	metrics  *http.Server
 	Attached map[string]offload.AttachMode // interface -> mode
 }
@@ -45,11 +47,13 @@ type Server struct {
 func Start(s *Settings) (*Server, error) {
 	lf := logging.NewDefaultLoggerFactory()
 	lf.DefaultLogLevel = logLevels[s.LogLevel]
+	events := metrics.NewEvents()
 	srv := &Server{
 		settings: s,
 		log:      lf.NewLogger("ebrtc"),
-		allocs:   newAllocationCounter(s.UserQuota, s.TotalQuota),
+		allocs:   newAllocationCounter(s.UserQuota, s.TotalQuota, newIPRateLimiter(s.AllocateRate, 3*s.AllocateRate), events),
 		slow:     &slowStats{},
+		events:   events,
 		Attached: map[string]offload.AttachMode{},
 	}
 	if len(s.RelayIPs) == 0 {
@@ -60,6 +64,11 @@ func Start(s *Settings) (*Server, error) {
 		s.RelayIPs = ips
 		s.Policy, _ = NewPeerPolicy(s.AllowPeers, s.DenyPeers, append(slices.Clone(ips), s.ExternalIPs...))
 	}
+	if g, err := sourceguard.Load(); err != nil {
+		srv.log.Warnf("IPv6 datagrams spoofed from this host's own addresses will reach the server: %v", err)
+	} else {
+		srv.guard = g
+	}
 	if err := srv.start(lf); err != nil {
 		_ = srv.Close()
 		return nil, err
@@ -69,17 +78,16 @@ func Start(s *Settings) (*Server, error) {
 
 func (srv *Server) start(lf logging.LoggerFactory) error {
 	s := srv.settings
+	limit, _ := ratelimit.FromBitrate(s.MaxBitrate) // validated
 	gen := &relayGenerator{
 		relayIPs: s.RelayIPs, externalIPs: s.ExternalIPs, minPort: s.MinPort, maxPort: s.MaxPort,
-		ownListeners: map[netip.AddrPort]bool{}, stats: srv.slow,
-	}
-	for _, l := range s.Listeners {
-		gen.ownListeners[l.Addr] = true
+		policy: s.Policy, limit: limit, stats: srv.slow, events: srv.events, guard: srv.guardControl(),
 	}
 	table := &channelTable{
 		sink:         discardSink{},
 		udpListeners: map[netip.AddrPort]bool{},
 		toWire:       gen.toWire,
+		peerAllowed:  func(peer netip.AddrPort) bool { return gen.peerAllowed(peer, false) },
 		serverFor:    serverAddressFor,
 		log:          srv.log,
 		allocations:  map[allocKey]*allocState{},
@@ -93,11 +101,18 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 		return true
 	}
 
+	authFailed := func(reason string) { srv.events.AuthFailures.WithLabelValues(reason).Inc() }
+	events := table.eventHandler(srv.allocs)
+	events.OnAuth = func(src, dst net.Addr, protocol, username, realm, method string, ok bool) {
+		if !ok {
+			authFailed("bad_integrity")
+		}
+	}
 	cfg := turn.ServerConfig{
 		Realm:         s.Realm,
-		AuthHandler:   authHandler(s.Users, s.AuthSecret, time.Now, srv.log),
+		AuthHandler:   authHandler(s.Users, s.AuthSecret, s.Realm, time.Now, srv.log, authFailed),
 		QuotaHandler:  srv.allocs.quotaHandler(userIDFor(s.Users)),
-		EventHandler:  table.eventHandler(srv.allocs),
+		EventHandler:  events,
 		LoggerFactory: lf,
 
 		ChannelBindTimeout: s.ChannelLifetime,
@@ -141,14 +156,14 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 	switch l.Scheme {
 	case "udp":
 		// Several sockets on one port spread the slow path over the cores.
-		lc := net.ListenConfig{Control: listenerControl}
+		lc := net.ListenConfig{Control: controlWith(setReusePort, setUDPBuffers, srv.guardControl())}
 		for range s.UDPThreads {
 			conn, err := lc.ListenPacket(context.Background(), "udp"+network, addr)
 			if err != nil {
 				return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
 			}
 			cfg.PacketConnConfigs = append(cfg.PacketConnConfigs, turn.PacketConnConfig{
-				PacketConn: conn, RelayAddressGenerator: gen, PermissionHandler: permit,
+				PacketConn: &screenedConn{PacketConn: conn, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit,
 			})
 			table.udpListeners[addrPort(conn.LocalAddr())] = true
 		}
@@ -165,7 +180,8 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 			}
 			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		}
-		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{Listener: ln, RelayAddressGenerator: gen, PermissionHandler: permit})
+		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{
+			Listener: &screenedListener{Listener: ln, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit})
 	case "dtls":
 		cert, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
 		if err != nil {
@@ -175,36 +191,18 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
 		}
-		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{Listener: ln, RelayAddressGenerator: gen, PermissionHandler: permit})
+		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{
+			Listener: &screenedListener{Listener: ln, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit})
 	}
 	return nil
 }
 
-// udpBuffer is what UDP sockets ask for, so bursts of media are queued rather
-// than dropped while the slow path catches up (the kernel caps it at
-// net.core.rmem_max / wmem_max).
-const udpBuffer = 4 << 20
-
-func setUDPBuffers(fd int) error {
-	return errors.Join(
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, udpBuffer),
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, udpBuffer))
-}
-
-// listenerControl prepares a UDP listener socket: shared port, large buffers.
-func listenerControl(network, address string, c syscall.RawConn) error {
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1), setUDPBuffers(int(fd)))
-	})
-	return errors.Join(err, serr)
-}
-
-// relayControl prepares a relay socket: large buffers.
-func relayControl(network, address string, c syscall.RawConn) error {
-	var serr error
-	err := c.Control(func(fd uintptr) { serr = setUDPBuffers(int(fd)) })
-	return errors.Join(err, serr)
+// guardControl attaches the source guard to a socket, if it loaded.
+func (srv *Server) guardControl() controlFunc {
+	if srv.guard == nil {
+		return nil
+	}
+	return srv.guard.Control
 }
 
 func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
@@ -220,6 +218,7 @@ func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 	}
 	engine, err := offload.Load(offload.Config{
 		ListenPorts: ports, RelayPortMin: uint16(s.MinPort), RelayPortMax: uint16(s.MaxPort), RelayIPs: s.RelayIPs,
+		MaxBitrate: s.MaxBitrate,
 	})
 	if err != nil {
 		return nil, err
@@ -312,7 +311,12 @@ func guessRelayIPs(listeners []Listener) ([]netip.Addr, error) {
 }
 
 func (srv *Server) serveMetrics() error {
-	m, err := metrics.Serve(srv.settings.MetricsListen, metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts))
+	var guardDropped func() (uint64, error)
+	if srv.guard != nil {
+		guardDropped = srv.guard.Dropped
+	}
+	m, err := metrics.Serve(srv.settings.MetricsListen, append(srv.events.Collectors(),
+		metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts), metrics.NewSourceGuardCollector(guardDropped))...)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -355,6 +359,9 @@ func (srv *Server) Close() error {
 	}
 	if srv.engine != nil {
 		errs = append(errs, srv.engine.Close())
+	}
+	if srv.guard != nil {
+		errs = append(errs, srv.guard.Close())
 	}
 	return errors.Join(errs...)
 }
