@@ -20,7 +20,7 @@ import (
 func authHandler(users map[string]string, secret, realm string, now func() time.Time, log logging.LeveledLogger,
 	fail func(reason string)) turn.AuthHandler {
 	refuse := func(reason, format string, args ...any) (string, []byte, bool) {
-		log.Infof("auth: "+format, args...)
+		log.Debugf("auth: "+format, args...) // counted; a flood must not flood the log
 		fail(reason)
 		return "", nil, false
 	}

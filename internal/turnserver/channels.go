@@ -109,7 +109,7 @@ func (t *channelTable) channelCreated(src, dst, relay, peer net.Addr, number uin
 	// pion checks the peer's IP; the port matters at our own addresses, and
 	// user space refuses such datagrams (relayConn), so must the fast path.
 	if !t.peerAllowed(addrPort(peer)) {
-		t.log.Infof("channel %#x to %v stays in user space, which refuses it: not a peer", number, peer)
+		t.log.Debugf("channel %#x to %v stays in user space, which refuses it: not a peer", number, peer)
 		return
 	}
 	ch := offload.Channel{

@@ -34,6 +34,7 @@ type Config struct {
 	DenyPeers          []string      `yaml:"deny-peer"`
 	ChannelLifetime    time.Duration `yaml:"channel-lifetime"`
 	PermissionLifetime time.Duration `yaml:"permission-lifetime"`
+	StaleNonce         time.Duration `yaml:"stale-nonce"`
 	UserQuota          int           `yaml:"user-quota"`
 	TotalQuota         int           `yaml:"total-quota"`
 	AllocateRate       int           `yaml:"allocate-rate"`
@@ -57,6 +58,7 @@ func DefaultConfig() Config {
 		MaxPort:            65535,
 		ChannelLifetime:    10 * time.Minute, // RFC 8656 section 12
 		PermissionLifetime: 5 * time.Minute,  // RFC 8656 section 9
+		StaleNonce:         10 * time.Minute, // coturn's default
 		UserQuota:          10,               // eturnal's and Janus' guidance; a browser needs 1-4
 		AllocateRate:       10,
 		Offload:            "xdp",
@@ -129,6 +131,7 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.Var(&listFlag{v: &cfg.DenyPeers}, "deny-peer", "`CIDR` of peers always refused (repeatable)")
 	fs.DurationVar(&cfg.ChannelLifetime, "channel-lifetime", cfg.ChannelLifetime, "lifetime of a channel binding")
 	fs.DurationVar(&cfg.PermissionLifetime, "permission-lifetime", cfg.PermissionLifetime, "lifetime of a permission")
+	fs.DurationVar(&cfg.StaleNonce, "stale-nonce", cfg.StaleNonce, "how long a nonce is valid; older ones get 438 Stale Nonce")
 	fs.IntVar(&cfg.UserQuota, "user-quota", cfg.UserQuota, "allocations per user (0: unlimited)")
 	fs.IntVar(&cfg.TotalQuota, "total-quota", cfg.TotalQuota, "allocations in total (0: unlimited)")
 	fs.IntVar(&cfg.AllocateRate, "allocate-rate", cfg.AllocateRate, "allocations a second per source IP, in bursts of up to 3x (0: unlimited)")
@@ -285,6 +288,9 @@ func (c Config) Validate() (*Settings, error) {
 	}
 	if c.PermissionLifetime < time.Second || c.PermissionLifetime > time.Hour {
 		return bad("permission-lifetime", "%v is not within 1s-1h", c.PermissionLifetime)
+	}
+	if c.StaleNonce < time.Second || c.StaleNonce > 24*time.Hour {
+		return bad("stale-nonce", "%v is not within 1s-24h", c.StaleNonce)
 	}
 	if c.UserQuota < 0 {
 		return bad("user-quota", "must not be negative")

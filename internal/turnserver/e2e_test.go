@@ -81,7 +81,10 @@ func newClient(t *testing.T, tb *testbed.Testbed, family turn.RequestedAddressFa
 
 func newClientOver(t *testing.T, tb *testbed.Testbed, o testbed.ClientOptions) *testbed.TURNClient {
 	t.Helper()
-	o.Local, o.User, o.Pass, o.Realm = testbed.ClientIP4, user, pass, "ebrtc.test"
+	o.Local, o.Realm = testbed.ClientIP4, "ebrtc.test"
+	if o.User == "" {
+		o.User, o.Pass = user, pass
+	}
 	if o.Server.Addr().Is6() {
 		o.Local = testbed.ClientIP6
 	}

@@ -43,13 +43,15 @@ func (c *allocationCounter) quotaHandler(userID func(string) string) func(userna
 func (c *allocationCounter) refusal(user string, src net.Addr) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The source's rate first: a flood from one address is told apart from
+	// a user at its quota, and pays for every attempt.
 	switch {
+	case c.perIP != nil && !c.perIP.allow(addrPort(src).Addr()):
+		return "ip_rate"
 	case c.totalQuota > 0 && c.total >= c.totalQuota:
 		return "total_quota"
 	case c.userQuota > 0 && c.perUser[user] >= c.userQuota:
 		return "user_quota"
-	case c.perIP != nil && !c.perIP.allow(addrPort(src).Addr()):
-		return "ip_rate"
 	}
 	return ""
 }

@@ -47,6 +47,11 @@ type Server struct {
 func Start(s *Settings) (*Server, error) {
 	lf := logging.NewDefaultLoggerFactory()
 	lf.DefaultLogLevel = logLevels[s.LogLevel]
+	// pion logs some refusals per datagram at info (a datagram from a peer
+	// without permission): a flood would flood the log. Counters show them.
+	if lf.DefaultLogLevel < logging.LogLevelDebug {
+		lf.ScopeLevels["turn"] = min(lf.DefaultLogLevel, logging.LogLevelWarn)
+	}
 	events := metrics.NewEvents()
 	srv := &Server{
 		settings: s,
@@ -95,7 +100,7 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 	permit := func(client net.Addr, peer net.IP) bool {
 		ip, _ := netip.AddrFromSlice(peer)
 		if !s.Policy.Allowed(ip) {
-			srv.log.Infof("peer %v refused for %v by the peer policy", peer, client)
+			srv.log.Debugf("peer %v refused for %v by the peer policy", peer, client)
 			return false
 		}
 		return true
@@ -117,6 +122,7 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 
 		ChannelBindTimeout: s.ChannelLifetime,
 		PermissionTimeout:  s.PermissionLifetime,
+		NonceLifetime:      s.StaleNonce,
 	}
 	for _, l := range s.Listeners {
 		if err := srv.addListener(&cfg, l, gen, permit, table); err != nil {
@@ -316,12 +322,25 @@ func (srv *Server) serveMetrics() error {
 		guardDropped = srv.guard.Dropped
 	}
 	m, err := metrics.Serve(srv.settings.MetricsListen, append(srv.events.Collectors(),
-		metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts), metrics.NewSourceGuardCollector(guardDropped))...)
+		metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts), metrics.NewSourceGuardCollector(guardDropped),
+		metrics.NewSocketDropsCollector(srv.socketKind))...)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	srv.metrics = m
 	return nil
+}
+
+// socketKind tells the server's UDP sockets apart by local port.
+func (srv *Server) socketKind(port uint16) string {
+	s := srv.settings
+	switch {
+	case int(port) >= s.MinPort && int(port) <= s.MaxPort:
+		return "relay"
+	case slices.ContainsFunc(s.Listeners, func(l Listener) bool { return l.Addr.Port() == port }):
+		return "listener"
+	}
+	return ""
 }
 
 func (srv *Server) slowCounters() (toPeer, toClient offload.Counter) {
