@@ -64,6 +64,9 @@ func (r *snoopRecord) event() (SnoopEvent, error) {
 		Channel: r.Channel, HasChannel: r.Flags&snoopHasChannel != 0,
 		Lifetime: r.Lifetime, HasLifetime: r.Flags&snoopHasLifetime != 0,
 	}
+	if r.Family != afInet && r.Family != afInet6 {
+		return ev, fmt.Errorf("offload: snooped 5-tuple family %d", r.Family)
+	}
 	addr := func(b [16]byte) netip.Addr {
 		if r.Family == afInet {
 			return netip.AddrFrom4([4]byte(b[:4]))

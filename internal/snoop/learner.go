@@ -199,13 +199,24 @@ func (l *Learner) refreshed(ev offload.SnoopEvent, t fiveTuple) {
 func (l *Learner) bound(r request, t fiveTuple) {
 	r.peer = l.toWire(r.peer)
 	a := l.allocations[t]
-	if a == nil || a.relay.Addr().Is4() != r.peer.Addr().Is4() {
+	// Channel numbers 0x4000-0x7FFF (RFC 8656 section 12, RFC 5766's upper
+	// bound): whatever a server accepted beyond them, the data plane does not.
+	if a == nil || a.relay.Addr().Is4() != r.peer.Addr().Is4() || r.channel < 0x4000 || r.channel > 0x7fff {
 		return
 	}
 	expires := l.now().Add(ChannelLifetime)
 	if c, ok := a.channels[r.channel]; ok && c.ch.Peer == r.peer {
 		c.expires = expires // a refresh
 		return
+	}
+	// The server accepted a binding that replaces others: the number bound
+	// to another peer, or the peer bound to another number. Theirs go first,
+	// or they would stay in the fast path, unknown here.
+	for n, c := range a.channels {
+		if n == r.channel || c.ch.Peer == r.peer {
+			l.remove(c.ch)
+			delete(a.channels, n)
+		}
 	}
 	ch := offload.Channel{Client: t.client, Server: t.server, Relay: a.relay, Peer: r.peer, Number: r.channel}
 	if err := l.sink.AddChannel(ch); err != nil {

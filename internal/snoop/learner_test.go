@@ -2,6 +2,7 @@ package snoop
 
 import (
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -184,7 +185,8 @@ func TestRestoreReconciles(t *testing.T) {
 	}
 	r.allocate(1)
 	r.bind(2, 0x4001, true)
-	r.bind(3, 0x4002, true)
+	// A peer has one channel per allocation (RFC 8656 section 12): another peer.
+	r.exchange(3, stun.MethodChannelBind, []opt{withChannel(0x4002), withAddress(netip.MustParseAddrPort("203.0.113.10:6000"))}, true)
 	orphan := offload.Channel{Client: netip.MustParseAddrPort("198.51.100.8:1"), Server: server, Relay: relay, Peer: peer, Number: 0x4005}
 
 	// The restarted process: its engine restored 0x4001 and an orphan, not 0x4002.
@@ -219,5 +221,58 @@ func TestRelayMap(t *testing.T) {
 		Peer: netip.AddrPortFrom(wire, 50002), Number: 0x4001}
 	if !r.s.installed[w] {
 		t.Fatalf("installed %v, want %v", r.s.installed, w)
+	}
+}
+
+// Found by FuzzLearner: a binding the server accepted that replaces another
+// (the number to another peer, or the peer to another number) takes the old
+// one out of the fast path; numbers outside 0x4000-0x7FFF are never learned.
+func TestRebindingReplacesTheOldChannel(t *testing.T) {
+	r := newRig(t)
+	r.allocate(1)
+	r.bind(2, 0x4001, true)
+	other := netip.MustParseAddrPort("203.0.113.10:6000")
+	r.exchange(3, stun.MethodChannelBind, []opt{withChannel(0x4001), withAddress(other)}, true)
+	moved := want
+	moved.Peer = other
+	if len(r.s.installed) != 1 || !r.s.installed[moved] {
+		t.Fatalf("after rebinding 0x4001 to another peer the fast path holds %v", r.s.installed)
+	}
+	r.exchange(4, stun.MethodChannelBind, []opt{withChannel(0x4002), withAddress(other)}, true)
+	renumbered := moved
+	renumbered.Number = 0x4002
+	if len(r.s.installed) != 1 || !r.s.installed[renumbered] {
+		t.Fatalf("after binding the peer to another number the fast path holds %v", r.s.installed)
+	}
+	r.exchange(5, stun.MethodChannelBind, []opt{withChannel(0x0002), withAddress(peer)}, true)
+	if len(r.s.installed) != 1 {
+		t.Fatalf("channel 0x0002 learned: %v", r.s.installed)
+	}
+}
+
+// Found by FuzzLearnerRestore: a corrupt state file that repeats a channel
+// number (or a 5-tuple) leaves no channel in the fast path that the learner
+// does not know.
+func TestRestoreRepeatedEntries(t *testing.T) {
+	r := newRig(t)
+	path := t.TempDir() + "/state.json"
+	other := want
+	other.Peer = netip.MustParseAddrPort("203.0.113.10:6000")
+	state := `{"allocations":[` +
+		`{"client":"` + client.String() + `","server":"` + server.String() + `","relay":"` + relay.String() + `","channels":[` +
+		`{"number":16385,"peer":"` + want.Peer.String() + `"},{"number":16385,"peer":"` + other.Peer.String() + `"}]},` +
+		`{"client":"` + client.String() + `","server":"` + server.String() + `","relay":"` + relay.String() + `","channels":[]}]}`
+	if err := os.WriteFile(path, []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.s.installed[want], r.s.installed[other] = true, true
+	if err := r.l.Restore(path, []offload.Channel{want, other}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.s.installed) != 1 || !r.s.installed[want] {
+		t.Fatalf("after restoring a repeated channel number the fast path holds %v", r.s.installed)
+	}
+	if a, c := r.l.Counts(); a != 1 || c != 1 {
+		t.Fatalf("restored %d allocations and %d channels, want 1 and 1", a, c)
 	}
 }

@@ -83,11 +83,14 @@ func (l *Learner) Restore(statePath string, installed []offload.Channel) error {
 		inMaps[ch] = true
 	}
 	for _, sa := range st.Allocations {
-		a := &allocation{relay: sa.Relay, expires: sa.Expires, channels: map[uint16]*channel{}}
 		t := fiveTuple{client: sa.Client, server: sa.Server}
+		if l.allocations[t] != nil {
+			continue // a corrupt file repeats a 5-tuple: the first counts, the rest's channels go
+		}
+		a := &allocation{relay: sa.Relay, expires: sa.Expires, channels: map[uint16]*channel{}}
 		for _, sc := range sa.Channels {
 			ch := offload.Channel{Client: sa.Client, Server: sa.Server, Relay: sa.Relay, Peer: sc.Peer, Number: sc.Number}
-			if inMaps[ch] {
+			if inMaps[ch] && a.channels[sc.Number] == nil {
 				a.channels[sc.Number] = &channel{ch: ch, expires: sc.Expires}
 				delete(inMaps, ch)
 			}

@@ -12,9 +12,11 @@ import (
 
 // Against a real server (ebrtc turn in user space on loopback): allocate,
 // bind, relay ChannelData both ways, release; wrong credentials are refused.
+// The host is never a peer, but another allocation's relay address is (the
+// hairpin), so the peer is a second client.
 func TestClientAgainstServer(t *testing.T) {
 	s, err := turnserver.Load([]string{
-		"--listen", "udp://127.0.0.1:34790", "--relay-ip", "127.0.0.1", "--allow-peer", "127.0.0.0/8",
+		"--listen", "udp://127.0.0.1:34790", "--relay-ip", "127.0.0.1",
 		"--user", "alice:pw", "--offload", "off", "--udp-threads", "1", "--log-level", "error",
 		"--min-port", "41000", "--max-port", "41999",
 	}, func(string) string { return "" })
@@ -29,8 +31,8 @@ func TestClientAgainstServer(t *testing.T) {
 	server := netip.MustParseAddrPort("127.0.0.1:34790")
 	conn, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	defer conn.Close()
-	peer, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	defer peer.Close()
+	peerConn, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	defer peerConn.Close()
 
 	if _, err := turnclient.Allocate(conn, server, "alice", "wrong", false); err == nil {
 		t.Fatal("allocation with a wrong password succeeded")
@@ -42,27 +44,33 @@ func TestClientAgainstServer(t *testing.T) {
 	if c.Relay.Addr() != netip.MustParseAddr("127.0.0.1") || c.Relay.Port() < 41000 || c.Relay.Port() > 41999 {
 		t.Fatalf("relay %v outside the configured address and ports", c.Relay)
 	}
-	peerAddr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
-	if err := c.ChannelBind(peerAddr, 0x4001); err != nil {
+	peer, err := turnclient.Allocate(peerConn, server, "alice", "pw", false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 64)
-	msg := turnclient.ChannelData(make([]byte, 4+5), 0x4001, []byte("hello"))
-	if _, err := conn.WriteTo(msg, net.UDPAddrFromAddrPort(server)); err != nil {
+	if err := c.ChannelBind(peer.Relay, 0x4001); err != nil {
 		t.Fatal(err)
 	}
-	_ = peer.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if n, _, err := peer.ReadFrom(buf); err != nil || string(buf[:n]) != "hello" {
-		t.Fatalf("peer got %q, %v", buf[:n], err)
-	}
-	if _, err := peer.WriteTo([]byte("back"), net.UDPAddrFromAddrPort(c.Relay)); err != nil {
+	if err := peer.ChannelBind(c.Relay, 0x4002); err != nil {
 		t.Fatal(err)
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	n, _, err := conn.ReadFrom(buf)
-	if err != nil || n < 8 || buf[0] != 0x40 || buf[1] != 0x01 || string(buf[4:8]) != "back" {
-		t.Fatalf("client got % x, %v", buf[:n], err)
+	expect := func(conn *net.UDPConn, number uint16, data string) {
+		t.Helper()
+		buf := make([]byte, 64)
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, _, err := conn.ReadFrom(buf)
+		if err != nil || n < 4+len(data) || buf[0] != byte(number>>8) || buf[1] != byte(number) || string(buf[4:4+len(data)]) != data {
+			t.Fatalf("got % x, %v; want ChannelData %#x %q", buf[:n], err, number, data)
+		}
 	}
+	if err := c.SendChannelData(0x4001, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	expect(peerConn, 0x4002, "hello")
+	if err := peer.SendChannelData(0x4002, []byte("back")); err != nil {
+		t.Fatal(err)
+	}
+	expect(conn, 0x4001, "back")
 	if err := c.Release(); err != nil {
 		t.Fatalf("release: %v", err)
 	}

@@ -88,7 +88,10 @@ type Settings struct {
 func Load(args []string, env func(string) string) (*Settings, error) {
 	cfg := DefaultConfig()
 	fs := flagSet(&cfg)
-	configPath := findConfigFlag(args)
+	configPath, err := configFlag(args)
+	if err != nil {
+		return nil, err
+	}
 	if configPath == "" {
 		configPath = env("EBRTC_CONFIG")
 	}
@@ -169,18 +172,17 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
-func findConfigFlag(args []string) string {
-	for i, a := range args {
-		for _, p := range []string{"--config=", "-config="} {
-			if strings.HasPrefix(a, p) {
-				return strings.TrimPrefix(a, p)
-			}
-		}
-		if (a == "--config" || a == "-config") && i+1 < len(args) {
-			return args[i+1]
-		}
+// configFlag is the --config the command line sets, read by the flag
+// parser itself (a scratch parse), so "--config a --config b" and
+// "--realm --config=x" mean what they mean everywhere else.
+func configFlag(args []string) (string, error) {
+	var scratch Config
+	fs := flagSet(&scratch)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return "", err
 	}
-	return ""
+	return fs.Lookup("config").Value.String(), nil
 }
 
 func loadYAML(path string, cfg *Config) error {
@@ -326,7 +328,7 @@ func (c Config) Validate() (*Settings, error) {
 
 func parseListener(v string) (Listener, error) {
 	u, err := url.Parse(v)
-	if err != nil || u.Host == "" || u.Path != "" {
+	if err != nil || u.Host == "" || u.Path != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
 		return Listener{}, fmt.Errorf("%q is not scheme://IP:PORT", v)
 	}
 	switch u.Scheme {

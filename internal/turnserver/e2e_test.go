@@ -1,6 +1,7 @@
 package turnserver_test
 
 import (
+	"flag"
 	"fmt"
 	"net"
 	"net/netip"
@@ -19,6 +20,10 @@ import (
 var ebrtcBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if fuzzing() { // fuzz targets need no binary, and every fuzz worker runs TestMain
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "ebrtc-e2e")
 	if err != nil {
 		panic(err)
@@ -31,6 +36,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+func fuzzing() bool {
+	f, w := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	return (f != nil && f.Value.String() != "") || (w != nil && w.Value.String() == "true")
 }
 
 const (

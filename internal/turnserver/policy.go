@@ -57,17 +57,18 @@ func NewPeerPolicy(allow, deny []string, own []netip.Addr) (*PeerPolicy, error) 
 }
 
 // Allowed reports whether ip may be a peer: --deny-peer always wins, then
-// the host's own addresses are refused (but for the relay addresses), then
-// --allow-peer, then the default refusal.
+// the relay addresses are allowed (each live relay port of them: the
+// hairpin), then the host's other addresses are refused, then --allow-peer,
+// then the default refusal. A zone (fe80::1%eth0) does not change the verdict.
 func (p *PeerPolicy) Allowed(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || containsAny(p.deny, ip) || containsAny(neverPeers, ip) {
+	ip = ip.WithZone("").Unmap()
+	if !ip.IsValid() || containsAny(p.deny, ip) {
 		return false
 	}
 	if p.own[ip] {
 		return true
 	}
-	if p.host(ip) {
+	if containsAny(neverPeers, ip) || p.host(ip) {
 		return false
 	}
 	if containsAny(p.allow, ip) {
@@ -78,7 +79,7 @@ func (p *PeerPolicy) Allowed(ip netip.Addr) bool {
 
 // IsOwn reports whether ip is one of this server's relay (or advertised)
 // addresses, where only live relay ports may be peers.
-func (p *PeerPolicy) IsOwn(ip netip.Addr) bool { return p.own[ip.Unmap()] }
+func (p *PeerPolicy) IsOwn(ip netip.Addr) bool { return p.own[ip.WithZone("").Unmap()] }
 
 func containsAny(prefixes []netip.Prefix, ip netip.Addr) bool {
 	for _, pr := range prefixes {
