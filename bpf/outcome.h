@@ -15,6 +15,7 @@ enum outcome {
 	OUT_PASS_NOT_IP,
 	OUT_PASS_NOT_UDP,
 	OUT_PASS_NOT_TURN,
+	OUT_PASS_OTHER_HOST, /* addressed to another MAC (promiscuous mode): the kernel drops it */
 
 	/* TURN (or unparseable) traffic handed to the kernel untouched: the slow path. */
 	OUT_SLOW_VLAN,

@@ -5,7 +5,7 @@
  * martians but delivers IPv6 ones, so without this filter a frame spoofed
  * from our own relay address would reach a hairpinned client as its peer's
  * media (and one spoofed from a local client would act as that client).
- * User space keeps host_addrs in step with the interfaces' addresses.
+ * User space keeps host_addrs in step with the routing tables.
  */
 #include "common.h"
 
@@ -13,15 +13,18 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define LOOPBACK_IFINDEX 1 /* lo, in every network namespace */
 
-struct host_addr {
-	union ip_addr addr; /* IPv4 in the first word, the rest zero */
-	__u32 family;
+/* The host's addresses and prefixes (local, broadcast, anycast and
+ * multicast routes), IPv4 as IPv4-mapped IPv6, longest prefix match. */
+struct host_prefix {
+	__u32 prefixlen; /* bits of addr that must match */
+	__u8 addr[16];
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct host_addr);
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct host_prefix);
 	__type(value, __u8);
 } host_addrs SEC(".maps");
 
@@ -33,23 +36,23 @@ struct {
 	__type(value, __u64);
 } spoofed SEC(".maps");
 
-INLINE int load_source(struct __sk_buff *skb, struct host_addr *src)
+INLINE int load_source(struct __sk_buff *skb, struct host_prefix *src)
 {
+	src->prefixlen = 128;
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
-		src->family = AF_INET;
-		return bpf_skb_load_bytes_relative(skb, offsetof(struct iphdr, saddr), &src->addr.v4, 4, BPF_HDR_START_NET);
+		src->addr[10] = 0xff;
+		src->addr[11] = 0xff;
+		return bpf_skb_load_bytes_relative(skb, offsetof(struct iphdr, saddr), &src->addr[12], 4, BPF_HDR_START_NET);
 	}
-	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
-		src->family = AF_INET6;
-		return bpf_skb_load_bytes_relative(skb, offsetof(struct ipv6hdr, saddr), src->addr.bytes, 16, BPF_HDR_START_NET);
-	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		return bpf_skb_load_bytes_relative(skb, offsetof(struct ipv6hdr, saddr), src->addr, 16, BPF_HDR_START_NET);
 	return -1;
 }
 
 SEC("socket")
 int source_guard(struct __sk_buff *skb)
 {
-	struct host_addr src = {};
+	struct host_prefix src = {};
 	__u32 zero = 0;
 	__u64 *n;
 

@@ -94,6 +94,11 @@ struct nexthop {
 
 #define NEXTHOP_TTL_NS 1000000000ULL
 
+struct iface_mac {
+	__u8 mac[6];
+	__u16 pad;
+};
+
 struct flow_stats {
 	__u64 packets;
 	__u64 bytes;      /* UDP payload bytes as received */

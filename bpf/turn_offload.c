@@ -105,6 +105,14 @@ struct {
 	__type(value, struct rate_bucket);
 } rate_buckets SEC(".maps");
 
+/* The MAC address of each interface the program is attached to. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct iface_mac);
+} iface_macs SEC(".maps");
+
 /* What the snooper parsed from TURN control messages (CONFIG_F_SNOOP). One
  * ring for both hooks keeps requests and responses in commit order. */
 struct {
@@ -721,6 +729,27 @@ INLINE struct flow_stats *flow_of(const struct route *r)
 	return bpf_map_lookup_elem(&flows, &slot);
 }
 
+/* A frame seen only because the interface is promiscuous is another host's:
+ * the kernel drops it (PACKET_OTHERHOST), so the fast path must not relay it.
+ * Interfaces not registered (test runs) are not checked. */
+INLINE int for_other_host(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct iface_mac *own = bpf_map_lookup_elem(&iface_macs, &ifindex);
+	struct ethhdr *eth = data;
+
+	int differ = 0;
+
+	if (!own || (void *)(eth + 1) > data_end)
+		return 0;
+#pragma unroll
+	for (int i = 0; i < ETH_ALEN; i++)
+		differ |= eth->h_dest[i] ^ own->mac[i];
+	return differ;
+}
+
 SEC("xdp")
 int turn_offload(struct xdp_md *ctx)
 {
@@ -738,6 +767,10 @@ int turn_offload(struct xdp_md *ctx)
 	out = parse(ctx, &pkt);
 	if (out != OUT_CONTINUE)
 		goto done;
+	if (for_other_host(ctx)) {
+		out = OUT_PASS_OTHER_HOST;
+		goto done;
+	}
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg) {
 		out = OUT_PASS_NOT_TURN;

@@ -14,23 +14,15 @@ type Events struct {
 // NewEvents builds the counters (registered by Serve).
 func NewEvents() *Events {
 	return &Events{
-		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ebrtc_turn_auth_failures_total",
-			Help: "Requests refused for their credentials, by reason.",
-		}, []string{"reason"}),
-		ErrorResponses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ebrtc_turn_error_responses_total",
-			Help: "STUN/TURN error responses sent, by method and error code.",
-		}, []string{"method", "code"}),
-		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ebrtc_turn_dropped_total",
-			Help: "Datagrams user space dropped instead of handling or relaying them, by reason.",
-		}, []string{"reason"}),
-		AllocationRefusal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ebrtc_turn_allocations_refused_total",
-			Help: "Allocate requests refused by a quota or rate limit, by reason.",
-		}, []string{"reason"}),
+		AuthFailures:      counterVec("ebrtc_turn_auth_failures_total", "Requests refused for their credentials, by reason.", "reason"),
+		ErrorResponses:    counterVec("ebrtc_turn_error_responses_total", "STUN/TURN error responses sent, by method and error code.", "method", "code"),
+		Dropped:           counterVec("ebrtc_turn_dropped_total", "Datagrams user space dropped instead of handling or relaying them, by reason.", "reason"),
+		AllocationRefusal: counterVec("ebrtc_turn_allocations_refused_total", "Allocate requests refused by a quota or rate limit, by reason.", "reason"),
 	}
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
 // Collectors lists the counters for registration.

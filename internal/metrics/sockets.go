@@ -14,8 +14,9 @@ var socketDropsDesc = prometheus.NewDesc("ebrtc_turn_socket_drops_total",
 	[]string{"socket"}, nil)
 
 // SocketDropsCollector sums the kernel's per-socket drop counters
-// (/proc/net/udp and udp6, the drops column) of the server's sockets,
-// told apart by local port: what is lost before user space sees it.
+// (/proc/net/udp and udp6, the drops column) of this process's sockets
+// (by inode: other processes may use ports of the relay range), told apart
+// by local port: what is lost before user space sees it.
 type SocketDropsCollector struct {
 	kind func(port uint16) string // "" for sockets that are not ours
 }
@@ -28,9 +29,14 @@ func NewSocketDropsCollector(kind func(port uint16) string) *SocketDropsCollecto
 func (c *SocketDropsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- socketDropsDesc }
 
 func (c *SocketDropsCollector) Collect(ch chan<- prometheus.Metric) {
+	ours, err := socketInodes()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(socketDropsDesc, err)
+		return
+	}
 	drops := map[string]uint64{}
 	for _, path := range []string{"/proc/net/udp", "/proc/net/udp6"} {
-		if err := c.add(path, drops); err != nil {
+		if err := c.add(path, ours, drops); err != nil {
 			ch <- prometheus.NewInvalidMetric(socketDropsDesc, err)
 			return
 		}
@@ -40,7 +46,23 @@ func (c *SocketDropsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *SocketDropsCollector) add(path string, drops map[string]uint64) error {
+// socketInodes are the inodes of this process's sockets.
+func socketInodes() (map[string]bool, error) {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(fds))
+	for _, fd := range fds {
+		link, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			out[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	return out, nil
+}
+
+func (c *SocketDropsCollector) add(path string, ours map[string]bool, drops map[string]uint64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -50,7 +72,7 @@ func (c *SocketDropsCollector) add(path string, drops map[string]uint64) error {
 	sc.Scan() // header
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 13 {
+		if len(fields) < 13 || !ours[fields[9]] {
 			continue
 		}
 		local := fields[1]

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/cilium/ebpf"
 )
 
 // allocation identifies a TURN allocation by its client 5-tuple: the
@@ -40,8 +42,10 @@ func (e *Engine) acquireBuckets(a allocation) (toPeer, toClient uint32, err erro
 		return 0, 0, errors.New("offload: rate bucket table full")
 	}
 	for _, idx := range []uint32{p, c} {
-		// last == 0: the new allocation starts with a full bucket.
-		if err := e.objs.RateBuckets.Put(idx, turnRateBucket{}); err != nil {
+		// last == 0: the new allocation starts with a full bucket. Under the
+		// bucket's lock: a packet of the slot's previous allocation may be
+		// charging it right now.
+		if err := e.objs.RateBuckets.Update(idx, turnRateBucket{}, ebpf.UpdateLock); err != nil {
 			e.bucketSlots.put(p)
 			e.bucketSlots.put(c)
 			return 0, 0, fmt.Errorf("offload: reset rate bucket: %w", err)
@@ -51,10 +55,11 @@ func (e *Engine) acquireBuckets(a allocation) (toPeer, toClient uint32, err erro
 	return p, c, nil
 }
 
-// releaseBuckets drops a channel's hold on its allocation's buckets.
-func (e *Engine) releaseBuckets(a allocation) {
+// releaseBuckets drops a channel's hold on its allocation's buckets (held:
+// whether it had one; a channel restored from a run without a limit has not).
+func (e *Engine) releaseBuckets(a allocation, held bool) {
 	b, ok := e.buckets[a]
-	if !ok {
+	if !ok || !held {
 		return
 	}
 	if b.channels--; b.channels <= 0 {

@@ -51,6 +51,7 @@ func (c Channel) String() string {
 
 type channelState struct {
 	toPeerSlot, toClientSlot uint32
+	buckets                  bool // holds its allocation's rate buckets
 }
 
 // AddChannel installs both directions of a channel. Adding an installed
@@ -74,8 +75,9 @@ func (e *Engine) AddChannel(ch Channel) error {
 		e.freeSlots(st)
 		return err
 	}
+	st.buckets = peerBucket != noBucket
 	undo := func() {
-		e.releaseBuckets(allocationOf(ch))
+		e.releaseBuckets(allocationOf(ch), st.buckets)
 		e.freeSlots(st)
 	}
 	// IPv4 identifications start at a random value per route, as the kernel's do.
@@ -112,7 +114,7 @@ func (e *Engine) RemoveChannel(ch Channel) error {
 	}
 	delete(e.channels, ch)
 	e.freeSlots(st)
-	e.releaseBuckets(allocationOf(ch))
+	e.releaseBuckets(allocationOf(ch), st.buckets)
 	return errors.Join(e.deleteClientRoute(ch), e.deletePeerRoute(ch))
 }
 

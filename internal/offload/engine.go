@@ -41,9 +41,9 @@ type Config struct {
 	// server that does not know about the fast path still sees its traffic.
 	SpillEvery    uint32
 	SpillInterval time.Duration
-	// MaxBitrate caps each allocation's relayed data in each direction, in
-	// bits per second (0: no limit); see package ratelimit.
-	MaxBitrate uint64
+	// RateLimit caps each allocation's relayed data in each direction
+	// (zero: no limit); see package ratelimit.
+	RateLimit ratelimit.Limit
 	// PinDir (on bpffs) keeps the maps and attachments across restarts: the
 	// fast path goes on relaying while the process is away, and the next
 	// Load picks its channels up again. Empty: everything ends with Close.
@@ -62,8 +62,8 @@ func (c *Config) validate() error {
 			return fmt.Errorf("offload: listen port %d lies inside the relay port range", p)
 		}
 	}
-	if _, err := ratelimit.FromBitrate(c.MaxBitrate); err != nil {
-		return fmt.Errorf("offload: max bitrate: %w", err)
+	if c.RateLimit.Enabled() && c.RateLimit.Burst == 0 {
+		return errors.New("offload: rate limit without a bucket depth")
 	}
 	return nil
 }
@@ -118,7 +118,7 @@ func Load(cfg Config) (*Engine, error) {
 		buckets:     map[allocation]*allocBuckets{},
 		bucketSlots: newSlotPool(2 * cfg.MaxChannels),
 	}
-	e.limit, _ = ratelimit.FromBitrate(cfg.MaxBitrate) // validated
+	e.limit = cfg.RateLimit
 	if err := e.load(spec); err != nil {
 		return nil, err
 	}
@@ -190,8 +190,7 @@ func kernelConfig(cfg Config) turnOffloadConfig {
 		kc.Flags |= configFlagSnoop
 	}
 	kc.SpillEvery, kc.SpillIntervalNs = cfg.SpillEvery, uint64(cfg.SpillInterval.Nanoseconds())
-	limit, _ := ratelimit.FromBitrate(cfg.MaxBitrate) // validated
-	kc.RateLimit, kc.RateBurst = limit.Rate, limit.Burst
+	kc.RateLimit, kc.RateBurst = cfg.RateLimit.Rate, cfg.RateLimit.Burst
 	return kc
 }
 
@@ -248,8 +247,24 @@ func (e *Engine) Attach(ifname string, manageForwarding bool) (AttachMode, error
 		l.Close()
 		return "", fmt.Errorf("offload: add %s to egress ports: %w", ifname, err)
 	}
+	if err := e.registerMAC(iface.Index, iface.HardwareAddr); err != nil {
+		l.Close()
+		return "", fmt.Errorf("offload: %s: %w", ifname, err)
+	}
 	e.links[iface.Index] = l
 	return mode, nil
+}
+
+// registerMAC tells the program the interface's own MAC address, so it
+// leaves frames for other hosts (promiscuous mode) to the kernel.
+func (e *Engine) registerMAC(ifindex int, mac net.HardwareAddr) error {
+	if len(mac) != 6 {
+		return nil // not Ethernet: nothing to compare
+	}
+	if err := e.objs.IfaceMacs.Put(uint32(ifindex), turnIfaceMac{Mac: [6]byte(mac)}); err != nil {
+		return fmt.Errorf("register MAC address: %w", err)
+	}
+	return nil
 }
 
 func (e *Engine) attachXDP(iface *net.Interface) (link.Link, AttachMode, error) {

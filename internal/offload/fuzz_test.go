@@ -59,8 +59,8 @@ func TestBPFFuzz(t *testing.T) {
 	t.Logf("%d frames in %v (%.0f/s): %d forwarded, %d passed, %d dropped; snooper: %d frames, %d records",
 		total.frames, elapsed.Round(time.Millisecond), float64(total.frames)/elapsed.Seconds(),
 		total.forwarded, total.passed, total.dropped, total.snoopFrames, total.snoopRecords)
-	if total.forwarded == 0 || total.passed == 0 {
-		t.Error("the fuzzer never reached both the fast and the slow path: its frames test nothing")
+	if total.forwarded == 0 || total.passed == 0 || total.snoopRecords == 0 {
+		t.Error("the fuzzer never reached the fast path, the slow path and a snooper record: its frames test nothing")
 	}
 }
 
@@ -89,7 +89,7 @@ func runFuzzWorld(t *testing.T, rng *rand.Rand, frames int) fuzzStats {
 	r := newRigWith(t, func(c *Config) {
 		c.Snoop = true
 		if limited {
-			c.MaxBitrate = 8_000_000
+			c.RateLimit = mustLimit(t, 8_000_000)
 		}
 		if spill {
 			c.SpillEvery = uint32(2 + rng.IntN(50))
@@ -416,6 +416,11 @@ func (w *fuzzWorld) checkForwarded(ingress string, in, out []byte, action uint32
 	if !ok {
 		return fmt.Errorf("forwarded %v -> %v, which no channel relays", p.src, p.dst)
 	}
+	// The kernel would drop a source of ours or one not routed back through
+	// the ingress interface (RFC 3704 strict reverse path).
+	if isRigAddress(p.src.Addr()) || egressOf(p.src) != ingress {
+		return fmt.Errorf("forwarded a frame from %v arriving on %s, which the kernel would drop", p.src, ingress)
+	}
 	o, ok := parseInput(out)
 	if !ok {
 		return errors.New("the output is not a plain UDP datagram (headers, lengths or IPv4 checksum)")
@@ -453,6 +458,18 @@ func (w *fuzzWorld) checkForwarded(ingress string, in, out []byte, action uint32
 		return fmt.Errorf("action %d, want %d", action, wantAction)
 	}
 	return nil
+}
+
+// isRigAddress: one of the rig's own interface addresses (x.x.x.1, ...::1).
+func isRigAddress(a netip.Addr) bool {
+	for _, addrs := range rigAddrs {
+		for _, s := range addrs {
+			if netip.MustParsePrefix(s).Addr() == a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func ipLen(a netip.AddrPort) int {
@@ -542,6 +559,12 @@ func (w *fuzzWorld) fuzzSnoop(t *testing.T, reader *SnoopReader) (int, error) {
 	if w.rng.IntN(3) == 0 {
 		f = atLeastIPHeader(w.mutate(f))
 	}
+	// Records of requests the XDP program saw share the ring: drop them first.
+	for reader.r.AvailableBytes() > 0 {
+		if _, err := reader.Read(); errors.Is(err, ErrClosed) {
+			return 0, err
+		}
+	}
 	ret, err := w.r.engine.objs.TurnSnoopEgress.Run(&ebpf.RunOptions{Data: f})
 	if err != nil {
 		return 0, fmt.Errorf("snooper run on a %d-byte frame: %w", len(f), err)
@@ -565,6 +588,8 @@ func (w *fuzzWorld) fuzzSnoop(t *testing.T, reader *SnoopReader) (int, error) {
 	switch {
 	case got && !want:
 		t.Errorf("the snooper reported %+v for a frame that is no TURN control response from a listening port\n% x", ev, f)
+	case !got && want:
+		t.Errorf("the snooper missed a TURN control response from a listening port\n% x", f)
 	case got && decodeErr == nil && (ev.Type != msg.Type.Value() || ev.TransactionID != msg.TransactionID || ev.Direction != SnoopResponse):
 		t.Errorf("record %+v, message type %#x transaction %x", ev, msg.Type.Value(), msg.TransactionID)
 	}
@@ -585,8 +610,16 @@ func snoopable(f []byte) (bool, *stun.Message) {
 	if !ok || (p.src.Port() != 3478 && p.src.Port() != 5349) {
 		return false, nil
 	}
+	// RFC 8489 section 5: the two most significant bits are zero (pion's
+	// decoder does not check them).
+	if len(p.payload) == 0 || p.payload[0]>>6 != 0 {
+		return false, nil
+	}
 	m := &stun.Message{Raw: bytes.Clone(p.payload)}
-	if m.Decode() != nil || int(m.Length)+20 != len(p.payload) || len(m.Attributes) > 16 {
+	if m.Decode() != nil || int(m.Length)+20 != len(p.payload) {
+		return false, nil
+	}
+	if n, ok := stunAttributes(p.payload[20:]); !ok || n > 16 {
 		return false, nil
 	}
 	if m.Type.Class != stun.ClassSuccessResponse && m.Type.Class != stun.ClassErrorResponse {
@@ -597,4 +630,23 @@ func snoopable(f []byte) (bool, *stun.Message) {
 		return true, m
 	}
 	return false, nil
+}
+
+// stunAttributes walks the attribute list (RFC 8489 section 14: type,
+// length, value padded to 4 bytes) and counts it; false if the last one
+// runs past the end. (pion's decoder stops at MESSAGE-INTEGRITY.)
+func stunAttributes(b []byte) (int, bool) {
+	n := 0
+	for len(b) > 0 {
+		if len(b) < 4 {
+			return n, false
+		}
+		l := int(binary.BigEndian.Uint16(b[2:]))
+		if 4+l > len(b) {
+			return n, false
+		}
+		n++
+		b = b[min(len(b), 4+(l+3)&^3):]
+	}
+	return n, true
 }

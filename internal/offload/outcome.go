@@ -11,6 +11,7 @@ const (
 	PassNotIP
 	PassNotUDP
 	PassNotTURN
+	PassOtherHost
 	SlowVLAN
 	SlowIPOptions
 	SlowFragment
@@ -37,7 +38,7 @@ const (
 
 var outcomeNames = [numOutcomes]string{
 	"fast_client_to_peer", "fast_peer_to_client", "fast_hairpin",
-	"pass_not_ip", "pass_not_udp", "pass_not_turn",
+	"pass_not_ip", "pass_not_udp", "pass_not_turn", "pass_other_host",
 	"vlan", "ip_options", "fragment", "ipv6_ext_header", "bad_length", "bad_ip_checksum",
 	"zero_udp_checksum", "not_channel_data", "unknown_channel", "channel_length", "unknown_peer",
 	"martian_source", "reverse_path", "fib_no_neighbour", "fib_frag_needed", "fib_other", "no_egress_port", "no_headroom", "spill",

@@ -19,7 +19,8 @@ func (e *Engine) restoreChannels() error {
 			errs = append(errs, ignoreNotExist(deleteClient()))
 			return
 		}
-		e.channels[ch] = channelState{toPeerSlot: toPeer.StatsSlot, toClientSlot: toClient.StatsSlot}
+		e.channels[ch] = channelState{toPeerSlot: toPeer.StatsSlot, toClientSlot: toClient.StatsSlot,
+			buckets: toPeer.Bucket != noBucket && toClient.Bucket != noBucket}
 		used = append(used, toPeer.StatsSlot, toClient.StatsSlot)
 		usedBuckets = append(usedBuckets, e.restoreBuckets(allocationOf(ch), toPeer.Bucket, toClient.Bucket)...)
 	}

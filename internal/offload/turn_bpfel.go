@@ -55,6 +55,12 @@ type turnFlowStats struct {
 	Dropped    uint64
 }
 
+type turnIfaceMac struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Pad uint16
+}
+
 type turnNexthop struct {
 	_       structs.HostLayout
 	Expires uint64
@@ -158,6 +164,7 @@ const (
 	turnMapConfig           = "config"
 	turnMapEgressPorts      = "egress_ports"
 	turnMapFlows            = "flows"
+	turnMapIfaceMacs        = "iface_macs"
 	turnMapNexthops         = "nexthops"
 	turnMapOutcomes         = "outcomes"
 	turnMapPeerRoutesV4     = "peer_routes_v4"
@@ -224,6 +231,7 @@ type turnMapSpecs struct {
 	Config         *ebpf.MapSpec `ebpf:"config"`
 	EgressPorts    *ebpf.MapSpec `ebpf:"egress_ports"`
 	Flows          *ebpf.MapSpec `ebpf:"flows"`
+	IfaceMacs      *ebpf.MapSpec `ebpf:"iface_macs"`
 	Nexthops       *ebpf.MapSpec `ebpf:"nexthops"`
 	Outcomes       *ebpf.MapSpec `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.MapSpec `ebpf:"peer_routes_v4"`
@@ -264,6 +272,7 @@ type turnMaps struct {
 	Config         *ebpf.Map `ebpf:"config"`
 	EgressPorts    *ebpf.Map `ebpf:"egress_ports"`
 	Flows          *ebpf.Map `ebpf:"flows"`
+	IfaceMacs      *ebpf.Map `ebpf:"iface_macs"`
 	Nexthops       *ebpf.Map `ebpf:"nexthops"`
 	Outcomes       *ebpf.Map `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.Map `ebpf:"peer_routes_v4"`
@@ -280,6 +289,7 @@ func (m *turnMaps) Close() error {
 		m.Config,
 		m.EgressPorts,
 		m.Flows,
+		m.IfaceMacs,
 		m.Nexthops,
 		m.Outcomes,
 		m.PeerRoutesV4,

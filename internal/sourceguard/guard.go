@@ -1,7 +1,8 @@
 // Package sourceguard drops datagrams spoofed from this host's own
 // addresses before any socket of the TURN server reads them: a BPF socket
 // filter (bpf/source_guard.c) attached to each UDP socket, with a map of the
-// host's addresses that Guard keeps in step with its interfaces.
+// host's addresses and prefixes that Guard keeps in step with its routing
+// tables (package hostaddr).
 //
 // Such a datagram can only come from this host, through loopback. Linux
 // drops IPv4 ones from elsewhere as martians but delivers IPv6 ones, so
@@ -13,16 +14,18 @@ package sourceguard
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/hostaddr"
 )
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -target bpfel -type host_addr guard ../../bpf/source_guard.c -- -I../../bpf -I/usr/include/x86_64-linux-gnu -O2 -g -mcpu=v3 -Wall -Werror
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -target bpfel -type host_prefix guard ../../bpf/source_guard.c -- -I../../bpf -I/usr/include/x86_64-linux-gnu -O2 -g -mcpu=v3 -Wall -Werror
 
 // SyncInterval is how often the address map follows the interfaces.
 const SyncInterval = time.Second
@@ -34,12 +37,12 @@ type Guard struct {
 	done sync.WaitGroup
 
 	mu    sync.Mutex
-	known map[guardHostAddr]bool
+	known map[guardHostPrefix]bool
 }
 
 // Load loads the filter and fills its map; it needs CAP_BPF (or root).
 func Load() (*Guard, error) {
-	g := &Guard{stop: make(chan struct{}), known: map[guardHostAddr]bool{}}
+	g := &Guard{stop: make(chan struct{}), known: map[guardHostPrefix]bool{}}
 	if err := loadGuardObjects(&g.objs, nil); err != nil {
 		return nil, fmt.Errorf("source guard: load BPF socket filter: %w", err)
 	}
@@ -100,45 +103,48 @@ func (g *Guard) follow() {
 	}
 }
 
-// Sync makes the map hold exactly the interfaces' current addresses.
+// Sync makes the map hold exactly the host's current addresses and
+// prefixes, as its routing tables say (package hostaddr).
 func (g *Guard) Sync() error {
-	ifas, err := net.InterfaceAddrs()
+	set, err := hostaddr.Read()
 	if err != nil {
-		return fmt.Errorf("source guard: interface addresses: %w", err)
+		return fmt.Errorf("source guard: %w", err)
 	}
-	want := map[guardHostAddr]bool{}
-	for _, ia := range ifas {
-		if pfx, err := netip.ParsePrefix(ia.String()); err == nil {
-			want[key(pfx.Addr())] = true
-		}
+	want := map[guardHostPrefix]bool{}
+	for _, p := range set.Prefixes() {
+		want[key(p)] = true
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var errs []error
 	for k := range want {
-		if !g.known[k] {
-			errs = append(errs, g.objs.HostAddrs.Put(k, uint8(1)))
+		if g.known[k] {
+			continue
 		}
+		if err := g.objs.HostAddrs.Put(k, uint8(1)); err != nil {
+			errs = append(errs, err) // not known: tried again at the next Sync
+			continue
+		}
+		g.known[k] = true
 	}
 	for k := range g.known {
-		if !want[k] {
-			errs = append(errs, g.objs.HostAddrs.Delete(k))
+		if want[k] {
+			continue
 		}
+		if err := g.objs.HostAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		delete(g.known, k)
 	}
-	g.known = want
 	return errors.Join(errs...)
 }
 
-func key(a netip.Addr) guardHostAddr {
-	var k guardHostAddr
-	a = a.Unmap()
+// key is a prefix as the filter matches it: IPv4 as IPv4-mapped IPv6.
+func key(p netip.Prefix) guardHostPrefix {
+	a, bits := p.Addr(), p.Bits()
 	if a.Is4() {
-		b := a.As4()
-		copy(k.Addr.Bytes[:4], b[:])
-		k.Family = unix.AF_INET
-	} else {
-		k.Addr.Bytes = a.As16()
-		k.Family = unix.AF_INET6
+		a, bits = netip.AddrFrom16(a.As16()), bits+96
 	}
-	return k
+	return guardHostPrefix{Prefixlen: uint32(bits), Addr: a.As16()}
 }

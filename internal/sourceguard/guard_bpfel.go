@@ -13,13 +13,10 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type guardHostAddr struct {
-	_    structs.HostLayout
-	Addr struct {
-		_     structs.HostLayout
-		Bytes [16]uint8
-	}
-	Family uint32
+type guardHostPrefix struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
 }
 
 // Names of all BPF objects in the ELF.

@@ -64,17 +64,3 @@ func restPassword(secret, username string) string {
 	mac.Write([]byte(username))
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
-
-// userIDFor maps a request's username to the user id authHandler returns
-// for it, which quotas count.
-func userIDFor(users map[string]string) func(string) string {
-	return func(username string) string {
-		if _, ok := users[username]; ok {
-			return username
-		}
-		if _, user, ok := parseRESTUsername(username); ok {
-			return user
-		}
-		return username
-	}
-}

@@ -59,27 +59,29 @@ func TestRESTPasswordMatchesPion(t *testing.T) {
 	}
 }
 
+// Quotas count the user id pion hands over (what the auth handler returned:
+// for a TURN REST username its userid part, which may itself contain ':').
 func TestQuotas(t *testing.T) {
 	c := newAllocationCounter(2, 3, nil, metrics.NewEvents())
-	q := c.quotaHandler(userIDFor(map[string]string{"alice": "x"}))
+	q := c.quotaHandler()
 	for range 2 {
-		if !q("alice", "r", nil) {
+		if !q("9:alice", "r", nil) {
 			t.Fatal("refused under quota")
 		}
-		c.created("alice")
+		c.created("9:alice")
 	}
-	if q("alice", "r", nil) {
+	if q("9:alice", "r", nil) {
 		t.Fatal("user quota not enforced")
 	}
-	if !q("1900000000:bob", "r", nil) {
+	if !q("bob", "r", nil) {
 		t.Fatal("other user refused")
 	}
 	c.created("bob")
-	if q("1900000000:carol", "r", nil) {
+	if q("carol", "r", nil) {
 		t.Fatal("total quota not enforced")
 	}
-	c.deleted("alice")
-	if !q("alice", "r", nil) {
+	c.deleted("9:alice")
+	if !q("9:alice", "r", nil) {
 		t.Fatal("quota not released")
 	}
 	for reason, want := range map[string]float64{"user_quota": 1, "total_quota": 1} {
@@ -89,10 +91,32 @@ func TestQuotas(t *testing.T) {
 	}
 }
 
-// One source IP may allocate 2 a second in bursts of 6; others are unaffected.
+// A quota check reserves the slot: Allocates checked at once, before any
+// is created, cannot overshoot; a reservation whose allocation never comes
+// is given back.
+func TestQuotaReservations(t *testing.T) {
+	c := newAllocationCounter(2, 0, nil, metrics.NewEvents())
+	q := c.quotaHandler()
+	if !q("u", "r", nil) || !q("u", "r", nil) {
+		t.Fatal("refused under quota")
+	}
+	if q("u", "r", nil) {
+		t.Fatal("a third concurrent Allocate passed a quota of 2")
+	}
+	c.created("u") // one of the two is created; the other never is
+	c.mu.Lock()
+	c.pending[0].at = time.Now().Add(-2 * reservationTimeout)
+	c.mu.Unlock()
+	if !q("u", "r", nil) {
+		t.Fatal("a stale reservation still counts")
+	}
+}
+
+// One source may allocate 2 a second in bursts of 6; others are unaffected.
+// An IPv6 source is its /64.
 func TestAllocateRatePerSourceIP(t *testing.T) {
 	c := newAllocationCounter(0, 0, newIPRateLimiter(2, 6), metrics.NewEvents())
-	q := c.quotaHandler(userIDFor(nil))
+	q := c.quotaHandler()
 	a, b := udp("198.51.100.1:1000"), udp("198.51.100.2:1000")
 	for i := range 6 {
 		if !q("u", "r", a) {
@@ -109,7 +133,18 @@ func TestAllocateRatePerSourceIP(t *testing.T) {
 	if !q("u", "r", a) {
 		t.Fatal("not refilled after 0.6 s at 2/s")
 	}
-	if got := testutil.ToFloat64(c.events.AllocationRefusal.WithLabelValues("ip_rate")); got != 1 {
-		t.Errorf("ip_rate refusals: %v, want 1", got)
+	for i := range 6 {
+		if !q("u", "r", udp(fmt.Sprintf("[2001:db8:1:2::%x]:1000", i+1))) {
+			t.Fatalf("IPv6 allocation %d of the burst refused", i)
+		}
+	}
+	if q("u", "r", udp("[2001:db8:1:2:ffff::7]:1000")) {
+		t.Fatal("another address of the same /64 escaped the limit")
+	}
+	if !q("u", "r", udp("[2001:db8:1:3::1]:1000")) {
+		t.Fatal("another /64 refused")
+	}
+	if got := testutil.ToFloat64(c.events.AllocationRefusal.WithLabelValues("ip_rate")); got != 2 {
+		t.Errorf("ip_rate refusals: %v, want 2", got)
 	}
 }

@@ -43,10 +43,20 @@ type allocState struct {
 	channels map[uint16]offload.Channel
 }
 
+// addrPort is a UDP or TCP address as an unmapped AddrPort (called per
+// relayed datagram: no formatting and parsing for the common types).
 func addrPort(a net.Addr) netip.AddrPort {
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.AddrPort{}
+	var ap netip.AddrPort
+	switch v := a.(type) {
+	case *net.UDPAddr:
+		ap = v.AddrPort()
+	case *net.TCPAddr:
+		ap = v.AddrPort()
+	default:
+		var err error
+		if ap, err = netip.ParseAddrPort(a.String()); err != nil {
+			return netip.AddrPort{}
+		}
 	}
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
@@ -204,8 +214,9 @@ func lastSeen(a, b offload.FlowStats) string {
 	return last.UTC().Format("15:04:05.000")
 }
 
-// eventHandler wires the table (and the allocation counters) into pion.
-func (t *channelTable) eventHandler(allocs *allocationCounter) turn.EventHandler {
+// eventHandler wires the table, the allocation counters and the relay
+// sockets' view of permissions (perms) into pion.
+func (t *channelTable) eventHandler(allocs *allocationCounter, perms func(relay net.Addr, peer net.IP, ok bool)) turn.EventHandler {
 	return turn.EventHandler{
 		OnAllocationCreated: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, port int) {
 			allocs.created(userID)
@@ -215,9 +226,11 @@ func (t *channelTable) eventHandler(allocs *allocationCounter) turn.EventHandler
 			t.allocationDeleted(src, dst)
 		},
 		OnPermissionCreated: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, peer net.IP) {
+			perms(relay, peer, true)
 			t.permissionCreated(src, dst, peer)
 		},
 		OnPermissionDeleted: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, peer net.IP) {
+			perms(relay, peer, false)
 			t.permissionDeleted(src, dst, peer)
 		},
 		OnChannelCreated: func(src, dst net.Addr, protocol, userID, realm string, relay, peer net.Addr, number uint16) {

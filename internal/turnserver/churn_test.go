@@ -28,7 +28,9 @@ var (
 // and a second round leaves it where the first did (no leak per allocation).
 func TestChurn(t *testing.T) {
 	tb := newTestbed(t)
-	r := startRelay(t, tb, "--user-quota", "0", "--allocate-rate", "0",
+	// A bandwidth limit too, so the fast path's buckets come and go with
+	// the allocations (one per allocation and direction, shared by channels).
+	r := startRelay(t, tb, "--user-quota", "0", "--allocate-rate", "0", "--max-bps", "10000000",
 		"--channel-lifetime", "3s", "--permission-lifetime", "3s")
 	peer := newPeer(t, tb, testbed.PeerIP4)
 	go drain(peer)

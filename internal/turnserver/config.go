@@ -81,6 +81,7 @@ type Settings struct {
 	RelayIPs    []netip.Addr // at most one per family
 	ExternalIPs []netip.Addr // at most one per family
 	Policy      *PeerPolicy
+	RateLimit   ratelimit.Limit // from MaxBitrate
 }
 
 // Load builds the configuration from defaults, then the YAML file named by
@@ -303,7 +304,7 @@ func (c Config) Validate() (*Settings, error) {
 	if c.AllocateRate < 0 || c.AllocateRate > 100000 {
 		return bad("allocate-rate", "%d is not within 0-100000", c.AllocateRate)
 	}
-	if _, err := ratelimit.FromBitrate(c.MaxBitrate); err != nil {
+	if s.RateLimit, err = ratelimit.FromBitrate(c.MaxBitrate); err != nil {
 		return bad("max-bps", "%v", err)
 	}
 	if c.Offload != "xdp" && c.Offload != "off" {

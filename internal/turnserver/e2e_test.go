@@ -91,12 +91,15 @@ func newClient(t *testing.T, tb *testbed.Testbed, family turn.RequestedAddressFa
 
 func newClientOver(t *testing.T, tb *testbed.Testbed, o testbed.ClientOptions) *testbed.TURNClient {
 	t.Helper()
-	o.Local, o.Realm = testbed.ClientIP4, "ebrtc.test"
+	o.Realm = "ebrtc.test"
+	if !o.Local.IsValid() {
+		o.Local = testbed.ClientIP4
+		if o.Server.Addr().Is6() {
+			o.Local = testbed.ClientIP6
+		}
+	}
 	if o.User == "" {
 		o.User, o.Pass = user, pass
-	}
-	if o.Server.Addr().Is6() {
-		o.Local = testbed.ClientIP6
 	}
 	c, err := testbed.NewTURNClient(tb.Client, o)
 	if err != nil {
@@ -158,6 +161,24 @@ func bindChannel(t *testing.T, r *testbed.Relay, c *testbed.TURNClient, peer net
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("channel never reached the fast path\n%s", r.Output())
+}
+
+// streamingRelay is a relay (fast path "xdp" or "off", plus extra flags)
+// with a pion client and a peer, the channel already in the fast path.
+func streamingRelay(t *testing.T, mode string, extra ...string) (*testbed.Testbed, *testbed.Relay, *testbed.TURNClient, *net.UDPConn) {
+	t.Helper()
+	return streamingRelayIn(t, newTestbed(t), mode, extra...)
+}
+
+func streamingRelayIn(t *testing.T, tb *testbed.Testbed, mode string, extra ...string) (*testbed.Testbed, *testbed.Relay, *testbed.TURNClient, *net.UDPConn) {
+	t.Helper()
+	r := startRelay(t, tb, append([]string{"--offload", mode}, extra...)...)
+	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	peer := newPeer(t, tb, testbed.PeerIP4)
+	if mode == "xdp" {
+		bindChannel(t, r, c, peer, 1)
+	}
+	return tb, r, c, peer
 }
 
 func drain(c net.PacketConn) {

@@ -22,13 +22,7 @@ import (
 func TestFloodsWhileStreaming(t *testing.T) {
 	for _, mode := range []string{"xdp", "off"} {
 		t.Run(mode, func(t *testing.T) {
-			tb := newTestbed(t)
-			r := startRelay(t, tb, "--offload", mode, "--user", "bob:bobs-password")
-			c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-			peer := newPeer(t, tb, testbed.PeerIP4)
-			if mode == "xdp" {
-				bindChannel(t, r, c, peer, 1)
-			}
+			tb, r, c, peer := streamingRelay(t, mode, "--user", "bob:bobs-password")
 			before := metrics(t, r)
 
 			junk := startFlood(t, tb, floodMalformed)
@@ -37,9 +31,12 @@ func TestFloodsWhileStreaming(t *testing.T) {
 			requireExchange(t, "client to peer during the floods", res, err)
 			res, err = testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, 6000, 200, 2000)
 			requireExchange(t, "peer to client during the floods", res, err)
-			// Responsive: a new client completes an allocation mid-flood (from
-			// another address and account: the flooding ones are at their limits).
-			late := newClientOver(t, tb, testbed.ClientOptions{Server: server6, User: "bob", Pass: "bobs-password"})
+			// Responsive: a new client completes an allocation mid-flood, on
+			// the flooded listener (from another address and account: the
+			// flooding ones are at their limits).
+			must(t, tb.Client.IP("addr", "add", "10.201.1.3/24", "dev", testbed.ClientIface, "nodad"))
+			late := newClientOver(t, tb, testbed.ClientOptions{Server: server4, Local: netip.MustParseAddr("10.201.1.3"),
+				User: "bob", Pass: "bobs-password"})
 			late.Close()
 			sentJunk, sentAllocs := junk.stop(), allocs.stop()
 
@@ -252,10 +249,13 @@ func TestKillDuringTraffic(t *testing.T) {
 		}
 	}
 	// After the kill nothing relays: no stale fast path for a dead allocation.
-	if _, err := c.Relay.WriteTo([]byte("after-kill-000000"), peer.LocalAddr()); err == nil {
-		if n := countMarked(peer, []byte("after-kill")); n != 0 {
-			t.Errorf("%d datagrams relayed with the server killed", n)
+	for range 10 {
+		if _, err := c.Relay.WriteTo([]byte("after-kill-000000"), peer.LocalAddr()); err != nil {
+			t.Fatalf("the client could not send after the kill: %v", err)
 		}
+	}
+	if n := countMarked(peer, []byte("after-kill")); n != 0 {
+		t.Errorf("%d datagrams relayed with the server killed", n)
 	}
 
 	r2 := startRelay(t, tb)

@@ -117,13 +117,25 @@ func TestOpenRelayMatrix(t *testing.T) {
 	}
 	// The unspecified address delivers to the host too (to the listeners above).
 	unspecified := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:9999"), netip.MustParseAddrPort("[::]:9999")}
+	// Addresses of the host that no interface lists: the IPv6 subnet-router
+	// anycast of the relay prefix (Linux adds it when forwarding is on, as
+	// the fast path turns it on), and a directed broadcast, reaching any
+	// service on the wildcard address.
+	anycast := &target{name: "relay prefix subnet-router anycast", addr: netip.MustParseAddrPort("[fd00:201:2::]:9998")}
+	anycast.listen(t, tb.Server, netip.MustParseAddrPort("[::]:9998"))
+	broadcast := &target{name: "relay subnet broadcast", addr: netip.MustParseAddrPort("10.201.2.255:9996")}
+	broadcast.listen(t, tb.Server, netip.MustParseAddrPort("0.0.0.0:9996"))
+	targets = append(targets, anycast, broadcast)
 
 	// The real peer, allowed by address: the positive control.
 	peer := &target{name: "allowed peer", addr: netip.AddrPortFrom(testbed.PeerIP4, 7000)}
 	peer.listen(t, tb.Peer, peer.addr)
 
 	args := withoutFlag(testbed.TURNArgs(user+":"+pass), "--allow-peer")
+	// The peer is allowed by address, and the relay prefixes by range: a
+	// host address in an allowed range must still be refused.
 	r, err := tb.StartRelay(ebrtcBin, append(args, "--allow-peer", testbed.PeerIP4.String(),
+		"--allow-peer", "fd00:201:2::/64", "--allow-peer", "10.201.2.0/24",
 		"--listen", "tcp://10.201.1.1:3478", "--user-quota", "0")...)
 	if err != nil {
 		t.Fatal(err)

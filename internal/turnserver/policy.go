@@ -2,35 +2,39 @@ package turnserver
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/ebrtc/ebrtc/internal/hostaddr"
 )
 
 // Ranges refused as peers unless allowed explicitly: loopback, unspecified,
 // private, CGNAT, link-local (cloud metadata included), multicast, reserved,
-// documentation and benchmarking ranges, IPv4 and IPv6 (after eturnal's
-// "recommended" blacklist and the IANA special-purpose registries).
-// IPv4-mapped IPv6 addresses are unmapped first and judged as IPv4.
+// documentation and benchmarking ranges (after eturnal's "recommended"
+// blacklist and the IANA special-purpose registries). For IPv6 only global
+// unicast (2000::/3) is a peer by default, less its special ranges: the rest
+// (IPv4-compatible, NAT64, discard, ULA, link-local, site-local, multicast,
+// SRv6, unassigned) is refused. IPv4-mapped IPv6 addresses are unmapped
+// first and judged as IPv4.
 var defaultDenied = mustPrefixes(
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
 	"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
 	"255.255.255.255/32",
-	"::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
-	"2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
+	"::/3", "4000::/2", "8000::/1", // all but 2000::/3
+	"2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20",
 )
 
 // neverPeers reach this host whatever allow-peer says: sending to the
-// unspecified address or to loopback delivers locally.
-var neverPeers = mustPrefixes("0.0.0.0/8", "127.0.0.0/8", "::/128", "::1/128")
+// unspecified address or to loopback delivers locally, and multicast and
+// broadcast loop back to the host's own listeners.
+var neverPeers = mustPrefixes("0.0.0.0/8", "127.0.0.0/8", "224.0.0.0/4", "255.255.255.255/32",
+	"::/128", "::1/128", "ff00::/8")
 
 // PeerPolicy decides which peer addresses a client may relay to. The host
-// itself is never a peer: its loopback and every address of its interfaces
-// are refused whatever allow-peer says, except its relay (and advertised)
-// addresses, which two clients of this server need to reach each other
+// itself is never a peer: its loopback, multicast, and every address its
+// routing tables call its own are refused whatever allow-peer says, except
+// its relay (and advertised) addresses, which two clients of this server need to reach each other
 // (hairpin). Those are refused again per port by relayGenerator.peerAllowed:
 // only live relay ports are peers, never a service of the host.
 type PeerPolicy struct {
@@ -42,7 +46,7 @@ type PeerPolicy struct {
 // NewPeerPolicy builds a policy. own are this server's relay (and advertised)
 // addresses: allowed as peers for the hairpin, unless a deny rule covers them.
 func NewPeerPolicy(allow, deny []string, own []netip.Addr) (*PeerPolicy, error) {
-	p := &PeerPolicy{own: map[netip.Addr]bool{}, host: hostAddresses.contains}
+	p := &PeerPolicy{own: map[netip.Addr]bool{}, host: hostAddresses.Contains}
 	var err error
 	if p.allow, err = parsePrefixes("allow-peer", allow); err != nil {
 		return nil, err
@@ -118,57 +122,8 @@ func mustPrefixes(values ...string) []netip.Prefix {
 	return out
 }
 
-// hostAddresses are the addresses of this host's interfaces, read again at
-// most once a second (addresses come and go, peer checks run per datagram).
-var hostAddresses = &addressCache{ttl: time.Second, read: interfaceAddresses}
-
-type addressCache struct {
-	ttl  time.Duration
-	read func() (map[netip.Addr]bool, error)
-
-	mu   sync.Mutex // one reader refreshes; lookups take no lock
-	snap atomic.Pointer[addressSnapshot]
-}
-
-type addressSnapshot struct {
-	addrs   map[netip.Addr]bool
-	fetched time.Time
-}
-
-func (c *addressCache) contains(a netip.Addr) bool {
-	s := c.snap.Load()
-	if s == nil || time.Since(s.fetched) > c.ttl {
-		s = c.refresh()
-	}
-	return s.addrs[a.Unmap()]
-}
-
-func (c *addressCache) refresh() *addressSnapshot {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.snap.Load()
-	if s != nil && time.Since(s.fetched) <= c.ttl {
-		return s // refreshed while we waited
-	}
-	addrs, err := c.read()
-	if err != nil && s != nil {
-		return s // keep what was known rather than fail open
-	}
-	s = &addressSnapshot{addrs: addrs, fetched: time.Now()}
-	c.snap.Store(s)
-	return s
-}
-
-func interfaceAddresses() (map[netip.Addr]bool, error) {
-	ifas, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[netip.Addr]bool, len(ifas))
-	for _, ia := range ifas {
-		if pfx, err := netip.ParsePrefix(ia.String()); err == nil {
-			out[pfx.Addr().Unmap()] = true
-		}
-	}
-	return out, nil
-}
+// hostAddresses are this host's addresses as its routing tables say
+// (interface addresses, broadcasts, IPv6 subnet-router anycast, AnyIP
+// routes), read again at most once a second. Start reads them first and
+// fails if it cannot; until then every address counts as the host's.
+var hostAddresses = hostaddr.NewCache(time.Second)

@@ -174,7 +174,8 @@ func FuzzPeerPolicy(f *testing.F) {
 		for _, a := range own {
 			isOwn = isOwn || a.Unmap() == u
 		}
-		never := u.IsLoopback() || u.IsUnspecified() || (u.Is4() && u.As4()[0] == 0)
+		never := u.IsLoopback() || u.IsUnspecified() || u.IsMulticast() || (u.Is4() && u.As4()[0] == 0) ||
+			u == netip.AddrFrom4([4]byte{255, 255, 255, 255})
 		isHost := host.IsValid() && host.Unmap() == u
 		special := u.IsLoopback() || u.IsPrivate() || u.IsUnspecified() || u.IsMulticast() ||
 			u.IsLinkLocalUnicast() || u.IsLinkLocalMulticast() || u.IsInterfaceLocalMulticast()

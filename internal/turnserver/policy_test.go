@@ -13,7 +13,7 @@ func TestPeerPolicyDefaults(t *testing.T) {
 	refused := []string{"127.0.0.1", "0.0.0.0", "10.1.2.3", "172.20.0.1", "192.168.1.1", "100.64.0.1",
 		"169.254.169.254", "224.0.0.251", "240.0.0.1", "255.255.255.255", "192.0.2.1", "198.51.100.1",
 		"203.0.113.1", "198.18.0.1", "::", "::1", "fe80::1", "fc00::1", "fd12::1", "ff02::1", "2001:db8::1",
-		"::ffff:127.0.0.1", "::ffff:10.0.0.1"}
+		"::ffff:127.0.0.1", "::ffff:10.0.0.1", "::a00:1", "5f00::1", "4000::1", "c000::1", "fec0::1"}
 	for _, a := range refused {
 		if p.Allowed(netip.MustParseAddr(a)) {
 			t.Errorf("%s allowed by default", a)
@@ -32,6 +32,16 @@ func TestPeerPolicyAllowAndDeny(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]bool{"10.1.1.1": true, "fd00::5": true, "10.66.1.1": false, "8.8.8.8": false, "10.9.9.9": false, "127.0.0.1": false}
+	// Nothing opens what delivers to the host itself: loopback, unspecified, multicast, broadcast.
+	wide, err := NewPeerPolicy([]string{"0.0.0.0/0", "::/0"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"127.0.0.1", "0.0.0.0", "224.0.0.251", "255.255.255.255", "::1", "::", "ff02::fb"} {
+		if wide.Allowed(netip.MustParseAddr(a)) {
+			t.Errorf("%s allowed by --allow-peer 0.0.0.0/0 ::/0", a)
+		}
+	}
 	for a, want := range cases {
 		if got := p.Allowed(netip.MustParseAddr(a)); got != want {
 			t.Errorf("%s: allowed %v, want %v (deny always wins)", a, got, want)

@@ -11,7 +11,7 @@ import (
 )
 
 // allocationCounter counts allocations per user and in total, for quotas and
-// metrics, and channels for metrics; it also limits how fast one source IP
+// metrics, and channels for metrics; it also limits how fast one source
 // may allocate.
 type allocationCounter struct {
 	userQuota, totalQuota int
@@ -21,18 +21,32 @@ type allocationCounter struct {
 	mu       sync.Mutex
 	perUser  map[string]int
 	total    int
+	pending  []reservation // granted by the quota, not yet created
 	channels int
 }
+
+// reservation is a slot the quota granted to an Allocate that pion has not
+// created yet: counted, so concurrent requests cannot overshoot the quota,
+// and forgotten after reservationTimeout if the allocation never comes (no
+// free port, say).
+type reservation struct {
+	user string
+	at   time.Time
+}
+
+const reservationTimeout = 5 * time.Second
 
 func newAllocationCounter(userQuota, totalQuota int, perIP *ipRateLimiter, events *metrics.Events) *allocationCounter {
 	return &allocationCounter{userQuota: userQuota, totalQuota: totalQuota, perIP: perIP, events: events, perUser: map[string]int{}}
 }
 
 // quotaHandler refuses an allocation (486 Allocation Quota Reached) when the
-// server or the user is at its quota, or the source IP allocates too fast.
-func (c *allocationCounter) quotaHandler(userID func(string) string) func(username, realm string, src net.Addr) bool {
-	return func(username, realm string, src net.Addr) bool {
-		reason := c.refusal(userID(username), src)
+// source allocates too fast, or the server or the user is at its quota. pion
+// passes the user id the auth handler returned (for a TURN REST username,
+// its userid part), which is what the quota counts.
+func (c *allocationCounter) quotaHandler() func(userID, realm string, src net.Addr) bool {
+	return func(userID, realm string, src net.Addr) bool {
+		reason := c.refusal(userID, src)
 		if reason != "" {
 			c.events.AllocationRefusal.WithLabelValues(reason).Inc()
 		}
@@ -41,35 +55,58 @@ func (c *allocationCounter) quotaHandler(userID func(string) string) func(userna
 }
 
 func (c *allocationCounter) refusal(user string, src net.Addr) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	// The source's rate first: a flood from one address is told apart from
 	// a user at its quota, and pays for every attempt.
-	switch {
-	case c.perIP != nil && !c.perIP.allow(addrPort(src).Addr()):
+	if c.perIP != nil && !c.perIP.allow(addrPort(src).Addr()) {
 		return "ip_rate"
-	case c.totalQuota > 0 && c.total >= c.totalQuota:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expireReservations()
+	pendingUser := 0
+	for _, r := range c.pending {
+		if r.user == user {
+			pendingUser++
+		}
+	}
+	switch {
+	case c.totalQuota > 0 && c.total+len(c.pending) >= c.totalQuota:
 		return "total_quota"
-	case c.userQuota > 0 && c.perUser[user] >= c.userQuota:
+	case c.userQuota > 0 && c.perUser[user]+pendingUser >= c.userQuota:
 		return "user_quota"
 	}
+	c.pending = append(c.pending, reservation{user: user, at: time.Now()})
 	return ""
+}
+
+func (c *allocationCounter) expireReservations() {
+	i := 0
+	for i < len(c.pending) && time.Since(c.pending[i].at) > reservationTimeout {
+		i++
+	}
+	c.pending = c.pending[i:]
 }
 
 func (c *allocationCounter) created(user string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, r := range c.pending {
+		if r.user == user {
+			c.pending = append(c.pending[:i], c.pending[i+1:]...)
+			break
+		}
+	}
 	c.perUser[user]++
 	c.total++
-	c.mu.Unlock()
 }
 
 func (c *allocationCounter) deleted(user string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.perUser[user]--; c.perUser[user] <= 0 {
 		delete(c.perUser, user)
 	}
 	c.total--
-	c.mu.Unlock()
 }
 
 func (c *allocationCounter) channel(delta int) {
@@ -84,9 +121,9 @@ func (c *allocationCounter) counts() (allocations, channels int) {
 	return c.total, c.channels
 }
 
-// ipRateLimiter is a token bucket per source IP. Buckets idle long enough to
-// be full again are forgotten, so the table stays as small as the set of
-// recently active sources.
+// ipRateLimiter is a token bucket per source (an IPv4 address, an IPv6
+// /64). Buckets idle long enough to be full again are forgotten, so the
+// table stays as small as the set of recently active sources.
 type ipRateLimiter struct {
 	limit ratelimit.Limit
 	idle  time.Duration // a bucket idle this long is full
@@ -112,7 +149,18 @@ func newIPRateLimiter(perSecond, burst int) *ipRateLimiter {
 	}
 }
 
+// sourceKey is what one source is: an IPv4 address, or an IPv6 /64 (one
+// host or one customer's network, which rotates addresses at will).
+func sourceKey(ip netip.Addr) netip.Addr {
+	if ip.Is4() {
+		return ip
+	}
+	p, _ := ip.Prefix(64)
+	return p.Addr()
+}
+
 func (l *ipRateLimiter) allow(ip netip.Addr) bool {
+	ip = sourceKey(ip.Unmap())
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

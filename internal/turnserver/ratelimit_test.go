@@ -5,8 +5,6 @@ import (
 	"net"
 	"testing"
 
-	"github.com/pion/turn/v5"
-
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
@@ -28,13 +26,7 @@ func TestBandwidthLimitEndToEnd(t *testing.T) {
 	burst := float64(limit.Burst) / 1e9
 	for _, mode := range []string{"xdp", "off"} {
 		t.Run(mode, func(t *testing.T) {
-			tb := newTestbed(t)
-			r := startRelay(t, tb, "--offload", mode, "--max-bps", "800000")
-			c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-			peer := newPeer(t, tb, testbed.PeerIP4)
-			if mode == "xdp" {
-				bindChannel(t, r, c, peer, 1)
-			}
+			_, r, c, peer := streamingRelay(t, mode, "--max-bps", "800000")
 			for _, dir := range []struct {
 				name string
 				src  net.PacketConn

@@ -7,9 +7,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/pion/turn/v5"
 
@@ -80,9 +80,13 @@ func (g *relayGenerator) peerAllowed(peer netip.AddrPort, tcp bool) bool {
 	return !g.policy.IsOwn(ip) || g.live.has(g.toWire(netip.AddrPortFrom(ip, peer.Port())), tcp)
 }
 
-// ports yields the requested port, or random ports of the range, at most 64 tries.
+// ports yields the requested port (if inside the range: a reservation or
+// EVEN-PORT asks for one), or random ports of the range, at most 64 tries.
 func (g *relayGenerator) ports(requested int) []int {
 	if requested != 0 {
+		if requested < g.minPort || requested > g.maxPort {
+			return nil
+		}
 		return []int{requested}
 	}
 	n := min(64, g.maxPort-g.minPort+1)
@@ -93,22 +97,40 @@ func (g *relayGenerator) ports(requested int) []int {
 	return out
 }
 
+// bindRelay reserves a port of the range in the live set and binds it with
+// bind, trying up to 64 ports; a port another socket holds is skipped.
+func (g *relayGenerator) bindRelay(wire netip.Addr, requested int, tcp bool, bind func(addr string) error) (netip.AddrPort, error) {
+	lastErr := errors.New("no port to try")
+	for _, port := range g.ports(requested) {
+		addr := netip.AddrPortFrom(wire, uint16(port))
+		if !g.live.reserve(addr, tcp) {
+			continue // another allocation's
+		}
+		if lastErr = bind(addr.String()); lastErr == nil {
+			return addr, nil
+		}
+		g.live.remove(addr, tcp)
+	}
+	return netip.AddrPort{}, fmt.Errorf("no free relay port in %d-%d (last try: %w)", g.minPort, g.maxPort, lastErr)
+}
+
 func (g *relayGenerator) AllocatePacketConn(conf turn.AllocateListenerConfig) (net.PacketConn, net.Addr, error) {
 	wire, advertised, err := g.addresses(conf.Network)
 	if err != nil {
 		return nil, nil, err
 	}
 	lc := net.ListenConfig{Control: controlWith(setUDPBuffers, g.guard)}
-	for _, port := range g.ports(conf.RequestedPort) {
-		conn, err := lc.ListenPacket(context.Background(), conf.Network, net.JoinHostPort(wire.String(), strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		addr := netip.AddrPortFrom(wire, uint16(port))
-		g.live.add(addr, false)
-		return &relayConn{PacketConn: conn, gen: g, addr: addr}, &net.UDPAddr{IP: advertised.AsSlice(), Port: port}, nil
+	var conn net.PacketConn
+	addr, err := g.bindRelay(wire, conf.RequestedPort, false, func(a string) (err error) {
+		conn, err = lc.ListenPacket(context.Background(), conf.Network, a)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("no free relay port in %d-%d", g.minPort, g.maxPort)
+	rc := &relayConn{PacketConn: conn, gen: g, addr: addr, perms: map[netip.Addr]bool{}}
+	g.live.setConn(addr, rc)
+	return rc, &net.UDPAddr{IP: advertised.AsSlice(), Port: int(addr.Port())}, nil
 }
 
 func (g *relayGenerator) AllocateListener(conf turn.AllocateListenerConfig) (net.Listener, net.Addr, error) {
@@ -118,21 +140,31 @@ func (g *relayGenerator) AllocateListener(conf turn.AllocateListenerConfig) (net
 	}
 	// SO_REUSEPORT: RFC 6062 connections to peers leave from this same
 	// address and port (AllocateConn), which Linux allows only when every
-	// socket bound there sets it.
+	// socket bound there sets it. It would also let two listeners share a
+	// port (and split its incoming connections), so the port must be free:
+	// not another allocation's (the live set), and not bound by anyone else
+	// (a first bind without the option).
 	lc := net.ListenConfig{Control: setReusePort}
-	for _, port := range g.ports(conf.RequestedPort) {
-		ln, err := lc.Listen(context.Background(), conf.Network, net.JoinHostPort(wire.String(), strconv.Itoa(port)))
+	var ln net.Listener
+	addr, err := g.bindRelay(wire, conf.RequestedPort, true, func(a string) error {
+		probe, err := net.Listen(conf.Network, a)
 		if err != nil {
-			continue
+			return err
 		}
-		addr := netip.AddrPortFrom(wire, uint16(port))
-		g.live.add(addr, true)
-		return &relayListener{Listener: ln, gen: g, addr: addr}, &net.TCPAddr{IP: advertised.AsSlice(), Port: port}, nil
+		probe.Close()
+		ln, err = lc.Listen(context.Background(), conf.Network, a)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("no free relay port in %d-%d", g.minPort, g.maxPort)
+	return &relayListener{Listener: ln, gen: g, addr: addr}, &net.TCPAddr{IP: advertised.AsSlice(), Port: int(addr.Port())}, nil
 }
 
 var errRefusedPeer = errors.New("relay: peer refused")
+
+// connectTimeout bounds an RFC 6062 Connect ("at least 30 seconds").
+const connectTimeout = 30 * time.Second
 
 // AllocateConn opens an RFC 6062 connection to a peer from the allocation's
 // relay address (its listener's port).
@@ -142,7 +174,7 @@ func (g *relayGenerator) AllocateConn(conf turn.AllocateConnConfig) (net.Conn, e
 		g.events.Dropped.WithLabelValues("refused_peer").Inc()
 		return nil, fmt.Errorf("%w: %v", errRefusedPeer, remote)
 	}
-	d := net.Dialer{Control: setReusePort}
+	d := net.Dialer{Control: setReusePort, Timeout: connectTimeout}
 	if conf.LocalAddr != nil {
 		if local, err := netip.ParseAddrPort(conf.LocalAddr.String()); err == nil {
 			d.LocalAddr = net.TCPAddrFromAddrPort(g.toWire(local))
@@ -151,51 +183,114 @@ func (g *relayGenerator) AllocateConn(conf turn.AllocateConnConfig) (net.Conn, e
 	return d.Dial(conf.Network, conf.RemoteAddr.String())
 }
 
-// liveRelays are the relay addresses with an open socket, by transport.
-type liveRelays struct {
-	mu       sync.Mutex
-	udp, tcp map[netip.AddrPort]bool
+// permission follows pion's permission events for the relay socket at
+// relay (as pion reports it: the advertised address), so the socket can drop
+// what pion would drop before it costs anything.
+func (g *relayGenerator) permission(relay net.Addr, peer net.IP, ok bool) {
+	if _, udp := relay.(*net.UDPAddr); !udp {
+		return
+	}
+	c := g.live.conn(g.toWire(addrPort(relay)))
+	if ip, valid := netip.AddrFromSlice(peer); valid && c != nil {
+		c.permit(ip.Unmap(), ok)
+	}
 }
 
-func (l *liveRelays) add(a netip.AddrPort, tcp bool) {
+// liveRelays are the relay addresses with an open socket, by transport,
+// and the UDP ones' relayConn.
+type liveRelays struct {
+	mu  sync.Mutex
+	udp map[netip.AddrPort]*relayConn // nil while being bound
+	tcp map[netip.AddrPort]bool
+}
+
+// reserve takes a for a socket about to be bound; false if it is taken.
+func (l *liveRelays) reserve(a netip.AddrPort, tcp bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.udp == nil {
-		l.udp, l.tcp = map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
+		l.udp, l.tcp = map[netip.AddrPort]*relayConn{}, map[netip.AddrPort]bool{}
 	}
-	l.set(tcp)[a] = true
+	if tcp {
+		if l.tcp[a] {
+			return false
+		}
+		l.tcp[a] = true
+		return true
+	}
+	if _, taken := l.udp[a]; taken {
+		return false
+	}
+	l.udp[a] = nil
+	return true
+}
+
+func (l *liveRelays) setConn(a netip.AddrPort, c *relayConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.udp[a] = c
+}
+
+func (l *liveRelays) conn(a netip.AddrPort) *relayConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.udp[a]
 }
 
 func (l *liveRelays) remove(a netip.AddrPort, tcp bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.set(tcp), a)
+	if tcp {
+		delete(l.tcp, a)
+	} else {
+		delete(l.udp, a)
+	}
 }
 
 func (l *liveRelays) has(a netip.AddrPort, tcp bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.set(tcp)[a]
-}
-
-func (l *liveRelays) set(tcp bool) map[netip.AddrPort]bool {
 	if tcp {
-		return l.tcp
+		return l.tcp[a]
 	}
-	return l.udp
+	_, ok := l.udp[a]
+	return ok
 }
 
 // relayConn is an allocation's UDP relay socket. It sends only to peers
 // peerAllowed accepts (so no client reaches the host's own services, nor the
-// TURN server through its own relay), keeps the allocation within its
-// bandwidth limit in each direction, and counts what it relays. (Datagrams
-// spoofed from our own addresses never reach it: package sourceguard.)
+// TURN server through its own relay); it takes datagrams only from peers
+// with a permission (as pion would) that are not the host's own non-relay
+// sockets (a host service answering a forged request); it keeps the
+// allocation within its bandwidth limit in each direction, charged only for
+// what would be relayed; and it counts what it relays. Datagrams forged from
+// our own addresses are dropped before it by the source guard (package
+// sourceguard), when that could load.
 type relayConn struct {
 	net.PacketConn
 	gen              *relayGenerator
 	addr             netip.AddrPort // on the wire
 	toPeer, toClient ratelimit.Bucket
 	closeOnce        sync.Once
+
+	mu    sync.RWMutex
+	perms map[netip.Addr]bool
+}
+
+func (c *relayConn) permit(ip netip.Addr, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		c.perms[ip] = true
+	} else {
+		delete(c.perms, ip)
+	}
+}
+
+func (c *relayConn) permitted(ip netip.Addr) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.perms[ip]
 }
 
 func (c *relayConn) WriteTo(p []byte, addr net.Addr) (int, error) {
@@ -220,6 +315,10 @@ func (c *relayConn) ReadFrom(p []byte) (int, net.Addr, error) {
 		if err != nil {
 			return n, addr, err
 		}
+		if reason := c.refuse(addrPort(addr)); reason != "" {
+			c.gen.events.Dropped.WithLabelValues(reason).Inc()
+			continue
+		}
 		if !c.toClient.Take(c.gen.limit, n, ratelimit.Now()) {
 			c.gen.events.Dropped.WithLabelValues("rate_limit").Inc()
 			continue
@@ -229,17 +328,46 @@ func (c *relayConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	}
 }
 
+// refuse says why a datagram from src is not relayed to the client, or "".
+func (c *relayConn) refuse(src netip.AddrPort) string {
+	switch {
+	case !c.permitted(src.Addr()):
+		return "no_permission"
+	case c.gen.policy.IsOwn(src.Addr()) && !c.gen.live.has(src, false):
+		return "refused_peer"
+	}
+	return ""
+}
+
 func (c *relayConn) Close() error {
 	c.closeOnce.Do(func() { c.gen.live.remove(c.addr, false) })
 	return c.PacketConn.Close()
 }
 
-// relayListener is an RFC 6062 allocation's listener; it is live until closed.
+// relayListener is an RFC 6062 allocation's listener; it is live until
+// closed. Connections from our own relay addresses come only from live
+// relay sockets (another allocation's Connect): anything else there is a
+// service of the host, which a client must not talk to.
 type relayListener struct {
 	net.Listener
 	gen       *relayGenerator
 	addr      netip.AddrPort
 	closeOnce sync.Once
+}
+
+func (l *relayListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if src := addrPort(c.RemoteAddr()); l.gen.policy.IsOwn(src.Addr()) && !l.gen.live.has(src, true) {
+			l.gen.events.Dropped.WithLabelValues("refused_peer").Inc()
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
 }
 
 func (l *relayListener) Close() error {

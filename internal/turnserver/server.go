@@ -20,7 +20,6 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/offload"
-	"github.com/ebrtc/ebrtc/internal/ratelimit"
 	"github.com/ebrtc/ebrtc/internal/sourceguard"
 )
 
@@ -69,6 +68,10 @@ func Start(s *Settings) (*Server, error) {
 		s.RelayIPs = ips
 		s.Policy, _ = NewPeerPolicy(s.AllowPeers, s.DenyPeers, append(slices.Clone(ips), s.ExternalIPs...))
 	}
+	// The peer policy needs to know which addresses are this host's.
+	if err := hostAddresses.Refresh(); err != nil {
+		return nil, err
+	}
 	if g, err := sourceguard.Load(); err != nil {
 		srv.log.Warnf("IPv6 datagrams spoofed from this host's own addresses will reach the server: %v", err)
 	} else {
@@ -83,10 +86,9 @@ func Start(s *Settings) (*Server, error) {
 
 func (srv *Server) start(lf logging.LoggerFactory) error {
 	s := srv.settings
-	limit, _ := ratelimit.FromBitrate(s.MaxBitrate) // validated
 	gen := &relayGenerator{
 		relayIPs: s.RelayIPs, externalIPs: s.ExternalIPs, minPort: s.MinPort, maxPort: s.MaxPort,
-		policy: s.Policy, limit: limit, stats: srv.slow, events: srv.events, guard: srv.guardControl(),
+		policy: s.Policy, limit: s.RateLimit, stats: srv.slow, events: srv.events, guard: srv.guardControl(),
 	}
 	table := &channelTable{
 		sink:         discardSink{},
@@ -107,7 +109,7 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 	}
 
 	authFailed := func(reason string) { srv.events.AuthFailures.WithLabelValues(reason).Inc() }
-	events := table.eventHandler(srv.allocs)
+	events := table.eventHandler(srv.allocs, gen.permission)
 	events.OnAuth = func(src, dst net.Addr, protocol, username, realm, method string, ok bool) {
 		if !ok {
 			authFailed("bad_integrity")
@@ -116,7 +118,7 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 	cfg := turn.ServerConfig{
 		Realm:         s.Realm,
 		AuthHandler:   authHandler(s.Users, s.AuthSecret, s.Realm, time.Now, srv.log, authFailed),
-		QuotaHandler:  srv.allocs.quotaHandler(userIDFor(s.Users)),
+		QuotaHandler:  srv.allocs.quotaHandler(),
 		EventHandler:  events,
 		LoggerFactory: lf,
 
@@ -224,7 +226,7 @@ func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 	}
 	engine, err := offload.Load(offload.Config{
 		ListenPorts: ports, RelayPortMin: uint16(s.MinPort), RelayPortMax: uint16(s.MaxPort), RelayIPs: s.RelayIPs,
-		MaxBitrate: s.MaxBitrate,
+		RateLimit: s.RateLimit,
 	})
 	if err != nil {
 		return nil, err
