@@ -8,7 +8,9 @@
  * own relay address into a hairpinned call. Here the reverse route must leave
  * through the ingress interface (strict reverse path, whatever rp_filter
  * says): stricter than the kernel at most, and what fails is handed to the
- * kernel, which applies the host's own policy.
+ * kernel, which applies the host's own policy. A route remembers for a second
+ * that its source passed on an interface (turn_offload.c), so the lookup
+ * runs about once a second per route, and on every refused packet.
  */
 #ifndef EBRTC_SOURCE_H
 #define EBRTC_SOURCE_H
@@ -16,20 +18,6 @@
 #include "common.h"
 #include "ip.h"
 #include "outcome.h"
-
-/* Cached verdicts for (ingress, source), per CPU, like the next-hop cache. */
-struct source_key {
-	__u8 addr[16];
-	__u32 ifindex;
-	__u8 family;
-	__u8 pad[3];
-};
-
-struct source_verdict {
-	__u64 expires; /* CLOCK_MONOTONIC_COARSE, ns */
-	__u32 outcome; /* OUT_CONTINUE or the slow-path outcome */
-	__u32 pad;
-};
 
 #define SOURCE_TTL_NS 1000000000ULL
 
@@ -85,22 +73,11 @@ INLINE int reverse_path(void *ctx, const struct ip_info *ip, __u32 ingress)
 	return OUT_SLOW_REVERSE_PATH;
 }
 
-INLINE int check_source(void *ctx, void *cache, const struct ip_info *ip, __u32 ingress, __u64 now)
+INLINE int check_source(void *ctx, const struct ip_info *ip, __u32 ingress)
 {
-	struct source_key key = { .ifindex = ingress, .family = ip->family };
-	struct source_verdict *cached, fresh;
-
 	if (martian_source(ip))
 		return OUT_SLOW_MARTIAN_SOURCE;
-	__builtin_memcpy(key.addr, ip->saddr.bytes, 16);
-	cached = bpf_map_lookup_elem(cache, &key);
-	if (cached && cached->expires > now)
-		return cached->outcome;
-	fresh.expires = now + SOURCE_TTL_NS;
-	fresh.outcome = reverse_path(ctx, ip, ingress);
-	fresh.pad = 0;
-	bpf_map_update_elem(cache, &key, &fresh, BPF_ANY);
-	return fresh.outcome;
+	return reverse_path(ctx, ip, ingress);
 }
 
 #endif

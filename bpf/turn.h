@@ -32,6 +32,12 @@ struct route {
 	__u32 stats_slot;
 	__u32 ip_id;  /* next IPv4 identification for datagrams without DF (RFC 6864) */
 	__u32 bucket; /* rate_buckets index of the allocation and direction, or NO_BUCKET */
+	/* The packets' source (peer or client) passed source validation on
+	 * this interface, until then (source.h); written by any CPU, only ever
+	 * with a passing verdict, so a torn pair is still a passing one. */
+	__u32 src_ifindex;
+	__u32 pad;
+	__u64 src_until;
 };
 
 #define NO_BUCKET 0xffffffffU
@@ -94,10 +100,13 @@ struct nexthop {
 
 #define NEXTHOP_TTL_NS 1000000000ULL
 
+/* An interface's MAC address; all zero: not registered (not checked). */
 struct iface_mac {
 	__u8 mac[6];
 	__u16 pad;
 };
+
+#define MAX_IFINDEX 65536
 
 struct flow_stats {
 	__u64 packets;

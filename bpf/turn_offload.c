@@ -88,14 +88,6 @@ struct {
 	__type(value, struct nexthop);
 } nexthops SEC(".maps");
 
-/* Source validation verdicts (source.h), per CPU for a second. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct source_key);
-	__type(value, struct source_verdict);
-} sources SEC(".maps");
-
 /* Bandwidth limits: one bucket per allocation and direction, shared by its
  * channels and by every CPU; indexes are handed out by user space. */
 struct {
@@ -105,10 +97,11 @@ struct {
 	__type(value, struct rate_bucket);
 } rate_buckets SEC(".maps");
 
-/* The MAC address of each interface the program is attached to. */
+/* The MAC address of each interface the program is attached to, by
+ * ifindex (an array: the lookup costs nearly nothing). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_IFINDEX);
 	__type(key, __u32);
 	__type(value, struct iface_mac);
 } iface_macs SEC(".maps");
@@ -702,10 +695,20 @@ INLINE int over_limit(const struct offload_config *cfg, const struct route *r, _
 INLINE int admit(struct xdp_md *ctx, const struct offload_config *cfg, const struct packet *pkt,
 		 const struct legs *legs, struct flow_stats *flows_of[2], __u32 len, __u64 now)
 {
-	int out = check_source(ctx, &sources, &pkt->ip, ctx->ingress_ifindex, now);
+	struct route *first = legs->route[0];
+	__u32 ingress = ctx->ingress_ifindex;
+	int out;
 
-	if (out != OUT_CONTINUE)
-		return out;
+	/* The source is the first route's other end (peer or client). */
+	if (!first || first->src_ifindex != ingress || first->src_until <= now) {
+		out = check_source(ctx, &pkt->ip, ingress);
+		if (out != OUT_CONTINUE)
+			return out;
+		if (first) {
+			first->src_ifindex = ingress;
+			first->src_until = now + SOURCE_TTL_NS;
+		}
+	}
 	if (spill(cfg, flows_of[0], now))
 		return OUT_SLOW_SPILL;
 #pragma unroll
@@ -740,14 +743,16 @@ INLINE int for_other_host(struct xdp_md *ctx)
 	struct iface_mac *own = bpf_map_lookup_elem(&iface_macs, &ifindex);
 	struct ethhdr *eth = data;
 
-	int differ = 0;
+	int differ = 0, registered = 0;
 
 	if (!own || (void *)(eth + 1) > data_end)
 		return 0;
 #pragma unroll
-	for (int i = 0; i < ETH_ALEN; i++)
+	for (int i = 0; i < ETH_ALEN; i++) {
 		differ |= eth->h_dest[i] ^ own->mac[i];
-	return differ;
+		registered |= own->mac[i];
+	}
+	return registered && differ;
 }
 
 SEC("xdp")

@@ -70,6 +70,7 @@ func (c *Config) validate() error {
 
 const (
 	maxListenPorts     = 8
+	maxIfindex         = 65536 // MAX_IFINDEX
 	defaultMaxChannels = 65536
 	configFlagSnoop    = 0x1 // CONFIG_F_SNOOP
 )
@@ -258,8 +259,8 @@ func (e *Engine) Attach(ifname string, manageForwarding bool) (AttachMode, error
 // registerMAC tells the program the interface's own MAC address, so it
 // leaves frames for other hosts (promiscuous mode) to the kernel.
 func (e *Engine) registerMAC(ifindex int, mac net.HardwareAddr) error {
-	if len(mac) != 6 {
-		return nil // not Ethernet: nothing to compare
+	if len(mac) != 6 || ifindex >= maxIfindex {
+		return nil // not Ethernet (nothing to compare), or beyond the table: not checked
 	}
 	if err := e.objs.IfaceMacs.Put(uint32(ifindex), turnIfaceMac{Mac: [6]byte(mac)}); err != nil {
 		return fmt.Errorf("register MAC address: %w", err)

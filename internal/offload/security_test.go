@@ -77,7 +77,7 @@ func TestSpoofedSourcesTakeTheKernelPath(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := r.from(tc.ingress, tc.u)
-			for range 2 { // the second answer comes from the verdict cache
+			for range 2 { // a refusal is never cached: the second is judged afresh
 				r.expectOutcome(tc.want, func() {
 					ret, out := r.run(tc.ingress, in)
 					if ret != xdpPass || string(out) != string(in) {
@@ -94,6 +94,14 @@ func TestSpoofedSourcesTakeTheKernelPath(t *testing.T) {
 	})
 	r.expectOutcome(FastHairpin, func() {
 		r.run("cli0", r.from("cli0", frame.UDP{Src: v4.client, Dst: v4.server, Payload: frame.ChannelData(0x4000, data, 0, 0)}))
+	})
+	// A route now remembers that its peer passed on peer0; that verdict is
+	// for peer0 only: the same source on the client side is still refused.
+	r.expectOutcome(SlowReversePath, func() {
+		r.run("cli0", r.from("cli0", frame.UDP{Src: v4.peer, Dst: v4.relay, Payload: data}))
+	})
+	r.expectOutcome(FastPeerToClient, func() {
+		r.run("peer0", r.from("peer0", frame.UDP{Src: v4.peer, Dst: v4.relay, Payload: data}))
 	})
 }
 

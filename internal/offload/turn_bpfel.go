@@ -130,29 +130,17 @@ type turnRateBucket struct {
 }
 
 type turnRoute struct {
-	_         structs.HostLayout
-	Src       turnEndpoint
-	Dst       turnEndpoint
-	Channel   uint16
-	Flags     uint16
-	StatsSlot uint32
-	IpId      uint32
-	Bucket    uint32
-}
-
-type turnSourceKey struct {
-	_       structs.HostLayout
-	Addr    [16]uint8
-	Ifindex uint32
-	Family  uint8
-	Pad     [3]uint8
-}
-
-type turnSourceVerdict struct {
-	_       structs.HostLayout
-	Expires uint64
-	Outcome uint32
-	Pad     uint32
+	_          structs.HostLayout
+	Src        turnEndpoint
+	Dst        turnEndpoint
+	Channel    uint16
+	Flags      uint16
+	StatsSlot  uint32
+	IpId       uint32
+	Bucket     uint32
+	SrcIfindex uint32
+	Pad        uint32
+	SrcUntil   uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -171,7 +159,6 @@ const (
 	turnMapPeerRoutesV6     = "peer_routes_v6"
 	turnMapRateBuckets      = "rate_buckets"
 	turnMapSnoopEvents      = "snoop_events"
-	turnMapSources          = "sources"
 	turnProgTurnOffload     = "turn_offload"
 	turnProgTurnSnoopEgress = "turn_snoop_egress"
 )
@@ -238,7 +225,6 @@ type turnMapSpecs struct {
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
 	RateBuckets    *ebpf.MapSpec `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.MapSpec `ebpf:"snoop_events"`
-	Sources        *ebpf.MapSpec `ebpf:"sources"`
 }
 
 // turnVariableSpecs contains global variables before they are loaded into the kernel.
@@ -279,7 +265,6 @@ type turnMaps struct {
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
 	RateBuckets    *ebpf.Map `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.Map `ebpf:"snoop_events"`
-	Sources        *ebpf.Map `ebpf:"sources"`
 }
 
 func (m *turnMaps) Close() error {
@@ -296,7 +281,6 @@ func (m *turnMaps) Close() error {
 		m.PeerRoutesV6,
 		m.RateBuckets,
 		m.SnoopEvents,
-		m.Sources,
 	)
 }
 
