@@ -122,6 +122,12 @@ func FuzzSnoopRecord(f *testing.F) {
 			}
 			return
 		}
+		if raw[36] != afInet && raw[36] != afInet6 {
+			if err == nil {
+				t.Fatalf("5-tuple family %d decoded as %v %v", raw[36], ev.Client, ev.Server)
+			}
+			return
+		}
 		flags := binary.NativeEndian.Uint16(raw[58:])
 		xorFamily := raw[60]
 		hasAddr := flags&snoopHasAddress != 0
