@@ -98,6 +98,12 @@ INLINE int ipv6_parse(struct ipv6hdr *ip6h, void *data_end, struct ip_info *ip)
 	return OUT_CONTINUE;
 }
 
+/* bpf_fib_lookup answers only for an ingress interface whose forwarding
+ * sysctl is on. The program asks as if from loopback (ifindex 1), the one
+ * interface whose forwarding user space turns on: nothing arrives on lo from
+ * outside, so the host forwards nothing it did not before. */
+#define FIB_LOOKUP_IFINDEX 1
+
 INLINE __u32 ip_header_len(int family)
 {
 	return family == AF_INET ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);

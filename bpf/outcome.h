@@ -37,6 +37,9 @@ enum outcome {
 	OUT_SLOW_NO_EGRESS_PORT,
 	OUT_SLOW_NO_HEADROOM,
 	OUT_SLOW_SPILL, /* heartbeat: a sample of a channel's packets for the server */
+	OUT_SLOW_GSO,              /* TC: a segmented (GSO/GRO) skb */
+	OUT_SLOW_NONLINEAR,        /* TC: an skb that could not be made linear */
+	OUT_SLOW_CHECKSUM_OFFLOAD, /* TC: a partial checksum the program cannot carry over */
 
 	/* Dropped: the packet could not be restored after a partial rewrite. */
 	OUT_DROP_REWRITE_FAILED,

@@ -100,11 +100,17 @@ struct nexthop {
 
 #define NEXTHOP_TTL_NS 1000000000ULL
 
-/* An interface's MAC address; all zero: not registered (not checked). */
-struct iface_mac {
+/* What user space says about an interface, by ifindex; flags 0: not
+ * registered (test runs), nothing checked. */
+struct iface_info {
 	__u8 mac[6];
-	__u16 pad;
+	__u16 flags; /* IFACE_F_* */
 };
+
+#define IFACE_F_REGISTERED 0x1
+#define IFACE_F_XDP 0x2        /* our XDP program runs here */
+#define IFACE_F_TC 0x4         /* our TC program runs here (takes what XDP cannot send) */
+#define IFACE_F_XDP_EGRESS 0x8 /* XDP frames sent here are delivered (XDP_TX, redirect) */
 
 #define MAX_IFINDEX 65536
 

@@ -9,8 +9,13 @@
  * are done here and the datagram leaves as ChannelData to the other client.
  *
  * Headers are rebuilt from scratch at fixed offsets (no payload move); the
- * payload stays where it is and bpf_xdp_adjust_head/tail resize around it.
+ * payload stays where it is and the headers and tail are resized around it.
  * Anything the program is not sure about is passed to the kernel untouched.
+ *
+ * Compiled twice (hook.h): for XDP, and with EBRTC_TC for TC ingress, where
+ * it serves interfaces whose neighbours take no XDP frames (a veth whose peer
+ * runs no XDP) and skbs XDP never sees whole (partial checksums). Both
+ * objects share one set of maps.
  */
 #include "common.h"
 #include "csum.h"
@@ -22,7 +27,9 @@
 #include "source.h"
 #include "ratelimit.h"
 #include "outcome.h"
-#include <linux/pkt_cls.h>
+#include "hook.h"
+#include <linux/if_packet.h>
+#include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -97,14 +104,14 @@ struct {
 	__type(value, struct rate_bucket);
 } rate_buckets SEC(".maps");
 
-/* The MAC address of each interface the program is attached to, by
- * ifindex (an array: the lookup costs nearly nothing). */
+/* The interfaces the program runs on, by ifindex (an array: the lookup
+ * costs nearly nothing): MAC address and hooks. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_IFINDEX);
 	__type(key, __u32);
-	__type(value, struct iface_mac);
-} iface_macs SEC(".maps");
+	__type(value, struct iface_info);
+} ifaces SEC(".maps");
 
 /* What the snooper parsed from TURN control messages (CONFIG_F_SNOOP). One
  * ring for both hooks keeps requests and responses in commit order. */
@@ -140,6 +147,8 @@ struct emit {
 	__u8 tos;
 	__u8 df;
 	__u8 ttl;       /* TTL or hop limit of the new IP header */
+	__u8 in_family; /* of the incoming datagram */
+	__u8 csum_partial; /* TC: the device finishes the UDP checksum (CHECKSUM_PARTIAL) */
 };
 
 /* The routes a fast packet follows: one, or two for a hairpin (the sending
@@ -190,7 +199,7 @@ INLINE int spill(const struct offload_config *cfg, struct flow_stats *s, __u64 n
 	return 0;
 }
 
-INLINE int parse(struct xdp_md *ctx, struct packet *pkt)
+INLINE int parse(hook_ctx *ctx, struct packet *pkt)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -279,25 +288,25 @@ INLINE struct route *lookup_peer_route(const struct endpoint *peer, const struct
 #define SUM_CHUNK 64
 #define SUM_MAX_CHUNKS 24
 
-INLINE int load_and_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u64 *sum)
+INLINE int load_and_sum(hook_ctx *ctx, __u32 off, __u32 n, __u64 *sum)
 {
 	__u8 buf[4] = {};
 
 	switch (n) {
 	case 1:
-		if (bpf_xdp_load_bytes(ctx, off, buf, 1))
+		if (hook_load_bytes(ctx, off, buf, 1))
 			return -1;
 		break;
 	case 2:
-		if (bpf_xdp_load_bytes(ctx, off, buf, 2))
+		if (hook_load_bytes(ctx, off, buf, 2))
 			return -1;
 		break;
 	case 3:
-		if (bpf_xdp_load_bytes(ctx, off, buf, 3))
+		if (hook_load_bytes(ctx, off, buf, 3))
 			return -1;
 		break;
 	case 4:
-		if (bpf_xdp_load_bytes(ctx, off, buf, 4))
+		if (hook_load_bytes(ctx, off, buf, 4))
 			return -1;
 		break;
 	default:
@@ -307,7 +316,7 @@ INLINE int load_and_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u64 *sum)
 	return 0;
 }
 
-INLINE int data_sum_slow(struct xdp_md *ctx, __u32 off, __u32 len, __u64 *sum)
+INLINE int data_sum_slow(hook_ctx *ctx, __u32 off, __u32 len, __u64 *sum)
 {
 	__u8 buf[SUM_CHUNK];
 	__u32 end = off + len;
@@ -316,7 +325,7 @@ INLINE int data_sum_slow(struct xdp_md *ctx, __u32 off, __u32 len, __u64 *sum)
 	if (len > SUM_CHUNK * SUM_MAX_CHUNKS)
 		return -1;
 	for (i = 0; i < SUM_MAX_CHUNKS && off + SUM_CHUNK <= end; i++) {
-		if (bpf_xdp_load_bytes(ctx, off, buf, SUM_CHUNK))
+		if (hook_load_bytes(ctx, off, buf, SUM_CHUNK))
 			return -1;
 		*sum += (__u32)bpf_csum_diff(NULL, 0, (__be32 *)buf, SUM_CHUNK, 0);
 		off += SUM_CHUNK;
@@ -340,7 +349,7 @@ INLINE int fib_outcome(int rc)
 	return OUT_SLOW_FIB_OTHER;
 }
 
-INLINE int fib_lookup(struct xdp_md *ctx, const struct route *r, __u32 ip_len,
+INLINE int fib_lookup(hook_ctx *ctx, const struct route *r, __u32 ip_len,
 		      struct bpf_fib_lookup *fib)
 {
 	int rc;
@@ -350,7 +359,7 @@ INLINE int fib_lookup(struct xdp_md *ctx, const struct route *r, __u32 ip_len,
 	fib->sport = r->src.port;
 	fib->dport = r->dst.port;
 	fib->tot_len = ip_len;
-	fib->ifindex = ctx->ingress_ifindex;
+	fib->ifindex = FIB_LOOKUP_IFINDEX;
 	if (r->dst.family == AF_INET) {
 		fib->ipv4_src = r->src.ip.v4;
 		fib->ipv4_dst = r->dst.ip.v4;
@@ -370,7 +379,7 @@ INLINE int fib_lookup(struct xdp_md *ctx, const struct route *r, __u32 ip_len,
 /* Where the datagram leaves: from the per-CPU cache while fresh and the
  * length already passed the MTU check, else from bpf_fib_lookup (cached on
  * success). */
-INLINE int next_hop(struct xdp_md *ctx, const struct route *r, __u32 ip_len, __u64 now,
+INLINE int next_hop(hook_ctx *ctx, const struct route *r, __u32 ip_len, __u64 now,
 		    struct nexthop *out)
 {
 	struct nexthop_key key = { .ifindex = ctx->ingress_ifindex, .family = r->dst.family };
@@ -406,17 +415,29 @@ INLINE __u32 out_header_len(const struct emit *e)
 	       (e->channel ? CHANNEL_HDR_LEN : 0);
 }
 
+/* Length of the outgoing IP datagram, padding included (for the MTU check). */
+INLINE __u32 out_ip_len(const struct emit *e)
+{
+	__u32 pad = e->channel ? (-(__u32)e->data_len & 3) : 0;
+
+	return out_header_len(e) - ETH_HLEN + e->data_len + pad;
+}
+
+#ifndef EBRTC_TC
 /* Resize the frame around the data: head to the new header length, tail to
  * data + padding. Returns the padding actually added, or -1 with the frame
  * restored, or -2 when it could not be restored. */
-INLINE int resize(struct xdp_md *ctx, const struct emit *e, __u32 hdr_len, __u32 pad)
+INLINE int resize(hook_ctx *ctx, const struct emit *e, __u32 hdr_len, __u32 pad)
 {
 	int delta = (int)e->data_off - (int)hdr_len;
 	int len;
 
 	if (bpf_xdp_adjust_head(ctx, delta))
 		return -1;
-	len = (int)(ctx->data_end - ctx->data);
+	len = (int)((void *)(long)ctx->data_end - (void *)(long)ctx->data);
+	/* A scalar from here on: folded into the sums below, the pointers would
+	 * meet 32-bit arithmetic, which the verifier refuses. */
+	asm volatile("" : "+r"(len));
 	if (bpf_xdp_adjust_tail(ctx, (int)(hdr_len + e->data_len + pad) - len) == 0)
 		return pad;
 	/* Padding is optional over UDP (RFC 8656 section 12.5); try without. */
@@ -424,6 +445,164 @@ INLINE int resize(struct xdp_md *ctx, const struct emit *e, __u32 hdr_len, __u32
 		return 0;
 	return bpf_xdp_adjust_head(ctx, -delta) ? -2 : -1;
 }
+#else
+INLINE int change_family(hook_ctx *ctx, int family)
+{
+	return bpf_skb_change_proto(ctx, bpf_htons(family == AF_INET ? ETH_P_IP : ETH_P_IPV6), 0);
+}
+
+/* The skb counterpart of the XDP resize: the IP header changes size with
+ * the family (bpf_skb_change_proto), the rest of the header room right after
+ * the Ethernet header, the tail to data + padding. The data never moves.
+ * Same returns as the XDP resize. */
+INLINE int resize(hook_ctx *ctx, const struct emit *e, __u32 hdr_len, __u32 pad)
+{
+	int out_family = e->route->dst.family;
+	int room = (int)hdr_len - (int)e->data_off -
+		   ((int)ip_header_len(out_family) - (int)ip_header_len(e->in_family));
+
+	if (out_family != e->in_family && change_family(ctx, out_family))
+		return -1;
+	if (room && bpf_skb_adjust_room(ctx, room, BPF_ADJ_ROOM_MAC, 0))
+		goto undo_family;
+	if (bpf_skb_change_tail(ctx, hdr_len + e->data_len + pad, 0) == 0)
+		return pad;
+	if (pad && bpf_skb_change_tail(ctx, hdr_len + e->data_len, 0) == 0)
+		return 0;
+	if (room && bpf_skb_adjust_room(ctx, -room, BPF_ADJ_ROOM_MAC, 0))
+		return -2;
+undo_family:
+	if (out_family != e->in_family && change_family(ctx, e->in_family))
+		return -2;
+	return -1;
+}
+
+/* CHECKSUM_PARTIAL skbs (a local or virtual sender left the UDP checksum to
+ * the device) point the device at the UDP header by its place in memory
+ * (csum_start), which no helper can move. So here the UDP header stays put:
+ * only the IP header changes size (change_proto, before it), and the data
+ * moves by the ChannelData header, copied in constant-size pieces. */
+#define MOVE_CHUNK 64
+#define MOVE_MAX_CHUNKS 24
+#define MOVE_MAX (MOVE_CHUNK * MOVE_MAX_CHUNKS + MOVE_CHUNK - 1)
+
+INLINE int move_piece(hook_ctx *ctx, __u32 from, __u32 to, __u32 n)
+{
+	__u8 buf[MOVE_CHUNK];
+
+	switch (n) {
+#define MOVE_CASE(k)                                                   \
+	case k:                                                        \
+		if (bpf_skb_load_bytes(ctx, from, buf, k))             \
+			return -1;                                     \
+		return bpf_skb_store_bytes(ctx, to, buf, k, 0);
+	MOVE_CASE(64)
+	MOVE_CASE(32)
+	MOVE_CASE(16)
+	MOVE_CASE(8)
+	MOVE_CASE(4)
+	MOVE_CASE(2)
+	MOVE_CASE(1)
+#undef MOVE_CASE
+	}
+	return -1;
+}
+
+/* Move len bytes at off by shift (-4 or +4): towards the front in ascending
+ * pieces, towards the end in descending ones, so no piece overwrites bytes
+ * still to be read. */
+INLINE int move_data(hook_ctx *ctx, __u32 off, __u32 len, int shift)
+{
+	__u32 done = 0, rem = len % MOVE_CHUNK, end = len;
+	int i;
+
+	if (len > MOVE_MAX)
+		return -1;
+	if (shift < 0) {
+		for (i = 0; i < MOVE_MAX_CHUNKS && done + MOVE_CHUNK <= len; i++, done += MOVE_CHUNK)
+			if (move_piece(ctx, off + done, off + done + shift, MOVE_CHUNK))
+				return -1;
+#pragma unroll
+		for (__u32 n = 32; n; n >>= 1)
+			if (len - done >= n) {
+				if (move_piece(ctx, off + done, off + done + shift, n))
+					return -1;
+				done += n;
+			}
+		return 0;
+	}
+#pragma unroll
+	for (__u32 n = 1; n <= 32; n <<= 1)
+		if (rem & n) {
+			end -= n;
+			if (move_piece(ctx, off + end, off + end + shift, n))
+				return -1;
+		}
+	for (i = 0; i < MOVE_MAX_CHUNKS && end >= MOVE_CHUNK; i++) {
+		end -= MOVE_CHUNK;
+		if (move_piece(ctx, off + end, off + end + shift, MOVE_CHUNK))
+			return -1;
+	}
+	return 0;
+}
+
+/* resize for CHECKSUM_PARTIAL skbs. Once data has moved the skb cannot be
+ * put back: failures after that are -2. */
+INLINE int resize_in_place(hook_ctx *ctx, const struct emit *e, __u32 hdr_len, __u32 pad)
+{
+	int out_family = e->route->dst.family;
+	int family_delta = (int)ip_header_len(out_family) - (int)ip_header_len(e->in_family);
+	int shift = (int)hdr_len - (int)e->data_off - family_delta;
+	__u32 data_off = e->data_off + family_delta;
+	__u32 len = hdr_len + e->data_len + pad;
+
+	if (e->data_len > MOVE_MAX)
+		return -1;
+	if (out_family != e->in_family && change_family(ctx, out_family))
+		return -1;
+	if (shift > 0) {
+		if (bpf_skb_change_tail(ctx, len, 0)) {
+			if (out_family != e->in_family && change_family(ctx, e->in_family))
+				return -2;
+			return -1;
+		}
+		return move_data(ctx, data_off, e->data_len, shift) ? -2 : pad;
+	}
+	if (shift < 0 && move_data(ctx, data_off, e->data_len, shift))
+		return -2;
+	return bpf_skb_change_tail(ctx, len, 0) ? -2 : pad;
+}
+
+/* ip_summed and the checksum-offload fields of the skb behind the context. */
+extern void *bpf_cast_to_kern_ctx(void *) __ksym;
+
+struct sk_buff {
+	__u8 ip_summed : 2;
+	__u16 csum_start;
+	__u16 csum_offset;
+	__u16 mac_header;
+} __attribute__((preserve_access_index));
+
+#define CHECKSUM_COMPLETE 2
+#define CHECKSUM_PARTIAL 3
+
+/* How the skb carries its UDP checksum: OUT_CONTINUE with *state set, or a
+ * slow-path outcome when a partial checksum covers something other than
+ * this UDP header (tunnels, say). */
+INLINE int csum_state(hook_ctx *ctx, const struct packet *pkt, __u8 *state)
+{
+	struct sk_buff *skb = bpf_cast_to_kern_ctx(ctx);
+	__u32 udp_off = pkt->payload_off - sizeof(struct udphdr);
+
+	*state = BPF_CORE_READ_BITFIELD(skb, ip_summed);
+	if (*state != CHECKSUM_PARTIAL)
+		return OUT_CONTINUE;
+	if (skb->csum_start != skb->mac_header + udp_off ||
+	    skb->csum_offset != offsetof(struct udphdr, check))
+		return OUT_SLOW_CHECKSUM_OFFLOAD;
+	return OUT_CONTINUE;
+}
+#endif
 
 /* IPv4 identification: 0 with DF set (an atomic datagram, RFC 6864), else
  * the route's next value, unique per relay address and peer for 2^16
@@ -435,8 +614,10 @@ INLINE __u16 ip_id(const struct emit *e)
 	return (__u16)__sync_fetch_and_add(&((struct route *)e->route)->ip_id, 1);
 }
 
-INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct nexthop *nh,
-			 __u16 udp_len, __u64 sum)
+/* Headers from the Ethernet destination to the ChannelData header; check is
+ * the UDP checksum field. */
+INLINE int write_headers(hook_ctx *ctx, const struct emit *e, const struct nexthop *nh,
+			 __u16 udp_len, __u16 check)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -469,82 +650,88 @@ INLINE int write_headers(struct xdp_md *ctx, const struct emit *e, const struct 
 		ch->number = e->channel;
 		ch->len = bpf_htons(e->data_len);
 	}
-	if (e->data_sum_valid || r->dst.family == AF_INET6)
-		udph->check = udp_csum_finish(sum);
+	udph->check = check;
 	return 0;
 }
 
 /* The grown tail may hold an old Ethernet trailer: zero the padding.
  * Constant lengths keep the verifier's bounds on the size argument. */
-INLINE int zero_padding(struct xdp_md *ctx, __u32 off, int n)
+INLINE int zero_padding(hook_ctx *ctx, __u32 off, int n)
 {
 	__u32 zeros = 0;
 
 	switch (n) {
 	case 1:
-		return bpf_xdp_store_bytes(ctx, off, &zeros, 1);
+		return hook_store_bytes(ctx, off, &zeros, 1);
 	case 2:
-		return bpf_xdp_store_bytes(ctx, off, &zeros, 2);
+		return hook_store_bytes(ctx, off, &zeros, 2);
 	case 3:
-		return bpf_xdp_store_bytes(ctx, off, &zeros, 3);
+		return hook_store_bytes(ctx, off, &zeros, 3);
 	}
 	return 0;
 }
 
-/* Build and send the outgoing datagram. Nothing is written before every
- * check that can fail has passed, so a slow-path verdict leaves the packet
- * exactly as it arrived. */
-INLINE int emit(struct xdp_md *ctx, struct emit *e, __u64 now, int *action)
+/* The UDP checksum field for the new datagram: complete from the data's sum,
+ * or, for a partial checksum the device finishes, the pseudo-header alone. */
+INLINE __u16 udp_check(const struct emit *e, __u16 udp_len)
 {
 	const struct route *r = e->route;
-	struct nexthop nh;
+	__u64 pseudo = csum_pseudo(&r->src.ip, &r->dst.ip, r->dst.family, udp_len);
+	__u64 sum = pseudo + r->src.port + r->dst.port + bpf_htons(udp_len);
+
+	if (e->csum_partial)
+		return csum_fold(pseudo);
+	if (!e->data_sum_valid && r->dst.family == AF_INET)
+		return 0; /* IPv4 without a checksum stays without */
+	if (e->channel)
+		sum += (__u64)e->channel + bpf_htons(e->data_len);
+	return udp_csum_finish(sum + e->data_sum);
+}
+
+/* Build the outgoing datagram in place. Nothing is written before every
+ * check that can fail has passed, so a slow-path verdict leaves the packet
+ * exactly as it arrived. */
+INLINE int rewrite(hook_ctx *ctx, struct emit *e, const struct nexthop *nh)
+{
+	const struct route *r = e->route;
 	__u32 hdr_len = out_header_len(e);
 	__u32 pad = e->channel ? (-(__u32)e->data_len & 3) : 0;
 	__u16 udp_len = sizeof(struct udphdr) + (e->channel ? CHANNEL_HDR_LEN : 0) + e->data_len;
-	__u64 sum;
-	int out, added;
+	int added;
 
-	out = next_hop(ctx, r, ip_header_len(r->dst.family) + udp_len + pad, now, &nh);
-	if (out != OUT_CONTINUE)
-		return out;
-	if (!e->data_sum_valid && r->dst.family == AF_INET6) {
+	if (!e->csum_partial && !e->data_sum_valid && r->dst.family == AF_INET6) {
 		e->data_sum = 0;
 		if (data_sum_slow(ctx, e->data_off, e->data_len, &e->data_sum))
 			return OUT_SLOW_ZERO_UDP_CHECKSUM;
 	}
-
+#ifdef EBRTC_TC
+	if (e->csum_partial)
+		added = resize_in_place(ctx, e, hdr_len, pad);
+	else
+		added = resize(ctx, e, hdr_len, pad);
+#else
 	added = resize(ctx, e, hdr_len, pad);
+#endif
 	if (added == -1)
-		return OUT_SLOW_NO_HEADROOM;
+		return e->csum_partial ? OUT_SLOW_CHECKSUM_OFFLOAD : OUT_SLOW_NO_HEADROOM;
 	if (added < 0)
 		return OUT_DROP_REWRITE_FAILED;
 	if (zero_padding(ctx, (hdr_len + e->data_len) & 0xffff, added))
 		return OUT_DROP_REWRITE_FAILED;
 	udp_len += added;
-
-	sum = csum_pseudo(&r->src.ip, &r->dst.ip, r->dst.family, udp_len);
-	sum += (__u64)r->src.port + r->dst.port + bpf_htons(udp_len);
-	if (e->channel)
-		sum += (__u64)e->channel + bpf_htons(e->data_len);
-	sum += e->data_sum;
-	if (write_headers(ctx, e, &nh, udp_len, sum))
+	if (write_headers(ctx, e, nh, udp_len, udp_check(e, udp_len)))
 		return OUT_DROP_REWRITE_FAILED;
-
-	if (nh.ifindex == ctx->ingress_ifindex)
-		*action = XDP_TX;
-	else /* an interface detached since the entry was cached: drop, never pass a rewritten frame */
-		*action = bpf_redirect_map(&egress_ports, nh.ifindex, XDP_DROP);
 	return OUT_CONTINUE;
 }
 
 /* Sum of the ChannelData padding bytes (0-3 of them), which the data leaves behind. */
-INLINE int padding_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u16 data_len, __u64 *sum)
+INLINE int padding_sum(hook_ctx *ctx, __u32 off, __u32 n, __u16 data_len, __u64 *sum)
 {
 	__u8 pad[4] = {};
 
 	if (n == 0)
 		return 0;
-	if (n > 3 || bpf_xdp_load_bytes(ctx, off & 0xffff, pad, n & 3))
+	if (n > 3 || hook_load_bytes(ctx, off & 0xffff, pad, n & 3))
 		return -1;
 #pragma unroll
 	for (int i = 0; i < 3; i++)
@@ -554,7 +741,7 @@ INLINE int padding_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u16 data_len, _
 }
 
 /* ChannelData from a client on a listening port. */
-INLINE int client_to_peer(struct xdp_md *ctx, struct packet *pkt, struct emit *e, struct legs *legs)
+INLINE int client_to_peer(hook_ctx *ctx, struct packet *pkt, struct emit *e, struct legs *legs)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -640,11 +827,11 @@ INLINE void snoop_tuple(struct snoop_event *ev, const struct ip_info *ip, const 
 	ev->family = ip->family;
 }
 
-#define XDP_LOAD(ctx, off, buf, n) bpf_xdp_load_bytes(ctx, off, buf, n)
+#define HOOK_LOAD(ctx, off, buf, n) hook_load_bytes(ctx, off, buf, n)
 #define SKB_LOAD(ctx, off, buf, n) bpf_skb_load_bytes(ctx, off, buf, n)
 
 /* Parse a client's TURN request and hand what it says to user space. */
-INLINE void snoop_request(struct xdp_md *ctx, const struct packet *pkt)
+INLINE void snoop_request(hook_ctx *ctx, const struct packet *pkt)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -657,12 +844,12 @@ INLINE void snoop_request(struct xdp_md *ctx, const struct packet *pkt)
 	ev.stun_type = bpf_ntohs(hdr->type);
 	__builtin_memcpy(ev.txid, hdr->txid, 12);
 	snoop_tuple(&ev, &pkt->ip, &pkt->udp, 1);
-	if (STUN_WALK_ATTRS(XDP_LOAD, ctx, pkt->payload_off + STUN_HDR_LEN, payload_len - STUN_HDR_LEN, &ev))
+	if (STUN_WALK_ATTRS(HOOK_LOAD, ctx, pkt->payload_off + STUN_HDR_LEN, payload_len - STUN_HDR_LEN, &ev))
 		return;
 	bpf_ringbuf_output(&snoop_events, &ev, sizeof(ev), 0);
 }
 
-INLINE int classify(struct xdp_md *ctx, const struct offload_config *cfg, struct packet *pkt,
+INLINE int classify(hook_ctx *ctx, const struct offload_config *cfg, struct packet *pkt,
 		    struct emit *e, struct legs *legs)
 {
 	if (is_listen_port(cfg, pkt->udp.dport)) {
@@ -689,26 +876,31 @@ INLINE int over_limit(const struct offload_config *cfg, const struct route *r, _
 	return b && !bucket_take(b, cfg->rate_limit, cfg->rate_burst, len, now);
 }
 
-/* Every check between a matched route and the rewrite, in the order that
- * keeps a refused packet's counters honest: where it came from, whether it
- * is the server's heartbeat sample, whether its allocation may send it. */
-INLINE int admit(struct xdp_md *ctx, const struct offload_config *cfg, const struct packet *pkt,
-		 const struct legs *legs, struct flow_stats *flows_of[2], __u32 len, __u64 now)
+/* Where the source came from: the kernel's input checks (source.h). A
+ * passing verdict is kept in the first route (the source is its other end,
+ * peer or client) for a second, for this ingress interface only. */
+INLINE int admit_source(hook_ctx *ctx, const struct packet *pkt, struct route *first, __u64 now)
 {
-	struct route *first = legs->route[0];
 	__u32 ingress = ctx->ingress_ifindex;
 	int out;
 
-	/* The source is the first route's other end (peer or client). */
-	if (!first || first->src_ifindex != ingress || first->src_until <= now) {
-		out = check_source(ctx, &pkt->ip, ingress);
-		if (out != OUT_CONTINUE)
-			return out;
-		if (first) {
-			first->src_ifindex = ingress;
-			first->src_until = now + SOURCE_TTL_NS;
-		}
+	if (first && first->src_ifindex == ingress && first->src_until > now)
+		return OUT_CONTINUE;
+	out = check_source(ctx, &pkt->ip, ingress);
+	if (out != OUT_CONTINUE)
+		return out;
+	if (first) {
+		first->src_ifindex = ingress;
+		first->src_until = now + SOURCE_TTL_NS;
 	}
+	return OUT_CONTINUE;
+}
+
+/* Whether the server's heartbeat sample takes this packet, then whether the
+ * allocation may send it: last, so a packet refused earlier costs no tokens. */
+INLINE int admit_rate(const struct offload_config *cfg, const struct legs *legs,
+		      struct flow_stats *flows_of[2], __u32 len, __u64 now)
+{
 	if (spill(cfg, flows_of[0], now))
 		return OUT_SLOW_SPILL;
 #pragma unroll
@@ -732,87 +924,213 @@ INLINE struct flow_stats *flow_of(const struct route *r)
 	return bpf_map_lookup_elem(&flows, &slot);
 }
 
-/* A frame seen only because the interface is promiscuous is another host's:
- * the kernel drops it (PACKET_OTHERHOST), so the fast path must not relay it.
- * Interfaces not registered (test runs) are not checked. */
-INLINE int for_other_host(struct xdp_md *ctx)
+INLINE struct iface_info *iface_of(__u32 ifindex)
 {
+	return bpf_map_lookup_elem(&ifaces, &ifindex);
+}
+
+/* Registered interfaces only: unregistered ones (test runs) are not checked. */
+static __always_inline __attribute__((unused)) int registered(const struct iface_info *info)
+{
+	return info && info->flags;
+}
+
+/* A frame seen only because the interface is promiscuous is another host's:
+ * the kernel drops it (PACKET_OTHERHOST), so the fast path must not relay it. */
+INLINE int for_other_host(hook_ctx *ctx)
+{
+#ifdef EBRTC_TC
+	return ctx->pkt_type == PACKET_OTHERHOST;
+#else
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u32 ifindex = ctx->ingress_ifindex;
-	struct iface_mac *own = bpf_map_lookup_elem(&iface_macs, &ifindex);
+	struct iface_info *own = iface_of(ctx->ingress_ifindex);
 	struct ethhdr *eth = data;
+	int differ = 0, known = 0;
 
-	int differ = 0, registered = 0;
-
-	if (!own || (void *)(eth + 1) > data_end)
+	if (!registered(own) || (void *)(eth + 1) > data_end)
 		return 0;
 #pragma unroll
 	for (int i = 0; i < ETH_ALEN; i++) {
 		differ |= eth->h_dest[i] ^ own->mac[i];
-		registered |= own->mac[i];
+		known |= own->mac[i];
 	}
-	return registered && differ;
+	return known && differ;
+#endif
 }
 
-SEC("xdp")
-int turn_offload(struct xdp_md *ctx)
+#ifndef EBRTC_TC
+/* XDP frames reach an interface only if its driver takes them (a veth only
+ * when its peer runs XDP); user space says which do. Returns OUT_CONTINUE
+ * to send from XDP, HOOK_TO_TC when TC on this interface takes over, or a
+ * slow-path outcome. */
+#define HOOK_TO_TC (OUT_MAX + 1)
+
+INLINE int xdp_can_send(hook_ctx *ctx, __u32 egress)
 {
-	__u32 frame_len = ctx->data_end - ctx->data;
-	struct packet pkt = {};
+	struct iface_info *out = iface_of(egress);
+	struct iface_info *in;
+	__u32 *meta;
+
+	if (!registered(out) || (out->flags & IFACE_F_XDP_EGRESS))
+		return OUT_CONTINUE;
+	in = iface_of(ctx->ingress_ifindex);
+	if (!in || !(in->flags & IFACE_F_TC) || bpf_xdp_adjust_meta(ctx, -(int)sizeof(*meta)))
+		return OUT_SLOW_NO_EGRESS_PORT;
+	meta = (void *)(long)ctx->data_meta;
+	if ((void *)(meta + 1) > (void *)(long)ctx->data)
+		return OUT_SLOW_NO_EGRESS_PORT;
+	*meta = HOOK_META_TO_TC;
+	return HOOK_TO_TC;
+}
+
+INLINE int send(hook_ctx *ctx, __u32 egress)
+{
+	if (egress == ctx->ingress_ifindex)
+		return XDP_TX;
+	/* An interface detached since the entry was cached: drop, never pass a rewritten frame. */
+	return bpf_redirect_map(&egress_ports, egress, XDP_DROP);
+}
+#else
+INLINE int send(hook_ctx *ctx, __u32 egress)
+{
+	return bpf_redirect(egress, 0);
+}
+
+/* Whether TC should look at this skb. Where XDP runs too, it judged every
+ * packet already, and hands over only the marked ones. */
+INLINE int tc_takes(hook_ctx *ctx)
+{
+	struct iface_info *in = iface_of(ctx->ingress_ifindex);
+	__u32 *meta = (void *)(long)ctx->data_meta;
+
+	if (!in || !(in->flags & IFACE_F_XDP))
+		return 1;
+	return (void *)(meta + 1) <= (void *)(long)ctx->data && *meta == HOOK_META_TO_TC;
+}
+
+/* What only an skb can be: segmented (GSO/GRO), split over pages, or
+ * carrying a checksum for the device to finish. */
+INLINE int tc_prepare(hook_ctx *ctx)
+{
+	if (ctx->gso_segs > 1 || ctx->gso_size)
+		return OUT_SLOW_GSO;
+	if ((long)ctx->data_end - (long)ctx->data < ctx->len && bpf_skb_pull_data(ctx, ctx->len))
+		return OUT_SLOW_NONLINEAR;
+	return OUT_CONTINUE;
+}
+#endif
+
+/* From a parsed packet to its verdict and, on the fast path, the rewritten
+ * packet. *action is what the hook returns. */
+INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
+{
 	struct emit e = {};
 	struct legs legs = {};
 	struct flow_stats *flows_of[2];
-	int action = XDP_PASS;
+	struct nexthop nh;
 	__u32 zero = 0;
 	struct offload_config *cfg;
 	int fast, out;
 	__u64 now;
 
-	out = parse(ctx, &pkt);
-	if (out != OUT_CONTINUE)
-		goto done;
-	if (for_other_host(ctx)) {
-		out = OUT_PASS_OTHER_HOST;
-		goto done;
-	}
+	if (for_other_host(ctx))
+		return OUT_PASS_OTHER_HOST;
 	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg) {
-		out = OUT_PASS_NOT_TURN;
-		goto done;
-	}
-	fast = classify(ctx, cfg, &pkt, &e, &legs);
-	if (fast > OUT_FAST_HAIRPIN) {
-		out = fast;
-		goto done;
-	}
+	if (!cfg)
+		return OUT_PASS_NOT_TURN;
+	fast = classify(ctx, cfg, pkt, &e, &legs);
+	if (fast > OUT_FAST_HAIRPIN)
+		return fast;
 	now = bpf_ktime_get_coarse_ns();
+	out = admit_source(ctx, pkt, legs.route[0], now);
+	if (out != OUT_CONTINUE)
+		return out;
+	e.in_family = pkt->ip.family;
+	e.tos = pkt->ip.tos;
+	e.df = pkt->ip.df;
+	e.ttl = e.route->dst.family == AF_INET ? cfg->ipv4_ttl : cfg->ipv6_hop_limit;
+#ifdef EBRTC_TC
+	__u8 summed;
+
+	out = csum_state(ctx, pkt, &summed);
+	if (out != OUT_CONTINUE)
+		return out;
+	e.csum_partial = summed == CHECKSUM_PARTIAL;
+#endif
+	out = next_hop(ctx, e.route, out_ip_len(&e), now, &nh);
+	if (out != OUT_CONTINUE)
+		return out;
+#ifndef EBRTC_TC
+	out = xdp_can_send(ctx, nh.ifindex);
+	if (out != OUT_CONTINUE)
+		return out;
+#endif
 	/* One lookup of each leg's counters serves the checks and the count. */
 	flows_of[0] = flow_of(legs.route[0]);
 	flows_of[1] = flow_of(legs.route[1]);
-	out = admit(ctx, cfg, &pkt, &legs, flows_of, e.data_len, now);
+	out = admit_rate(cfg, &legs, flows_of, e.data_len, now);
 	if (out == OUT_DROP_RATE_LIMIT)
-		action = XDP_DROP;
+		*action = HOOK_DROP;
 	if (out != OUT_CONTINUE)
-		goto done;
-	e.tos = pkt.ip.tos;
-	e.df = pkt.ip.df;
-	e.ttl = e.route->dst.family == AF_INET ? cfg->ipv4_ttl : cfg->ipv6_hop_limit;
-	out = emit(ctx, &e, now, &action);
+		return out;
+	out = rewrite(ctx, &e, &nh);
 	if (out == OUT_DROP_REWRITE_FAILED)
-		action = XDP_DROP;
+		*action = HOOK_DROP;
 	if (out != OUT_CONTINUE)
-		goto done;
+		return out;
+#ifdef EBRTC_TC
+	/* The kernel's sum over the old bytes no longer holds; grown tails drop it (CHECKSUM_NONE). */
+	if (summed == CHECKSUM_COMPLETE && bpf_skb_change_tail(ctx, ctx->len + 1, 0) == 0)
+		bpf_skb_change_tail(ctx, ctx->len - 1, 0);
+#endif
+	*action = send(ctx, nh.ifindex);
 	count_flow(flows_of[0], e.data_len, now);
 	count_flow(flows_of[1], e.data_len, now);
 	/* Fast outcomes count relayed data bytes, like the user-space counters. */
 	count_outcome(fast, e.data_len);
-	return action;
-done:
-	count_outcome(out, frame_len);
-	return action;
+	return OUT_CONTINUE;
 }
 
+#ifndef EBRTC_TC
+SEC("xdp")
+int turn_offload(struct xdp_md *ctx)
+{
+	__u32 frame_len = ctx->data_end - ctx->data;
+	struct packet pkt = {};
+	int action = XDP_PASS;
+	int out;
+
+	out = parse(ctx, &pkt);
+	if (out == OUT_CONTINUE)
+		out = process(ctx, &pkt, &action);
+	if (out != OUT_CONTINUE && out != HOOK_TO_TC)
+		count_outcome(out, frame_len);
+	return action;
+}
+#else
+SEC("tc")
+int turn_offload_tc(struct __sk_buff *ctx)
+{
+	__u32 frame_len = ctx->len;
+	struct packet pkt = {};
+	int action = TC_ACT_OK;
+	int out;
+
+	if (!tc_takes(ctx))
+		return TC_ACT_OK;
+	out = tc_prepare(ctx);
+	if (out == OUT_CONTINUE)
+		out = parse(ctx, &pkt);
+	if (out == OUT_CONTINUE)
+		out = process(ctx, &pkt, &action);
+	if (out != OUT_CONTINUE)
+		count_outcome(out, frame_len);
+	return action;
+}
+#endif
+
+#ifndef EBRTC_TC
 /* TC egress on client-facing interfaces: parse the server's responses to
  * TURN control requests. Only responses leaving this host count, so a
  * "success response" spoofed towards the server can never teach the snooper. */
@@ -861,3 +1179,4 @@ int turn_snoop_egress(struct __sk_buff *skb)
 	bpf_ringbuf_output(&snoop_events, &ev, sizeof(ev), 0);
 	return TC_ACT_OK;
 }
+#endif

@@ -15,7 +15,7 @@ import (
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	relays := fs.String("relays", "all", "comma-separated: ebrtc-xdp, ebrtc-user-1, ebrtc-user-N, coturn, coturn+ebrtc-offload, baseline, or all")
+	relays := fs.String("relays", "all", "comma-separated: ebrtc-xdp, ebrtc-tc, ebrtc-user-1, ebrtc-user-N, coturn, coturn+ebrtc-offload, baseline, or all")
 	quick := fs.Bool("quick", false, "one size, 1 s trials: under 3 minutes for all relays")
 	clients := fs.Int("clients", 0, "TURN clients (default 8)")
 	sizes := fs.String("sizes", "", "payload sizes, comma-separated, 'mix' for 200/1200 alternating (default: 200 with --quick, else 200,1200,mix)")

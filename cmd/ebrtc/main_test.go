@@ -26,7 +26,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"offload", "--iface", "x", "--relay-map", "203.0.113.5=fd00::5"}, 2, "relay-map"},
 		{[]string{"bogus"}, 2, "unknown command"},
 		{[]string{"turn"}, 2, "config: user"},
-		{[]string{"turn", "--user", "a:b", "--offload", "tc"}, 2, "config: offload"},
+		{[]string{"turn", "--user", "a:b", "--offload", "ebpf"}, 2, "config: offload"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(tc.args, &out, &errOut)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/offload"
 	"github.com/ebrtc/ebrtc/internal/snoop"
 )
 
@@ -35,7 +36,8 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&relayMap, "relay-map", "ADVERTISED=WIRE: the server advertises relay address ADVERTISED but binds WIRE (1:1 NAT) (repeatable)")
 	minPort := fs.Int("min-port", 49152, "lowest relay port of the TURN server")
 	maxPort := fs.Int("max-port", 65535, "highest relay port of the TURN server")
-	forwarding := fs.String("offload-forwarding", "auto", "auto: enable the interfaces' forwarding sysctls while running; manual: require them")
+	mode := fs.String("offload", "auto", "fast path hooks: auto (XDP where the interface and its neighbours take XDP frames, TC ingress elsewhere), xdp or tc")
+	forwarding := fs.String("offload-forwarding", "auto", "auto: turn on loopback's forwarding sysctls (route lookups only; no interface forwards) while running; manual: require them")
 	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT")
 	control := fs.String("control-socket", snoop.DefaultControlSocket, "Unix socket answering 'ebrtc offload status' (empty: none)")
 	pinDir := fs.String("pin-dir", snoop.DefaultPinDir, "bpffs directory keeping the fast path running across restarts (empty: detach on exit)")
@@ -55,7 +57,12 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ebrtc offload: iface: at least one --iface is required")
 		return 2
 	}
-	cfg := snoop.Config{Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
+	hooks, err := offload.ParseMode(*mode)
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc offload: offload: %v\n", err)
+		return 2
+	}
+	cfg := snoop.Config{Mode: hooks, Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
 		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen, ControlSocket: *control,
 		PinDir: *pinDir, StateFile: *stateFile}
 	if len(ports) == 0 {

@@ -95,7 +95,7 @@ func selectRelays(names []string) ([]Relay, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown relay %q (have ebrtc-xdp, ebrtc-user-1, ebrtc-user-N, coturn, coturn+ebrtc-offload, baseline)", n)
+			return nil, fmt.Errorf("unknown relay %q (have ebrtc-xdp, ebrtc-tc, ebrtc-user-1, ebrtc-user-N, coturn, coturn+ebrtc-offload, baseline)", n)
 		}
 	}
 	return out, nil

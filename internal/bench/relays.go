@@ -57,7 +57,8 @@ func Relays() []Relay {
 		}
 	}
 	return []Relay{
-		{Name: "ebrtc-xdp", Describe: "ebrtc turn, XDP fast path", turn: true, start: ebrtc()},
+		{Name: "ebrtc-xdp", Describe: "ebrtc turn --offload xdp, XDP fast path", turn: true, start: ebrtc("--offload", "xdp")},
+		{Name: "ebrtc-tc", Describe: "ebrtc turn --offload tc, TC ingress fast path", turn: true, start: ebrtc("--offload", "tc")},
 		{Name: "ebrtc-user-1", Describe: "ebrtc turn --offload off --udp-threads 1 (pion/turn, one socket)", turn: true,
 			start: ebrtc("--offload", "off", "--udp-threads", "1")},
 		{Name: fmt.Sprintf("ebrtc-user-%d", n), Describe: fmt.Sprintf("ebrtc turn --offload off --udp-threads %d (SO_REUSEPORT)", n), turn: true,

@@ -19,6 +19,8 @@ var (
 	allocationsDesc = prometheus.NewDesc("ebrtc_turn_allocations", "Current allocations.", nil, nil)
 	channelsDesc    = prometheus.NewDesc("ebrtc_turn_channels", "Current channel bindings.", nil, nil)
 	offloadedDesc   = prometheus.NewDesc("ebrtc_xdp_channels", "Channels installed in the XDP fast path.", nil, nil)
+	attachedDesc    = prometheus.NewDesc("ebrtc_offload_attached",
+		"1 for each interface the fast path runs on: its hooks (xdp, tc, xdp+tc) and why so.", []string{"iface", "mode", "reason"}, nil)
 )
 
 const (
@@ -41,7 +43,7 @@ func NewTURNCollector(engine *offload.Engine, slow func() (toPeer, toClient offl
 }
 
 func (c *TURNCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{packetsDesc, bytesDesc, slowReasonDesc, xdpDesc, allocationsDesc, channelsDesc, offloadedDesc} {
+	for _, d := range []*prometheus.Desc{packetsDesc, bytesDesc, slowReasonDesc, xdpDesc, allocationsDesc, channelsDesc, offloadedDesc, attachedDesc} {
 		ch <- d
 	}
 }
@@ -66,6 +68,9 @@ func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		fastToPeer, fastToClient = FastByDirection(outcomes)
 		ch <- prometheus.MustNewConstMetric(offloadedDesc, prometheus.GaugeValue, float64(c.engine.ChannelCount()))
+		for _, a := range c.engine.Attachments() {
+			ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, 1, a.Iface, a.Hooks(), a.Reason)
+		}
 		for o, n := range outcomes {
 			ch <- prometheus.MustNewConstMetric(xdpDesc, prometheus.CounterValue, float64(n.Packets), o.String())
 			if o.IsSlow() {

@@ -6,7 +6,6 @@ package offload
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
 )
@@ -78,18 +76,20 @@ const (
 // Engine owns the loaded BPF objects, their attachments and the channel table.
 type Engine struct {
 	objs turnObjects
+	tc   *ebpf.Program // the TC build of the same program, on objs' maps
 
-	mu          sync.Mutex
-	links       map[int]link.Link // XDP, by ifindex
-	tcLinks     []link.Link       // TC egress snoopers
-	pinDir      string
-	restores    []func() error // sysctls to put back on Close
-	relayIPs    map[netip.Addr]bool
-	channels    map[Channel]channelState
-	slots       slotPool
-	limit       ratelimit.Limit
-	buckets     map[allocation]*allocBuckets
-	bucketSlots slotPool
+	mu           sync.Mutex
+	attached     map[int]*attachment // by ifindex
+	tcLinks      []link.Link         // TC egress snoopers
+	forwardingOn bool                // the loopback forwarding sysctls (bpf/ip.h)
+	pinDir       string
+	restores     []func() error // sysctls to put back on Close
+	relayIPs     map[netip.Addr]bool
+	channels     map[Channel]channelState
+	slots        slotPool
+	limit        ratelimit.Limit
+	buckets      map[allocation]*allocBuckets
+	bucketSlots  slotPool
 }
 
 // Load loads the program and its maps into the kernel. It attaches nothing.
@@ -111,7 +111,7 @@ func Load(cfg Config) (*Engine, error) {
 	spec.Maps["rate_buckets"].MaxEntries = 2 * cfg.MaxChannels
 
 	e := &Engine{
-		links:       map[int]link.Link{},
+		attached:    map[int]*attachment{},
 		relayIPs:    map[netip.Addr]bool{},
 		channels:    map[Channel]channelState{},
 		slots:       newSlotPool(2 * cfg.MaxChannels),
@@ -121,6 +121,10 @@ func Load(cfg Config) (*Engine, error) {
 	}
 	e.limit = cfg.RateLimit
 	if err := e.load(spec); err != nil {
+		return nil, err
+	}
+	if err := e.loadTC(); err != nil {
+		e.objs.Close()
 		return nil, err
 	}
 	for _, ip := range cfg.RelayIPs {
@@ -176,6 +180,45 @@ func (e *Engine) load(spec *ebpf.CollectionSpec) error {
 	return nil
 }
 
+// loadTC loads the TC build of the program onto the XDP object's maps, so
+// both hooks share channels, counters and limits.
+func (e *Engine) loadTC() error {
+	spec, err := loadTurnTC()
+	if err != nil {
+		return fmt.Errorf("offload: read TC object: %w", err)
+	}
+	shared := map[string]*ebpf.Map{}
+	for name := range spec.Maps {
+		m, ok := e.sharedMap(name)
+		if !ok {
+			return fmt.Errorf("offload: TC object has a map %q the XDP object lacks", name)
+		}
+		shared[name] = m
+	}
+	var progs turnTCPrograms
+	err = spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: shared})
+	if err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return fmt.Errorf("offload: load TC program: %+v", verr)
+		}
+		return fmt.Errorf("offload: load TC program: %w", err)
+	}
+	e.tc = progs.TurnOffloadTc
+	return nil
+}
+
+func (e *Engine) sharedMap(name string) (*ebpf.Map, bool) {
+	m := map[string]*ebpf.Map{
+		"client_routes_v4": e.objs.ClientRoutesV4, "client_routes_v6": e.objs.ClientRoutesV6,
+		"peer_routes_v4": e.objs.PeerRoutesV4, "peer_routes_v6": e.objs.PeerRoutesV6,
+		"flows": e.objs.Flows, "outcomes": e.objs.Outcomes, "config": e.objs.Config,
+		"nexthops": e.objs.Nexthops, "rate_buckets": e.objs.RateBuckets, "ifaces": e.objs.Ifaces,
+		"snoop_events": e.objs.SnoopEvents, "egress_ports": e.objs.EgressPorts,
+	}[name]
+	return m, m != nil
+}
+
 func kernelConfig(cfg Config) turnOffloadConfig {
 	kc := turnOffloadConfig{
 		RelayPortMin: cfg.RelayPortMin,
@@ -205,95 +248,6 @@ func sysctlInt(path string, fallback int) int {
 		return fallback
 	}
 	return v
-}
-
-// AttachMode says how the program was attached to an interface.
-type AttachMode string
-
-const (
-	AttachNative  AttachMode = "native"
-	AttachGeneric AttachMode = "generic"
-	AttachPinned  AttachMode = "pinned" // taken over from a previous run
-)
-
-// Attach attaches the program to the interface, in native (driver) mode where
-// the driver supports it and generic mode otherwise, and allows redirects to
-// it. With manageForwarding it turns on the interface's forwarding sysctls
-// that bpf_fib_lookup needs (forwarding.go) until Close; without, it fails
-// when they are off.
-func (e *Engine) Attach(ifname string, manageForwarding bool) (AttachMode, error) {
-	iface, err := net.InterfaceByName(ifname)
-	if err != nil {
-		return "", fmt.Errorf("offload: interface %q: %w", ifname, err)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := e.links[iface.Index]; ok {
-		return "", fmt.Errorf("offload: already attached to %s", ifname)
-	}
-	if manageForwarding {
-		restore, err := EnableForwarding(ifname)
-		if err != nil {
-			return "", err
-		}
-		e.restores = append(e.restores, restore)
-	} else if !ForwardingEnabled(ifname) {
-		return "", fmt.Errorf("offload: %s does not forward (net.ipv4/ipv6.conf.%s.forwarding); the fast path needs it", ifname, ifname)
-	}
-	l, mode, err := e.attachXDP(iface)
-	if err != nil {
-		return "", fmt.Errorf("offload: attach XDP to %s: %w", ifname, err)
-	}
-	if err := e.objs.EgressPorts.Put(uint32(iface.Index), uint32(iface.Index)); err != nil {
-		l.Close()
-		return "", fmt.Errorf("offload: add %s to egress ports: %w", ifname, err)
-	}
-	if err := e.registerMAC(iface.Index, iface.HardwareAddr); err != nil {
-		l.Close()
-		return "", fmt.Errorf("offload: %s: %w", ifname, err)
-	}
-	e.links[iface.Index] = l
-	return mode, nil
-}
-
-// registerMAC tells the program the interface's own MAC address, so it
-// leaves frames for other hosts (promiscuous mode) to the kernel.
-func (e *Engine) registerMAC(ifindex int, mac net.HardwareAddr) error {
-	if len(mac) != 6 || ifindex >= maxIfindex {
-		return nil // not Ethernet (nothing to compare), or beyond the table: not checked
-	}
-	if err := e.objs.IfaceMacs.Put(uint32(ifindex), turnIfaceMac{Mac: [6]byte(mac)}); err != nil {
-		return fmt.Errorf("register MAC address: %w", err)
-	}
-	return nil
-}
-
-func (e *Engine) attachXDP(iface *net.Interface) (link.Link, AttachMode, error) {
-	pin := e.pinPath("xdp_" + iface.Name)
-	if l, ok := e.reusePinnedLink(pin, e.objs.TurnOffload); ok {
-		return l, AttachPinned, nil
-	}
-	mode := AttachNative
-	l, err := link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPDriverMode})
-	if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
-		// Never stack a second program (generic mode would): the interface
-		// belongs to another XDP user, such as `ebrtc turn --offload xdp`.
-		return nil, "", fmt.Errorf("%s already runs an XDP program (ebrtc turn?): %w", iface.Name, err)
-	}
-	if err != nil {
-		mode = AttachGeneric
-		l, err = link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPGenericMode})
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	if pin != "" {
-		if err := l.Pin(pin); err != nil {
-			l.Close()
-			return nil, "", fmt.Errorf("pin link: %w", err)
-		}
-	}
-	return l, mode, nil
 }
 
 func (e *Engine) pinPath(name string) string {
@@ -329,9 +283,9 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
-	for idx, l := range e.links {
-		errs = append(errs, l.Close())
-		delete(e.links, idx)
+	for idx, a := range e.attached {
+		errs = append(errs, a.close())
+		delete(e.attached, idx)
 	}
 	for _, l := range e.tcLinks {
 		errs = append(errs, l.Close())
@@ -344,12 +298,15 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.restores = nil
-	errs = append(errs, e.objs.Close())
+	errs = append(errs, e.tc.Close(), e.objs.Close())
 	return errors.Join(errs...)
 }
 
 // Program is the loaded XDP program, for BPF_PROG_TEST_RUN in tests and benchmarks.
 func (e *Engine) Program() *ebpf.Program { return e.objs.TurnOffload }
+
+// ProgramTC is the loaded TC build of the program.
+func (e *Engine) ProgramTC() *ebpf.Program { return e.tc }
 
 // AllowEgress lets the program redirect to an interface it is not attached to
 // (tests and benchmarks use it with BPF_PROG_TEST_RUN).
@@ -370,8 +327,10 @@ func (e *Engine) Unpin() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
-	for _, l := range e.links {
-		errs = append(errs, ignoreNotPinned(l.Unpin()))
+	for _, a := range e.attached {
+		for _, l := range a.links {
+			errs = append(errs, ignoreNotPinned(l.Unpin()))
+		}
 	}
 	for _, l := range e.tcLinks {
 		errs = append(errs, ignoreNotPinned(l.Unpin()))

@@ -31,6 +31,9 @@ const (
 	SlowNoEgressPort
 	SlowNoHeadroom
 	SlowSpill
+	SlowGSO
+	SlowNonlinear
+	SlowChecksumOffload
 	DropRewriteFailed
 	DropRateLimit
 	numOutcomes
@@ -42,6 +45,7 @@ var outcomeNames = [numOutcomes]string{
 	"vlan", "ip_options", "fragment", "ipv6_ext_header", "bad_length", "bad_ip_checksum",
 	"zero_udp_checksum", "not_channel_data", "unknown_channel", "channel_length", "unknown_peer",
 	"martian_source", "reverse_path", "fib_no_neighbour", "fib_frag_needed", "fib_other", "no_egress_port", "no_headroom", "spill",
+	"gso", "nonlinear", "checksum_offload",
 	"drop_rewrite_failed", "drop_rate_limit",
 }
 
@@ -62,7 +66,7 @@ func (o Outcome) String() string {
 }
 
 // IsSlow reports whether TURN (or unparseable) traffic was handed to user space.
-func (o Outcome) IsSlow() bool { return o >= SlowVLAN && o <= SlowSpill }
+func (o Outcome) IsSlow() bool { return o >= SlowVLAN && o <= SlowChecksumOffload }
 
 // IsDrop reports whether the data plane dropped the packet.
 func (o Outcome) IsDrop() bool { return o >= DropRewriteFailed && o < numOutcomes }

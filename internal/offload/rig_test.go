@@ -24,6 +24,18 @@ type rig struct {
 	ns     *netns.NS
 	engine *Engine
 	ifs    map[string]rigIface
+	tc     bool // run the TC build of the program instead of the XDP one
+}
+
+// forEachHook runs a test against the XDP program and against its TC build.
+func forEachHook(t *testing.T, test func(t *testing.T, r *rig)) {
+	for _, hook := range []string{"xdp", "tc"} {
+		t.Run(hook, func(t *testing.T) {
+			r := newRig(t)
+			r.tc = hook == "tc"
+			test(t, r)
+		})
+	}
 }
 
 type rigIface struct {
@@ -82,8 +94,8 @@ func newRigWith(t testing.TB, adjust func(*Config)) *rig {
 				return err
 			}
 			r.ifs[name] = rigIface{index: iface.Index, mac: iface.HardwareAddr}
-			// bpf_fib_lookup answers only for interfaces that forward (forwarding.go).
-			if _, err := EnableForwarding(name); err != nil {
+			// bpf_fib_lookup asks as if from lo, which must forward (bpf/ip.h).
+			if _, err := EnableForwarding("lo"); err != nil {
 				return err
 			}
 		}
@@ -122,6 +134,26 @@ type xdpMD struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
+// skBuff is struct __sk_buff up to gso_size, as BPF_PROG_TEST_RUN takes it
+// (its offsets need no padding).
+type skBuff struct {
+	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
+	IngressIfindex, Ifindex, TCIndex                                                      uint32
+	CB                                                                                    [5]uint32
+	Hash, TCClassid, Data, DataEnd, NapiID, Family, RemoteIP4, LocalIP4                   uint32
+	RemoteIP6, LocalIP6                                                                   [4]uint32
+	RemotePort, LocalPort, DataMeta                                                       uint32
+	FlowKeys, Tstamp                                                                      uint64
+	WireLen, GSOSegs                                                                      uint32
+	Sk                                                                                    uint64
+	GSOSize                                                                               uint32
+	_                                                                                     uint32
+}
+
+// TC verdicts (linux/pkt_cls.h), reported as the XDP actions they stand
+// for: a TC redirect serves both XDP_TX and XDP_REDIRECT.
+var tcAsXDP = map[uint32]uint32{0: xdpPass, 2: xdpDrop, 7: xdpRedirect}
+
 // run feeds one frame to the program as if it arrived on ingress.
 func (r *rig) run(ingress string, in []byte) (uint32, []byte) {
 	r.t.Helper()
@@ -134,14 +166,22 @@ func (r *rig) run(ingress string, in []byte) (uint32, []byte) {
 		if err := unix.SchedSetaffinity(0, &cpus); err != nil {
 			return err
 		}
-		opts := &ebpf.RunOptions{
-			Data:    in,
-			DataOut: out,
-			Context: xdpMD{DataEnd: uint32(len(in)), IngressIfindex: uint32(r.ifs[ingress].index)},
+		idx := uint32(r.ifs[ingress].index)
+		opts := &ebpf.RunOptions{Data: in, DataOut: out, Context: xdpMD{DataEnd: uint32(len(in)), IngressIfindex: idx}}
+		prog := r.engine.Program()
+		if r.tc {
+			opts.Context, prog = skBuff{IngressIfindex: idx, Ifindex: idx}, r.engine.ProgramTC()
 		}
 		var err error
-		ret, err = r.engine.Program().Run(opts)
+		ret, err = prog.Run(opts)
 		out = opts.DataOut
+		if r.tc {
+			act, ok := tcAsXDP[ret]
+			if !ok {
+				return fmt.Errorf("TC verdict %d", ret)
+			}
+			ret = act
+		}
 		return err
 	}))
 	return ret, out
@@ -178,6 +218,9 @@ func (r *rig) expectFast(t *testing.T, outcome Outcome, action uint32, ingress s
 	var ret uint32
 	var out []byte
 	r.expectOutcome(outcome, func() { ret, out = r.run(ingress, in) })
+	if r.tc && action == xdpTX {
+		action = xdpRedirect
+	}
 	if ret != action {
 		t.Fatalf("action %d, want %d", ret, action)
 	}

@@ -55,10 +55,10 @@ type turnFlowStats struct {
 	Dropped    uint64
 }
 
-type turnIfaceMac struct {
-	_   structs.HostLayout
-	Mac [6]uint8
-	Pad uint16
+type turnIfaceInfo struct {
+	_     structs.HostLayout
+	Mac   [6]uint8
+	Flags uint16
 }
 
 type turnNexthop struct {
@@ -152,7 +152,7 @@ const (
 	turnMapConfig           = "config"
 	turnMapEgressPorts      = "egress_ports"
 	turnMapFlows            = "flows"
-	turnMapIfaceMacs        = "iface_macs"
+	turnMapIfaces           = "ifaces"
 	turnMapNexthops         = "nexthops"
 	turnMapOutcomes         = "outcomes"
 	turnMapPeerRoutesV4     = "peer_routes_v4"
@@ -218,7 +218,7 @@ type turnMapSpecs struct {
 	Config         *ebpf.MapSpec `ebpf:"config"`
 	EgressPorts    *ebpf.MapSpec `ebpf:"egress_ports"`
 	Flows          *ebpf.MapSpec `ebpf:"flows"`
-	IfaceMacs      *ebpf.MapSpec `ebpf:"iface_macs"`
+	Ifaces         *ebpf.MapSpec `ebpf:"ifaces"`
 	Nexthops       *ebpf.MapSpec `ebpf:"nexthops"`
 	Outcomes       *ebpf.MapSpec `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.MapSpec `ebpf:"peer_routes_v4"`
@@ -258,7 +258,7 @@ type turnMaps struct {
 	Config         *ebpf.Map `ebpf:"config"`
 	EgressPorts    *ebpf.Map `ebpf:"egress_ports"`
 	Flows          *ebpf.Map `ebpf:"flows"`
-	IfaceMacs      *ebpf.Map `ebpf:"iface_macs"`
+	Ifaces         *ebpf.Map `ebpf:"ifaces"`
 	Nexthops       *ebpf.Map `ebpf:"nexthops"`
 	Outcomes       *ebpf.Map `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.Map `ebpf:"peer_routes_v4"`
@@ -274,7 +274,7 @@ func (m *turnMaps) Close() error {
 		m.Config,
 		m.EgressPorts,
 		m.Flows,
-		m.IfaceMacs,
+		m.Ifaces,
 		m.Nexthops,
 		m.Outcomes,
 		m.PeerRoutesV4,

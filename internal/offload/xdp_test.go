@@ -58,148 +58,153 @@ func payload(n int, seed uint64) []byte {
 var dataLens = []int{0, 1, 2, 3, 4, 5, 7, 160, 641, 900}
 
 func TestClientToPeer(t *testing.T) {
-	r := newRig(t)
-	for _, cf := range []string{"v4", "v6"} {
-		for _, pf := range []string{"v4", "v6"} {
-			ch := channelFor(families[cf], families[pf], 0x4001)
-			must(t, r.engine.AddChannel(ch))
-			for _, n := range dataLens {
-				for pad := 0; pad <= frame.PadTo4(n); pad += max(1, frame.PadTo4(n)) {
-					t.Run(fmt.Sprintf("%s-to-%s/len%d/pad%d", cf, pf, n, pad), func(t *testing.T) {
-						data := payload(n, 1)
-						in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, TOS: 0xb9, DF: true, ID: 77,
-							Payload: frame.ChannelData(ch.Number, data, pad, 0xaa)})
-						want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TOS: 0xb9, TTL: defaultTTL, DF: true, Payload: data})
-						r.expectFast(t, FastClientToPeer, xdpRedirect, "cli0", in, want)
-					})
+	forEachHook(t, func(t *testing.T, r *rig) {
+		for _, cf := range []string{"v4", "v6"} {
+			for _, pf := range []string{"v4", "v6"} {
+				ch := channelFor(families[cf], families[pf], 0x4001)
+				must(t, r.engine.AddChannel(ch))
+				for _, n := range dataLens {
+					for pad := 0; pad <= frame.PadTo4(n); pad += max(1, frame.PadTo4(n)) {
+						t.Run(fmt.Sprintf("%s-to-%s/len%d/pad%d", cf, pf, n, pad), func(t *testing.T) {
+							data := payload(n, 1)
+							in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, TOS: 0xb9, DF: true, ID: 77,
+								Payload: frame.ChannelData(ch.Number, data, pad, 0xaa)})
+							want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TOS: 0xb9, TTL: defaultTTL, DF: true, Payload: data})
+							r.expectFast(t, FastClientToPeer, xdpRedirect, "cli0", in, want)
+						})
+					}
 				}
+				must(t, r.engine.RemoveChannel(ch))
 			}
-			must(t, r.engine.RemoveChannel(ch))
 		}
-	}
+	})
 }
 
 func TestPeerToClient(t *testing.T) {
-	r := newRig(t)
-	for _, cf := range []string{"v4", "v6"} {
-		for _, pf := range []string{"v4", "v6"} {
-			ch := channelFor(families[cf], families[pf], 0x4ffe)
-			must(t, r.engine.AddChannel(ch))
-			for _, n := range dataLens {
-				t.Run(fmt.Sprintf("%s-from-%s/len%d", cf, pf, n), func(t *testing.T) {
-					data := payload(n, 2)
-					in := r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, TOS: 0x2a, Payload: data})
-					// DF is copied from IPv4; IPv6 input never fragments, so it becomes DF.
-					want := r.toward("cli0", frame.UDP{Src: ch.Server, Dst: ch.Client, TOS: 0x2a, TTL: defaultTTL, DF: pf == "v6",
-						Payload: frame.ChannelData(ch.Number, data, frame.PadTo4(n), 0)})
-					r.expectFast(t, FastPeerToClient, xdpRedirect, "peer0", in, want)
-				})
+	forEachHook(t, func(t *testing.T, r *rig) {
+		for _, cf := range []string{"v4", "v6"} {
+			for _, pf := range []string{"v4", "v6"} {
+				ch := channelFor(families[cf], families[pf], 0x4ffe)
+				must(t, r.engine.AddChannel(ch))
+				for _, n := range dataLens {
+					t.Run(fmt.Sprintf("%s-from-%s/len%d", cf, pf, n), func(t *testing.T) {
+						data := payload(n, 2)
+						in := r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, TOS: 0x2a, Payload: data})
+						// DF is copied from IPv4; IPv6 input never fragments, so it becomes DF.
+						want := r.toward("cli0", frame.UDP{Src: ch.Server, Dst: ch.Client, TOS: 0x2a, TTL: defaultTTL, DF: pf == "v6",
+							Payload: frame.ChannelData(ch.Number, data, frame.PadTo4(n), 0)})
+						r.expectFast(t, FastPeerToClient, xdpRedirect, "peer0", in, want)
+					})
+				}
+				must(t, r.engine.RemoveChannel(ch))
 			}
-			must(t, r.engine.RemoveChannel(ch))
 		}
-	}
+	})
 }
 
 func TestHairpinStaysInXDP(t *testing.T) {
-	r := newRig(t)
-	for _, name := range []string{"v4", "v6"} {
-		f := families[name]
-		a := Channel{Client: f.client, Server: f.server, Relay: f.relay, Peer: f.relayB, Number: 0x4000}
-		b := Channel{Client: f.clientB, Server: f.server, Relay: f.relayB, Peer: f.relay, Number: 0x4123}
-		must(t, r.engine.AddChannel(a))
-		data := payload(333, 3)
-		in := r.from("cli0", frame.UDP{Src: a.Client, Dst: a.Server, Payload: frame.ChannelData(a.Number, data, 3, 0x55)})
+	forEachHook(t, func(t *testing.T, r *rig) {
+		for _, name := range []string{"v4", "v6"} {
+			f := families[name]
+			a := Channel{Client: f.client, Server: f.server, Relay: f.relay, Peer: f.relayB, Number: 0x4000}
+			b := Channel{Client: f.clientB, Server: f.server, Relay: f.relayB, Peer: f.relay, Number: 0x4123}
+			must(t, r.engine.AddChannel(a))
+			data := payload(333, 3)
+			in := r.from("cli0", frame.UDP{Src: a.Client, Dst: a.Server, Payload: frame.ChannelData(a.Number, data, 3, 0x55)})
 
-		// Without the way back, the datagram belongs to the kernel and pion.
-		r.expectOutcome(SlowUnknownPeer, func() {
-			if ret, out := r.run("cli0", in); ret != xdpPass || string(out) != string(in) {
-				t.Fatalf("%s: hairpin without return channel: action %d, frame changed: %v", name, ret, string(out) != string(in))
+			// Without the way back, the datagram belongs to the kernel and pion.
+			r.expectOutcome(SlowUnknownPeer, func() {
+				if ret, out := r.run("cli0", in); ret != xdpPass || string(out) != string(in) {
+					t.Fatalf("%s: hairpin without return channel: action %d, frame changed: %v", name, ret, string(out) != string(in))
+				}
+			})
+			must(t, r.engine.AddChannel(b))
+			want := r.toward("cli0", frame.UDP{Src: b.Server, Dst: b.Client, TTL: defaultTTL, DF: name == "v6",
+				Payload: frame.ChannelData(b.Number, data, frame.PadTo4(len(data)), 0)})
+			r.expectFast(t, FastHairpin, xdpTX, "cli0", in, want) // same interface: XDP_TX
+
+			toPeer, _, err := r.engine.ChannelStats(a)
+			must(t, err)
+			_, toClient, err := r.engine.ChannelStats(b)
+			must(t, err)
+			if toPeer.Packets != 1 || toClient.Packets != 1 || toPeer.Bytes != 333 || toClient.Bytes != 333 {
+				t.Errorf("%s: hairpin counters a->peer %+v, b->client %+v; want 1 packet, 333 bytes each", name, toPeer, toClient)
 			}
-		})
-		must(t, r.engine.AddChannel(b))
-		want := r.toward("cli0", frame.UDP{Src: b.Server, Dst: b.Client, TTL: defaultTTL, DF: name == "v6",
-			Payload: frame.ChannelData(b.Number, data, frame.PadTo4(len(data)), 0)})
-		r.expectFast(t, FastHairpin, xdpTX, "cli0", in, want) // same interface: XDP_TX
-
-		toPeer, _, err := r.engine.ChannelStats(a)
-		must(t, err)
-		_, toClient, err := r.engine.ChannelStats(b)
-		must(t, err)
-		if toPeer.Packets != 1 || toClient.Packets != 1 || toPeer.Bytes != 333 || toClient.Bytes != 333 {
-			t.Errorf("%s: hairpin counters a->peer %+v, b->client %+v; want 1 packet, 333 bytes each", name, toPeer, toClient)
+			must(t, r.engine.RemoveChannel(a))
+			must(t, r.engine.RemoveChannel(b))
 		}
-		must(t, r.engine.RemoveChannel(a))
-		must(t, r.engine.RemoveChannel(b))
-	}
+	})
 }
 
 func TestZeroUDPChecksumIPv4(t *testing.T) {
-	r := newRig(t)
-	v4, v6 := families["v4"], families["v6"]
+	forEachHook(t, func(t *testing.T, r *rig) {
+		v4, v6 := families["v4"], families["v6"]
 
-	// IPv4 to IPv4: the datagram leaves without a checksum, as it came.
-	ch := channelFor(v4, v4, 0x4002)
-	must(t, r.engine.AddChannel(ch))
-	data := payload(301, 4)
-	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, NoChecksum: true, Payload: frame.ChannelData(ch.Number, data, 3, 0xff)})
-	want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TTL: defaultTTL, NoChecksum: true, Payload: data})
-	ret, out := r.run("cli0", in)
-	if ret != xdpRedirect {
-		t.Fatalf("v4->v4 action %d", ret)
-	}
-	requireFrame(t, out, want)
-
-	// IPv4 to IPv6: IPv6 needs a checksum, computed over the whole data.
-	for _, n := range []int{0, 1, 63, 64, 65, 130, 901} {
-		ch := channelFor(v4, v6, 0x4003)
+		// IPv4 to IPv4: the datagram leaves without a checksum, as it came.
+		ch := channelFor(v4, v4, 0x4002)
 		must(t, r.engine.AddChannel(ch))
-		data := payload(n, 5)
-		in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, NoChecksum: true, Payload: frame.ChannelData(ch.Number, data, frame.PadTo4(n), 0x77)})
-		want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TTL: defaultTTL, DF: true, Payload: data})
+		data := payload(301, 4)
+		in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, NoChecksum: true, Payload: frame.ChannelData(ch.Number, data, 3, 0xff)})
+		want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TTL: defaultTTL, NoChecksum: true, Payload: data})
 		ret, out := r.run("cli0", in)
 		if ret != xdpRedirect {
-			t.Fatalf("v4->v6 len %d action %d", n, ret)
+			t.Fatalf("v4->v4 action %d", ret)
 		}
 		requireFrame(t, out, want)
 
-		// And back: a peer's checksum-less IPv4 datagram to an IPv6 client.
-		back := Channel{Client: v6.client, Server: v6.server, Relay: v4.relay, Peer: v4.peer, Number: 0x4004}
-		must(t, r.engine.AddChannel(back))
-		in = r.from("peer0", frame.UDP{Src: back.Peer, Dst: back.Relay, NoChecksum: true, Payload: data})
-		want = r.toward("cli0", frame.UDP{Src: back.Server, Dst: back.Client, TTL: defaultTTL, Payload: frame.ChannelData(back.Number, data, frame.PadTo4(n), 0)})
-		if ret, out = r.run("peer0", in); ret != xdpRedirect {
-			t.Fatalf("v4 peer -> v6 client len %d action %d", n, ret)
+		// IPv4 to IPv6: IPv6 needs a checksum, computed over the whole data.
+		for _, n := range []int{0, 1, 63, 64, 65, 130, 901} {
+			ch := channelFor(v4, v6, 0x4003)
+			must(t, r.engine.AddChannel(ch))
+			data := payload(n, 5)
+			in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, NoChecksum: true, Payload: frame.ChannelData(ch.Number, data, frame.PadTo4(n), 0x77)})
+			want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TTL: defaultTTL, DF: true, Payload: data})
+			ret, out := r.run("cli0", in)
+			if ret != xdpRedirect {
+				t.Fatalf("v4->v6 len %d action %d", n, ret)
+			}
+			requireFrame(t, out, want)
+
+			// And back: a peer's checksum-less IPv4 datagram to an IPv6 client.
+			back := Channel{Client: v6.client, Server: v6.server, Relay: v4.relay, Peer: v4.peer, Number: 0x4004}
+			must(t, r.engine.AddChannel(back))
+			in = r.from("peer0", frame.UDP{Src: back.Peer, Dst: back.Relay, NoChecksum: true, Payload: data})
+			want = r.toward("cli0", frame.UDP{Src: back.Server, Dst: back.Client, TTL: defaultTTL, Payload: frame.ChannelData(back.Number, data, frame.PadTo4(n), 0)})
+			if ret, out = r.run("peer0", in); ret != xdpRedirect {
+				t.Fatalf("v4 peer -> v6 client len %d action %d", n, ret)
+			}
+			requireFrame(t, out, want)
+			must(t, r.engine.RemoveChannel(ch))
+			must(t, r.engine.RemoveChannel(back))
 		}
-		requireFrame(t, out, want)
-		must(t, r.engine.RemoveChannel(ch))
-		must(t, r.engine.RemoveChannel(back))
-	}
+	})
 }
 
 // Short frames arrive with an Ethernet trailer beyond the IP packet; it must
 // not leak into the datagram, nor into the ChannelData padding.
 func TestEthernetTrailerIsDropped(t *testing.T) {
-	r := newRig(t)
-	v4 := families["v4"]
-	ch := channelFor(v4, v4, 0x4005)
-	must(t, r.engine.AddChannel(ch))
-	trailer := []byte{0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a}
+	forEachHook(t, func(t *testing.T, r *rig) {
+		v4 := families["v4"]
+		ch := channelFor(v4, v4, 0x4005)
+		must(t, r.engine.AddChannel(ch))
+		trailer := []byte{0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a}
 
-	data := []byte{1, 2, 3}
-	in := append(r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, data, 1, 0)}), trailer...)
-	ret, out := r.run("cli0", in)
-	if ret != xdpRedirect {
-		t.Fatalf("client->peer action %d", ret)
-	}
-	requireFrame(t, out, r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TTL: defaultTTL, Payload: data}))
+		data := []byte{1, 2, 3}
+		in := append(r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, data, 1, 0)}), trailer...)
+		ret, out := r.run("cli0", in)
+		if ret != xdpRedirect {
+			t.Fatalf("client->peer action %d", ret)
+		}
+		requireFrame(t, out, r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TTL: defaultTTL, Payload: data}))
 
-	in = append(r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, Payload: []byte{9}}), trailer...)
-	ret, out = r.run("peer0", in)
-	if ret != xdpRedirect {
-		t.Fatalf("peer->client action %d", ret)
-	}
-	requireFrame(t, out, r.toward("cli0", frame.UDP{Src: ch.Server, Dst: ch.Client, TTL: defaultTTL,
-		Payload: frame.ChannelData(ch.Number, []byte{9}, 3, 0)}))
+		in = append(r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, Payload: []byte{9}}), trailer...)
+		ret, out = r.run("peer0", in)
+		if ret != xdpRedirect {
+			t.Fatalf("peer->client action %d", ret)
+		}
+		requireFrame(t, out, r.toward("cli0", frame.UDP{Src: ch.Server, Dst: ch.Client, TTL: defaultTTL,
+			Payload: frame.ChannelData(ch.Number, []byte{9}, 3, 0)}))
+	})
 }
 
 func TestChannelCountersAndRemoval(t *testing.T) {
@@ -240,80 +245,81 @@ func TestChannelCountersAndRemoval(t *testing.T) {
 
 // Every frame here must reach the kernel byte for byte as it arrived.
 func TestSlowPathLeavesPacketUntouched(t *testing.T) {
-	r := newRig(t)
-	v4, v6 := families["v4"], families["v6"]
-	ch4 := channelFor(v4, v4, 0x4010)
-	ch6 := channelFor(v6, v6, 0x4010)
-	noNeigh := Channel{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: v4.unreachable, Number: 0x4011}
-	noRoute := Channel{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: ap("192.0.2.1:9"), Number: 0x4012}
-	notEgress := Channel{Client: v4.client, Server: v4.server, Relay: ap("10.10.3.1:50000"), Peer: ap("10.10.3.2:9"), Number: 0x4013}
-	for _, ch := range []Channel{ch4, ch6, noNeigh, noRoute, notEgress} {
-		must(t, r.engine.AddChannel(ch))
-	}
-	cd4 := frame.UDP{Src: ch4.Client, Dst: ch4.Server, Payload: frame.ChannelData(ch4.Number, payload(40, 8), 0, 0)}
-	cd6 := frame.UDP{Src: ch6.Client, Dst: ch6.Server, Payload: frame.ChannelData(ch6.Number, payload(40, 8), 0, 0)}
-	withPayload := func(u frame.UDP, p []byte) frame.UDP { u.Payload = p; return u }
-	withChannel := func(c Channel) frame.UDP {
-		return frame.UDP{Src: c.Client, Dst: c.Server, Payload: frame.ChannelData(c.Number, payload(40, 9), 0, 0)}
-	}
+	forEachHook(t, func(t *testing.T, r *rig) {
+		v4, v6 := families["v4"], families["v6"]
+		ch4 := channelFor(v4, v4, 0x4010)
+		ch6 := channelFor(v6, v6, 0x4010)
+		noNeigh := Channel{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: v4.unreachable, Number: 0x4011}
+		noRoute := Channel{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: ap("192.0.2.1:9"), Number: 0x4012}
+		notEgress := Channel{Client: v4.client, Server: v4.server, Relay: ap("10.10.3.1:50000"), Peer: ap("10.10.3.2:9"), Number: 0x4013}
+		for _, ch := range []Channel{ch4, ch6, noNeigh, noRoute, notEgress} {
+			must(t, r.engine.AddChannel(ch))
+		}
+		cd4 := frame.UDP{Src: ch4.Client, Dst: ch4.Server, Payload: frame.ChannelData(ch4.Number, payload(40, 8), 0, 0)}
+		cd6 := frame.UDP{Src: ch6.Client, Dst: ch6.Server, Payload: frame.ChannelData(ch6.Number, payload(40, 8), 0, 0)}
+		withPayload := func(u frame.UDP, p []byte) frame.UDP { u.Payload = p; return u }
+		withChannel := func(c Channel) frame.UDP {
+			return frame.UDP{Src: c.Client, Dst: c.Server, Payload: frame.ChannelData(c.Number, payload(40, 9), 0, 0)}
+		}
 
-	cases := []struct {
-		name    string
-		ingress string
-		want    Outcome
-		frame   func() []byte
-	}{
-		{"arp", "cli0", PassNotIP, func() []byte { b := r.from("cli0", cd4); b[12], b[13] = 0x08, 0x06; return b }},
-		{"tcp", "cli0", PassNotUDP, func() []byte { return setIPv4Proto(r.from("cli0", cd4), 6) }},
-		{"dns", "cli0", PassNotTURN, func() []byte { u := cd4; u.Dst = ap("10.10.1.1:53"); return r.from("cli0", u) }},
-		{"vlan", "cli0", SlowVLAN, func() []byte { return addVLAN(r.from("cli0", cd4)) }},
-		{"ip-options", "cli0", SlowIPOptions, func() []byte { return addIPv4Options(r.from("cli0", cd4)) }},
-		{"more-fragments", "cli0", SlowFragment, func() []byte { return setIPv4Frag(r.from("cli0", cd4), 0x2000) }},
-		{"fragment-offset", "cli0", SlowFragment, func() []byte { return setIPv4Frag(r.from("cli0", cd4), 0x0010) }},
-		{"ipv6-fragment", "cli0", SlowFragment, func() []byte { return addIPv6Ext(r.from("cli0", cd6), 44) }},
-		{"ipv6-hop-by-hop", "cli0", SlowIPv6ExtHeader, func() []byte { return addIPv6Ext(r.from("cli0", cd6), 0) }},
-		{"truncated", "cli0", SlowBadLength, func() []byte { b := r.from("cli0", cd4); return b[:len(b)-5] }},
-		{"udp-length", "cli0", SlowBadLength, func() []byte { return setUDPLen(r.from("cli0", cd4), 14+20, -1) }},
-		{"ip-checksum", "cli0", SlowBadIPChecksum, func() []byte { b := r.from("cli0", cd4); b[14+10] ^= 1; return b }},
-		{"ipv6-zero-checksum", "cli0", SlowZeroUDPChecksum, func() []byte { b := r.from("cli0", cd6); b[14+40+6], b[14+40+7] = 0, 0; return b }},
-		{"stun", "cli0", SlowNotChannelData, func() []byte { return r.from("cli0", withPayload(cd4, stunBinding())) }},
-		{"short", "cli0", SlowNotChannelData, func() []byte { return r.from("cli0", withPayload(cd4, []byte{0x40, 0x10})) }},
-		{"unknown-channel", "cli0", SlowUnknownChannel, func() []byte {
-			return r.from("cli0", withPayload(cd4, frame.ChannelData(0x4fff, []byte{1}, 3, 0)))
-		}},
-		{"other-client-port", "cli0", SlowUnknownChannel, func() []byte { u := cd4; u.Src = ap("10.10.1.2:40001"); return r.from("cli0", u) }},
-		{"channel-longer-than-udp", "cli0", SlowChannelLength, func() []byte {
-			p := frame.ChannelData(ch4.Number, payload(40, 8), 0, 0)
-			binary.BigEndian.PutUint16(p[2:], 41)
-			return r.from("cli0", withPayload(cd4, p))
-		}},
-		{"channel-surplus", "cli0", SlowChannelLength, func() []byte {
-			return r.from("cli0", withPayload(cd4, frame.ChannelData(ch4.Number, payload(40, 8), 4, 0)))
-		}},
-		{"unknown-peer", "peer0", SlowUnknownPeer, func() []byte {
-			return r.from("peer0", frame.UDP{Src: ap("10.10.2.2:60001"), Dst: ch4.Relay, Payload: []byte("x")})
-		}},
-		{"no-neighbour", "cli0", SlowFIBNoNeighbour, func() []byte { return r.from("cli0", withChannel(noNeigh)) }},
-		{"no-route", "cli0", SlowFIBOther, func() []byte { return r.from("cli0", withChannel(noRoute)) }},
-		{"mtu", "cli0", SlowFIBFragNeeded, func() []byte {
-			return r.from("cli0", withPayload(cd4, frame.ChannelData(ch4.Number, payload(peerMTU, 10), 0, 0)))
-		}},
-		{"egress-not-offloaded", "cli0", SlowNoEgressPort, func() []byte { return r.from("cli0", withChannel(notEgress)) }},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			in := tc.frame()
-			r.expectOutcome(tc.want, func() {
-				ret, out := r.run(tc.ingress, in)
-				if ret != xdpPass {
-					t.Errorf("action %d, want XDP_PASS", ret)
-				}
-				if string(out) != string(in) {
-					t.Errorf("frame modified on the slow path\n got % x\nwant % x", out, in)
-				}
+		cases := []struct {
+			name    string
+			ingress string
+			want    Outcome
+			frame   func() []byte
+		}{
+			{"arp", "cli0", PassNotIP, func() []byte { b := r.from("cli0", cd4); b[12], b[13] = 0x08, 0x06; return b }},
+			{"tcp", "cli0", PassNotUDP, func() []byte { return setIPv4Proto(r.from("cli0", cd4), 6) }},
+			{"dns", "cli0", PassNotTURN, func() []byte { u := cd4; u.Dst = ap("10.10.1.1:53"); return r.from("cli0", u) }},
+			{"vlan", "cli0", SlowVLAN, func() []byte { return addVLAN(r.from("cli0", cd4)) }},
+			{"ip-options", "cli0", SlowIPOptions, func() []byte { return addIPv4Options(r.from("cli0", cd4)) }},
+			{"more-fragments", "cli0", SlowFragment, func() []byte { return setIPv4Frag(r.from("cli0", cd4), 0x2000) }},
+			{"fragment-offset", "cli0", SlowFragment, func() []byte { return setIPv4Frag(r.from("cli0", cd4), 0x0010) }},
+			{"ipv6-fragment", "cli0", SlowFragment, func() []byte { return addIPv6Ext(r.from("cli0", cd6), 44) }},
+			{"ipv6-hop-by-hop", "cli0", SlowIPv6ExtHeader, func() []byte { return addIPv6Ext(r.from("cli0", cd6), 0) }},
+			{"truncated", "cli0", SlowBadLength, func() []byte { b := r.from("cli0", cd4); return b[:len(b)-5] }},
+			{"udp-length", "cli0", SlowBadLength, func() []byte { return setUDPLen(r.from("cli0", cd4), 14+20, -1) }},
+			{"ip-checksum", "cli0", SlowBadIPChecksum, func() []byte { b := r.from("cli0", cd4); b[14+10] ^= 1; return b }},
+			{"ipv6-zero-checksum", "cli0", SlowZeroUDPChecksum, func() []byte { b := r.from("cli0", cd6); b[14+40+6], b[14+40+7] = 0, 0; return b }},
+			{"stun", "cli0", SlowNotChannelData, func() []byte { return r.from("cli0", withPayload(cd4, stunBinding())) }},
+			{"short", "cli0", SlowNotChannelData, func() []byte { return r.from("cli0", withPayload(cd4, []byte{0x40, 0x10})) }},
+			{"unknown-channel", "cli0", SlowUnknownChannel, func() []byte {
+				return r.from("cli0", withPayload(cd4, frame.ChannelData(0x4fff, []byte{1}, 3, 0)))
+			}},
+			{"other-client-port", "cli0", SlowUnknownChannel, func() []byte { u := cd4; u.Src = ap("10.10.1.2:40001"); return r.from("cli0", u) }},
+			{"channel-longer-than-udp", "cli0", SlowChannelLength, func() []byte {
+				p := frame.ChannelData(ch4.Number, payload(40, 8), 0, 0)
+				binary.BigEndian.PutUint16(p[2:], 41)
+				return r.from("cli0", withPayload(cd4, p))
+			}},
+			{"channel-surplus", "cli0", SlowChannelLength, func() []byte {
+				return r.from("cli0", withPayload(cd4, frame.ChannelData(ch4.Number, payload(40, 8), 4, 0)))
+			}},
+			{"unknown-peer", "peer0", SlowUnknownPeer, func() []byte {
+				return r.from("peer0", frame.UDP{Src: ap("10.10.2.2:60001"), Dst: ch4.Relay, Payload: []byte("x")})
+			}},
+			{"no-neighbour", "cli0", SlowFIBNoNeighbour, func() []byte { return r.from("cli0", withChannel(noNeigh)) }},
+			{"no-route", "cli0", SlowFIBOther, func() []byte { return r.from("cli0", withChannel(noRoute)) }},
+			{"mtu", "cli0", SlowFIBFragNeeded, func() []byte {
+				return r.from("cli0", withPayload(cd4, frame.ChannelData(ch4.Number, payload(peerMTU, 10), 0, 0)))
+			}},
+			{"egress-not-offloaded", "cli0", SlowNoEgressPort, func() []byte { return r.from("cli0", withChannel(notEgress)) }},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				in := tc.frame()
+				r.expectOutcome(tc.want, func() {
+					ret, out := r.run(tc.ingress, in)
+					if ret != xdpPass {
+						t.Errorf("action %d, want XDP_PASS", ret)
+					}
+					if string(out) != string(in) {
+						t.Errorf("frame modified on the slow path\n got % x\nwant % x", out, in)
+					}
+				})
 			})
-		})
-	}
+		}
+	})
 }
 
 func TestOutcomeListMatchesBPF(t *testing.T) {
@@ -511,7 +517,7 @@ func TestPinnedStateSurvivesReload(t *testing.T) {
 func TestAttachRefusesOccupiedInterface(t *testing.T) {
 	r := newRig(t)
 	must(t, r.ns.Do(func() error {
-		if _, err := r.engine.Attach("cli1", true); err != nil {
+		if _, err := r.engine.Attach("cli1", ModeXDP, true); err != nil {
 			return err
 		}
 		other, err := Load(Config{ListenPorts: []uint16{3478}, RelayPortMin: 49152, RelayPortMax: 65535})
@@ -519,7 +525,7 @@ func TestAttachRefusesOccupiedInterface(t *testing.T) {
 			return err
 		}
 		defer other.Close()
-		if _, err := other.Attach("cli1", true); err == nil || !strings.Contains(err.Error(), "already runs an XDP program") {
+		if _, err := other.Attach("cli1", ModeXDP, true); err == nil || !strings.Contains(err.Error(), "already runs an XDP program") {
 			return fmt.Errorf("second attach: %v", err)
 		}
 		return nil

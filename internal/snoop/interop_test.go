@@ -30,7 +30,7 @@ func TestOffloadCoturnClientTools(t *testing.T) {
 	t.Cleanup(func() { _ = peer.Stop(2 * time.Second) })
 
 	const clients, messages = 4, 300
-	lost, out, err := tb.RunTurnutilsUclient(user, pass, clients, messages)
+	lost, out, err := tb.RunTurnutilsUclient(user, pass, clients, messages, testbed.UclientChannels)
 	if err != nil || lost != 0 {
 		t.Fatalf("turnutils_uclient: lost %d, %v\n%s", lost, err, out)
 	}

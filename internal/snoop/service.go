@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/metrics"
@@ -24,6 +25,7 @@ type Config struct {
 	MinPort, MaxPort uint16   // its relay port range
 	RelayIPs         []netip.Addr
 	RelayMap         map[netip.Addr]netip.Addr // advertised relay address -> on the wire
+	Mode             offload.Mode              // hooks on every interface
 	ManageForwarding bool
 	MetricsListen    string
 	ControlSocket    string        // Unix socket answering `ebrtc offload status` ("" : none)
@@ -131,11 +133,20 @@ func (s *Service) serveStatus(path string) error {
 			if err != nil {
 				return
 			}
-			_, _ = io.WriteString(conn, s.Learner.Status(s.engine.ChannelStats))
+			_, _ = io.WriteString(conn, attachmentStatus(s.engine.Attachments())+s.Learner.Status(s.engine.ChannelStats))
 			conn.Close()
 		}
 	}()
 	return nil
+}
+
+// attachmentStatus says where the fast path runs and why, one line per interface.
+func attachmentStatus(as []offload.Attachment) string {
+	var b strings.Builder
+	for _, a := range as {
+		fmt.Fprintf(&b, "fast path on %s: %s (%s)\n", a.Iface, a.Hooks(), a.Reason)
+	}
+	return b.String()
 }
 
 // Status asks a running `ebrtc offload` for its status over its control socket.
@@ -152,9 +163,11 @@ func Status(path string) (string, error) {
 
 func (s *Service) attach(c Config) error {
 	for _, name := range append(append([]string{}, c.Ifaces...), c.RelayIfaces...) {
-		if _, err := s.engine.Attach(name, c.ManageForwarding); err != nil {
+		a, err := s.engine.Attach(name, c.Mode, c.ManageForwarding)
+		if err != nil {
 			return err
 		}
+		log.Printf("offload: fast path on %s: %s (%s)", name, a.Hooks(), a.Reason)
 	}
 	for _, name := range c.Ifaces {
 		if err := s.engine.AttachSnoopEgress(name); err != nil {

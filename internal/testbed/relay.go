@@ -150,3 +150,25 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Labeled sums the samples of metric name whose labels include every one
+// in want (others may differ: a reason, say).
+func (m Metrics) Labeled(name string, want map[string]string) float64 {
+	var sum float64
+	for key, v := range m {
+		if !strings.HasPrefix(key, name+"{") {
+			continue
+		}
+		ok := true
+		for k, val := range want {
+			if !strings.Contains(key, fmt.Sprintf("%s=%q", k, val)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			sum += v
+		}
+	}
+	return sum
+}

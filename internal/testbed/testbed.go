@@ -60,11 +60,29 @@ type Testbed struct {
 	Client, Server, Peer *netns.NS
 	extra                []*netns.NS // AddPeer's
 	passes               []io.Closer
+	opts                 Options
 }
 
-// New builds the testbed. On error everything created so far is removed.
-func New() (*Testbed, error) {
-	tb := &Testbed{}
+// Options say how the veths are prepared.
+type Options struct {
+	// Unprepared leaves the far ends as a container host does: no XDP
+	// program on them, and TX checksum offload on, so their datagrams
+	// arrive with partial checksums (CHECKSUM_PARTIAL). The default
+	// prepares them as a wire would: full checksums, and XDP running so
+	// that frames sent into the veth from XDP are received.
+	Unprepared bool
+	// ServerTxChecksumOff turns TX checksum offload off on the server's
+	// ends, so the kernel finishes every partial checksum the relay sends
+	// (at the place the skb points at) and the receivers verify it.
+	ServerTxChecksumOff bool
+}
+
+// New builds the prepared testbed. On error everything created so far is removed.
+func New() (*Testbed, error) { return NewWith(Options{}) }
+
+// NewWith builds a testbed prepared as opts say.
+func NewWith(opts Options) (*Testbed, error) {
+	tb := &Testbed{opts: opts}
 	err := tb.build()
 	if err != nil {
 		_ = tb.Close()
@@ -107,6 +125,14 @@ func (tb *Testbed) connect(outer *netns.NS, outerName, inner string, subnet int)
 		if err := step(); err != nil {
 			return err
 		}
+	}
+	if tb.opts.ServerTxChecksumOff {
+		if err := tb.Server.Do(func() error { return netns.DisableTxChecksum(inner) }); err != nil {
+			return err
+		}
+	}
+	if tb.opts.Unprepared {
+		return nil
 	}
 	return outer.Do(func() error {
 		// Full checksums on what the end hosts send, as on a real wire.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
@@ -28,13 +29,16 @@ type callResult struct {
 // through ebrtc turn: a fake-camera video track and a data channel. Both
 // relays are on this server, so the media is hairpinned, in XDP.
 func TestBrowserRelayCall(t *testing.T) {
+	browserRelayCall(t, newTestbed(t))
+}
+
+func browserRelayCall(t *testing.T, tb *testbed.Testbed) {
 	testenv.RequireCommand(t, "chromium")
 	node := testenv.RequireCommand(t, "node")
 	script, _ := filepath.Abs("testdata/browser/relay_call.mjs")
 	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
 		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
 	}
-	tb := newTestbed(t)
 	r := startRelay(t, tb)
 	before := metrics(t, r)
 

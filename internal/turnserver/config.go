@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ebrtc/ebrtc/internal/offload"
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
 )
 
@@ -61,7 +62,7 @@ func DefaultConfig() Config {
 		StaleNonce:         10 * time.Minute, // coturn's default
 		UserQuota:          10,               // eturnal's and Janus' guidance; a browser needs 1-4
 		AllocateRate:       10,
-		Offload:            "xdp",
+		Offload:            "auto",
 		OffloadForwarding:  "auto",
 		LogLevel:           "info",
 	}
@@ -140,9 +141,9 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.IntVar(&cfg.TotalQuota, "total-quota", cfg.TotalQuota, "allocations in total (0: unlimited)")
 	fs.IntVar(&cfg.AllocateRate, "allocate-rate", cfg.AllocateRate, "allocations a second per source IP, in bursts of up to 3x (0: unlimited)")
 	fs.Uint64Var(&cfg.MaxBitrate, "max-bps", cfg.MaxBitrate, "relayed bits a second per allocation and direction, on both paths (0: unlimited)")
-	fs.StringVar(&cfg.Offload, "offload", cfg.Offload, "fast path: xdp or off")
+	fs.StringVar(&cfg.Offload, "offload", cfg.Offload, "fast path: auto (XDP where the interface and its neighbours take XDP frames, TC ingress elsewhere), xdp, tc or off")
 	fs.Var(&listFlag{v: &cfg.OffloadIfaces}, "offload-iface", "interface to attach XDP to (repeatable; default: those carrying listen and relay addresses)")
-	fs.StringVar(&cfg.OffloadForwarding, "offload-forwarding", cfg.OffloadForwarding, "auto: enable the offload interfaces' forwarding sysctls while running; manual: require them")
+	fs.StringVar(&cfg.OffloadForwarding, "offload-forwarding", cfg.OffloadForwarding, "auto: turn on loopback's forwarding sysctls (route lookups only; no interface forwards) while running; manual: require them")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "Prometheus endpoint `IP:PORT` (empty: off)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "certificate file for tls:// and dtls:// listeners")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "private key file for tls:// and dtls:// listeners")
@@ -307,8 +308,10 @@ func (c Config) Validate() (*Settings, error) {
 	if s.RateLimit, err = ratelimit.FromBitrate(c.MaxBitrate); err != nil {
 		return bad("max-bps", "%v", err)
 	}
-	if c.Offload != "xdp" && c.Offload != "off" {
-		return bad("offload", "%q is not xdp or off", c.Offload)
+	if c.Offload != "off" {
+		if _, err := offload.ParseMode(c.Offload); err != nil {
+			return bad("offload", "%v", err)
+		}
 	}
 	if c.OffloadForwarding != "auto" && c.OffloadForwarding != "manual" {
 		return bad("offload-forwarding", "%q is not auto or manual", c.OffloadForwarding)

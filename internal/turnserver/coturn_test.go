@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
@@ -24,7 +25,7 @@ func TestCoturnClientInterop(t *testing.T) {
 			defer peer.Stop(2 * time.Second)
 
 			const clients, messages = 4, 300
-			lost, out, err := tb.RunTurnutilsUclient(user, pass, clients, messages)
+			lost, out, err := tb.RunTurnutilsUclient(user, pass, clients, messages, testbed.UclientChannels)
 			if err != nil || lost != 0 {
 				t.Fatalf("turnutils_uclient: lost %d, %v\n%s", lost, err, out)
 			}

@@ -53,11 +53,13 @@ var (
 	server6 = netip.MustParseAddrPort("[fd00:201:1::1]:3478")
 )
 
-func newTestbed(t *testing.T) *testbed.Testbed {
+func newTestbed(t *testing.T) *testbed.Testbed { return newTestbedWith(t, testbed.Options{}) }
+
+func newTestbedWith(t *testing.T, opts testbed.Options) *testbed.Testbed {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip")
-	tb, err := testbed.New()
+	tb, err := testbed.NewWith(opts)
 	if err != nil {
 		testenv.Missing(t, "namespace testbed: %v", err)
 	}
@@ -228,6 +230,7 @@ func TestTURNFastPathEndToEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := newTestbed(t)
 			r := startRelay(t, tb)
+			requireHooks(t, r, "xdp+tc") // the testbed's far ends run XDP: auto picks it
 			c := newClientOver(t, tb, testbed.ClientOptions{Server: tc.server, Family: tc.family})
 			peer := newPeer(t, tb, tc.peer)
 

@@ -39,7 +39,7 @@ type Server struct {
 	slow     *slowStats
 	events   *metrics.Events
 	metrics  *http.Server
-	Attached map[string]offload.AttachMode // interface -> mode
+	Attached []offload.Attachment // where the fast path runs, and why
 }
 
 // Start opens the listeners, loads and attaches the fast path, and serves.
@@ -58,7 +58,6 @@ func Start(s *Settings) (*Server, error) {
 		allocs:   newAllocationCounter(s.UserQuota, s.TotalQuota, newIPRateLimiter(s.AllocateRate, 3*s.AllocateRate), events),
 		slow:     &slowStats{},
 		events:   events,
-		Attached: map[string]offload.AttachMode{},
 	}
 	if len(s.RelayIPs) == 0 {
 		ips, err := guessRelayIPs(s.Listeners)
@@ -132,7 +131,7 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 		}
 	}
 
-	if s.Offload == "xdp" {
+	if s.Offload != "off" {
 		if engine, err := srv.startOffload(table); err != nil {
 			srv.log.Warnf("fast path off, relaying in user space: %v", err)
 		} else {
@@ -238,14 +237,15 @@ func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 			return nil, err
 		}
 	}
+	mode, _ := offload.ParseMode(s.Offload) // checked with the config
 	for _, name := range ifaces {
-		mode, err := engine.Attach(name, s.OffloadForwarding == "auto")
+		a, err := engine.Attach(name, mode, s.OffloadForwarding == "auto")
 		if err != nil {
 			engine.Close()
 			return nil, err
 		}
-		srv.Attached[name] = mode
-		srv.log.Infof("fast path attached to %s (%s XDP)", name, mode)
+		srv.Attached = append(srv.Attached, a)
+		srv.log.Infof("fast path on %s: %s (%s)", name, a.Hooks(), a.Reason)
 	}
 	return engine, nil
 }
@@ -362,8 +362,8 @@ func (srv *Server) Describe() string {
 	if srv.engine == nil {
 		b.WriteString("fast path: off (user space only)\n")
 	}
-	for name, mode := range srv.Attached {
-		fmt.Fprintf(&b, "fast path: XDP on %s (%s)\n", name, mode)
+	for _, a := range srv.Attached {
+		fmt.Fprintf(&b, "fast path: %s on %s (%s)\n", a.Hooks(), a.Iface, a.Reason)
 	}
 	return b.String()
 }

@@ -38,6 +38,7 @@ type Server struct {
 	packetConnConfigs  []PacketConnConfig
 	listenerConfigs    []ListenerConfig
 	allocationManagers []*allocation.Manager
+	reservations       *allocation.Reservations // shared by every listener's manager
 	inboundMTU         int
 }
 
@@ -76,6 +77,7 @@ func NewServer(config ServerConfig) (*Server, error) { //nolint:gocognit,cyclop
 		nonceHash:           nonceHash,
 		inboundMTU:          mtu,
 		eventHandler:        config.EventHandler,
+		reservations:        allocation.NewReservations(),
 	}
 
 	if server.channelBindTimeout == 0 {
@@ -240,6 +242,7 @@ func (s *Server) createAllocationManager(
 		PermissionHandler:  handler,
 		EventHandler:       s.eventHandler,
 		LeveledLogger:      s.log,
+		Reservations:       s.reservations,
 	})
 	if err != nil {
 		return am, err

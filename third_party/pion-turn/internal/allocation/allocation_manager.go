@@ -69,13 +69,46 @@ type ManagerConfig struct {
 	AllocateConn       func(info AllocateConnConfig) (net.Conn, error)
 	PermissionHandler  func(sourceAddr net.Addr, peerIP net.IP) bool
 	EventHandler       EventHandler
+	// Reservations holds the EVEN-PORT reservations. A server shares one
+	// among the managers of all its listeners, as the second Allocate of
+	// an RTP/RTCP pair may arrive on another listener. Nil: the manager's own.
+	Reservations *Reservations
 
 	tcpConnectionBindTimeout time.Duration
 }
 
-type reservation struct {
-	token string
-	port  int
+// reservationLifetime is how long a RESERVATION-TOKEN stays valid.
+const reservationLifetime = 30 * time.Second
+
+// Reservations are the relay ports held back by EVEN-PORT (R bit) for a
+// later Allocate with the RESERVATION-TOKEN (RFC 8656 Section 7.2).
+type Reservations struct {
+	lock  sync.Mutex
+	ports map[string]int
+}
+
+// NewReservations returns an empty set of reservations.
+func NewReservations() *Reservations {
+	return &Reservations{ports: map[string]int{}}
+}
+
+func (r *Reservations) create(token string, port int) {
+	r.lock.Lock()
+	r.ports[token] = port
+	r.lock.Unlock()
+	time.AfterFunc(reservationLifetime, func() {
+		r.lock.Lock()
+		defer r.lock.Unlock()
+		delete(r.ports, token)
+	})
+}
+
+func (r *Reservations) get(token string) (int, bool) {
+	r.lock.Lock()
+	defer r.lock.Unlock()
+	port, ok := r.ports[token]
+
+	return port, ok
 }
 
 // Manager is used to hold active allocations.
@@ -85,7 +118,7 @@ type Manager struct {
 	tcpConnectionBindTimeout time.Duration
 
 	allocations  map[FiveTupleFingerprint]*Allocation
-	reservations []*reservation
+	reservations *Reservations
 
 	allocatePacketConn func(conf AllocateListenerConfig) (net.PacketConn, net.Addr, error)
 	allocateListener   func(conf AllocateListenerConfig) (net.Listener, net.Addr, error)
@@ -112,9 +145,15 @@ func NewManager(config ManagerConfig) (*Manager, error) {
 		tcpConnectionBindTimeout = defaultTCPConnectionBindTimeout
 	}
 
+	reservations := config.Reservations
+	if reservations == nil {
+		reservations = NewReservations()
+	}
+
 	return &Manager{
 		log:                      config.LeveledLogger,
 		allocations:              make(map[FiveTupleFingerprint]*Allocation, 64),
+		reservations:             reservations,
 		allocatePacketConn:       config.AllocatePacketConn,
 		allocateListener:         config.AllocateListener,
 		allocateConn:             config.AllocateConn,
@@ -284,38 +323,12 @@ func (m *Manager) DeleteAllocation(fiveTuple *FiveTuple) {
 
 // CreateReservation stores the reservation for the token+port.
 func (m *Manager) CreateReservation(reservationToken string, port int) {
-	time.AfterFunc(30*time.Second, func() {
-		m.lock.Lock()
-		defer m.lock.Unlock()
-		for i := len(m.reservations) - 1; i >= 0; i-- {
-			if m.reservations[i].token == reservationToken {
-				m.reservations = append(m.reservations[:i], m.reservations[i+1:]...)
-
-				return
-			}
-		}
-	})
-
-	m.lock.Lock()
-	m.reservations = append(m.reservations, &reservation{
-		token: reservationToken,
-		port:  port,
-	})
-	m.lock.Unlock()
+	m.reservations.create(reservationToken, port)
 }
 
 // GetReservation returns the port for a given reservation if it exists.
 func (m *Manager) GetReservation(reservationToken string) (int, bool) {
-	m.lock.RLock()
-	defer m.lock.RUnlock()
-
-	for _, r := range m.reservations {
-		if r.token == reservationToken {
-			return r.port, true
-		}
-	}
-
-	return 0, false
+	return m.reservations.get(reservationToken)
 }
 
 // GetRandomEvenPort returns a random un-allocated udp4 port.

@@ -216,9 +216,14 @@ func randomFiveTuple() *FiveTuple {
 }
 
 func newTestManager() (*Manager, error) {
+	return newTestManagerWith(nil)
+}
+
+func newTestManagerWith(reservations *Reservations) (*Manager, error) {
 	loggerFactory := logging.NewDefaultLoggerFactory()
 
 	config := ManagerConfig{
+		Reservations:  reservations,
 		LeveledLogger: loggerFactory.NewLogger("test"),
 		AllocatePacketConn: func(_ AllocateListenerConfig) (net.PacketConn, net.Addr, error) {
 			conn, err := net.ListenPacket("udp4", "0.0.0.0:0") // nolint: noctx
@@ -246,6 +251,29 @@ func isClose(conn io.Closer) bool {
 	closeErr := conn.Close()
 
 	return closeErr != nil && strings.Contains(closeErr.Error(), "use of closed network connection")
+}
+
+// A server's listeners share reservations: the RESERVATION-TOKEN Allocate
+// of an RTP/RTCP pair may reach another listener than the EVEN-PORT one.
+func TestReservationsSharedByManagers(t *testing.T) {
+	shared := NewReservations()
+	first, err := newTestManagerWith(shared)
+	assert.NoError(t, err)
+	second, err := newTestManagerWith(shared)
+	assert.NoError(t, err)
+	own, err := newTestManager()
+	assert.NoError(t, err)
+
+	first.CreateReservation("token-1", 50000)
+	port, ok := second.GetReservation("token-1")
+	assert.True(t, ok)
+	assert.Equal(t, 50000, port)
+	_, ok = own.GetReservation("token-1")
+	assert.False(t, ok)
+
+	for _, m := range []*Manager{first, second, own} {
+		assert.NoError(t, m.Close())
+	}
 }
 
 func TestGetRandomEvenPort(t *testing.T) {

@@ -1,0 +1,269 @@
+package offload
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Mode says which hooks carry the fast path on an interface.
+type Mode string
+
+const (
+	// ModeAuto: TC ingress everywhere, and native XDP in front of it where
+	// XDP frames are delivered (see xdpDelivers); XDP hands what it cannot
+	// send to TC. Never generic XDP.
+	ModeAuto Mode = "auto"
+	// ModeXDP: native XDP only; the operator vouches that every egress takes XDP frames.
+	ModeXDP Mode = "xdp"
+	// ModeTC: TC ingress only.
+	ModeTC Mode = "tc"
+)
+
+// ParseMode reads a --offload value other than "off".
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeAuto, ModeXDP, ModeTC:
+		return m, nil
+	}
+	return "", fmt.Errorf("%q is not auto, xdp, tc or off", s)
+}
+
+// Attachment says how the fast path runs on one interface, and why.
+type Attachment struct {
+	Iface     string
+	Index     int
+	XDP       bool // the native XDP program runs here
+	TC        bool // the TC ingress program runs here
+	XDPEgress bool // frames sent here from XDP (XDP_TX, redirect) are delivered
+	Pinned    bool // taken over from a previous run
+	Reason    string
+}
+
+// Hooks is "xdp", "tc" or "xdp+tc".
+func (a Attachment) Hooks() string {
+	switch {
+	case a.XDP && a.TC:
+		return "xdp+tc"
+	case a.XDP:
+		return "xdp"
+	}
+	return "tc"
+}
+
+type attachment struct {
+	Attachment
+	links []link.Link
+}
+
+// Attach runs the fast path on an interface in the given mode and allows
+// redirects to it. With manageForwarding it turns on the loopback
+// forwarding sysctls that bpf_fib_lookup needs (bpf/ip.h) until Close;
+// without, it fails when they are off.
+func (e *Engine) Attach(ifname string, mode Mode, manageForwarding bool) (Attachment, error) {
+	iface, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return Attachment{}, fmt.Errorf("offload: interface %q: %w", ifname, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.attached[iface.Index]; ok {
+		return Attachment{}, fmt.Errorf("offload: already attached to %s", ifname)
+	}
+	if err := e.lookupForwarding(manageForwarding); err != nil {
+		return Attachment{}, err
+	}
+	a := &attachment{Attachment: Attachment{Iface: ifname, Index: iface.Index}}
+	if err := e.attachHooks(a, iface, mode); err != nil {
+		a.close()
+		return Attachment{}, fmt.Errorf("offload: %s: %w", ifname, err)
+	}
+	if err := e.objs.EgressPorts.Put(uint32(iface.Index), uint32(iface.Index)); err != nil {
+		a.close()
+		return Attachment{}, fmt.Errorf("offload: add %s to egress ports: %w", ifname, err)
+	}
+	if err := e.registerIface(a.Attachment, iface.HardwareAddr); err != nil {
+		a.close()
+		return Attachment{}, fmt.Errorf("offload: %s: %w", ifname, err)
+	}
+	e.attached[iface.Index] = a
+	return a.Attachment, nil
+}
+
+func (e *Engine) lookupForwarding(manage bool) error {
+	if e.forwardingOn {
+		return nil
+	}
+	if !manage {
+		if !ForwardingEnabled("lo") {
+			return errors.New("offload: lo does not forward (net.ipv4/ipv6.conf.lo.forwarding); the fast path's route lookups need it")
+		}
+		e.forwardingOn = true
+		return nil
+	}
+	restore, err := EnableForwarding("lo")
+	if err != nil {
+		return err
+	}
+	e.restores = append(e.restores, restore)
+	e.forwardingOn = true
+	return nil
+}
+
+func (e *Engine) attachHooks(a *attachment, iface *net.Interface, mode Mode) error {
+	switch mode {
+	case ModeTC:
+		a.TC, a.Reason = true, "tc requested"
+	case ModeXDP:
+		a.XDP, a.XDPEgress, a.Reason = true, true, "xdp requested"
+	case ModeAuto, "":
+		a.TC = true
+		a.XDP, a.Reason = xdpDelivers(iface.Index)
+		a.XDPEgress = a.XDP
+	default:
+		return fmt.Errorf("unknown offload mode %q", mode)
+	}
+	if a.TC {
+		if err := e.attachTC(a, iface); err != nil {
+			return err
+		}
+	}
+	if !a.XDP {
+		return nil
+	}
+	err := e.attachXDP(a, iface)
+	if err != nil && mode == ModeAuto && !errors.Is(err, errXDPBusy) {
+		// The driver has no native XDP: TC alone, never generic XDP.
+		a.XDP, a.XDPEgress = false, false
+		a.Reason = fmt.Sprintf("no native XDP in the driver (%v)", err)
+		return nil
+	}
+	return err
+}
+
+// xdpDelivers says whether XDP belongs on an interface: whether frames sent
+// to it from XDP arrive (a veth delivers them only to a peer that runs XDP)
+// and whether what it receives can be relayed from XDP. A veth whose peer
+// runs no XDP usually belongs to a container whose stack leaves UDP
+// checksums to the device (CHECKSUM_PARTIAL), which only TC can carry.
+func xdpDelivers(index int) (bool, string) {
+	li, err := readLink(index, -1)
+	if err != nil {
+		return false, fmt.Sprintf("link unknown (%v)", err)
+	}
+	switch li.kind {
+	case "":
+		return true, "device with a driver of its own"
+	case "veth":
+		peer, err := readLink(li.peerIndex, li.peerNetnsID)
+		if err != nil {
+			return false, fmt.Sprintf("veth peer unknown (%v)", err)
+		}
+		if !peer.xdpAttached {
+			return false, "veth peer runs no XDP program (XDP_TX and redirects to it would be dropped)"
+		}
+		return true, "veth peer runs XDP"
+	}
+	return false, fmt.Sprintf("%s device", li.kind)
+}
+
+var errXDPBusy = errors.New("already runs an XDP program")
+
+func (e *Engine) attachXDP(a *attachment, iface *net.Interface) error {
+	pin := e.pinPath("xdp_" + iface.Name)
+	if l, ok := e.reusePinnedLink(pin, e.objs.TurnOffload); ok {
+		a.links, a.Pinned = append(a.links, l), true
+		return nil
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPDriverMode})
+	if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
+		// Never stack a second program: the interface belongs to another
+		// XDP user, such as `ebrtc turn --offload xdp`.
+		return fmt.Errorf("%w (ebrtc turn?): %v", errXDPBusy, err)
+	}
+	if err != nil {
+		return fmt.Errorf("attach native XDP: %w", err)
+	}
+	return e.keepLink(a, l, pin)
+}
+
+func (e *Engine) attachTC(a *attachment, iface *net.Interface) error {
+	pin := e.pinPath("tc_ingress_" + iface.Name)
+	if l, ok := e.reusePinnedLink(pin, e.tc); ok {
+		a.links, a.Pinned = append(a.links, l), true
+		return nil
+	}
+	l, err := link.AttachTCX(link.TCXOptions{Interface: iface.Index, Program: e.tc, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return fmt.Errorf("attach TC ingress: %w", err)
+	}
+	return e.keepLink(a, l, pin)
+}
+
+func (e *Engine) keepLink(a *attachment, l link.Link, pin string) error {
+	if pin != "" {
+		if err := l.Pin(pin); err != nil {
+			l.Close()
+			return fmt.Errorf("pin link: %w", err)
+		}
+	}
+	a.links = append(a.links, l)
+	return nil
+}
+
+func (a *attachment) close() error {
+	var errs []error
+	for _, l := range a.links {
+		errs = append(errs, l.Close())
+	}
+	a.links = nil
+	return errors.Join(errs...)
+}
+
+// registerIface tells the programs the interface's MAC address (frames for
+// other hosts go to the kernel) and which hooks run there.
+func (e *Engine) registerIface(a Attachment, mac net.HardwareAddr) error {
+	if a.Index >= maxIfindex {
+		return nil // beyond the table: not checked, XDP frames assumed delivered
+	}
+	info := turnIfaceInfo{Flags: ifaceRegistered}
+	if len(mac) == 6 {
+		info.Mac = [6]byte(mac)
+	}
+	if a.XDP {
+		info.Flags |= ifaceXDP
+	}
+	if a.TC {
+		info.Flags |= ifaceTC
+	}
+	if a.XDPEgress {
+		info.Flags |= ifaceXDPEgress
+	}
+	if err := e.objs.Ifaces.Put(uint32(a.Index), info); err != nil {
+		return fmt.Errorf("register interface: %w", err)
+	}
+	return nil
+}
+
+// Flags of struct iface_info (bpf/turn.h).
+const (
+	ifaceRegistered = 0x1
+	ifaceXDP        = 0x2
+	ifaceTC         = 0x4
+	ifaceXDPEgress  = 0x8
+)
+
+// Attachments lists where the fast path runs, and why so.
+func (e *Engine) Attachments() []Attachment {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Attachment, 0, len(e.attached))
+	for _, a := range e.attached {
+		out = append(out, a.Attachment)
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+package offload
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/ebrtc/ebrtc/internal/frame"
+)
+
+// Where XDP runs in front of TC, a datagram whose egress takes no XDP frames
+// goes to TC marked in the metadata, uncounted (TC counts it); without TC
+// on the ingress it is the kernel's (no_egress_port). TC leaves alone, and
+// does not count again, what XDP judged.
+func TestXDPHandsUnsendableToTC(t *testing.T) {
+	r := newRig(t)
+	v4 := families["v4"]
+	ch := channelFor(v4, v4, 0x4600)
+	must(t, r.engine.AddChannel(ch))
+	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(100, 27), 0, 0)})
+	register := func(iface string, a Attachment) {
+		a.Index = r.ifs[iface].index
+		must(t, r.engine.registerIface(a, r.ifs[iface].mac))
+	}
+	register("peer0", Attachment{TC: true}) // a veth whose peer runs no XDP
+
+	register("cli0", Attachment{XDP: true, TC: true, XDPEgress: true})
+	before := r.outcomes()
+	ret, out := r.run("cli0", in)
+	mark := binary.NativeEndian.AppendUint32(nil, 0xeb7c0001) // HOOK_META_TO_TC
+	if ret != xdpPass || !bytes.Equal(out, append(mark, in...)) {
+		t.Errorf("handed to TC: action %d, output % x", ret, out)
+	}
+	for o, c := range r.outcomes() {
+		if c.Packets != before[o].Packets {
+			t.Errorf("XDP counted %v for a datagram it handed to TC", o)
+		}
+	}
+
+	r.tc = true
+	before = r.outcomes()
+	if ret, out := r.run("cli0", in); ret != xdpPass || !bytes.Equal(out, in) {
+		t.Errorf("TC without XDP's mark: action %d, frame changed %v", ret, !bytes.Equal(out, in))
+	}
+	for o, c := range r.outcomes() {
+		if c.Packets != before[o].Packets {
+			t.Errorf("TC counted %v for a datagram XDP had judged", o)
+		}
+	}
+
+	r.tc = false
+	register("cli0", Attachment{XDP: true, XDPEgress: true}) // forced XDP: no TC behind it
+	r.expectOutcome(SlowNoEgressPort, func() {
+		if ret, out := r.run("cli0", in); ret != xdpPass || !bytes.Equal(out, in) {
+			t.Errorf("no TC to hand to: action %d, frame changed %v", ret, !bytes.Equal(out, in))
+		}
+	})
+}
+
+// Segmented skbs (GSO, or merged by GRO) are the kernel's: one rewrite would
+// not fit every segment.
+func TestTCLeavesSegmentedSkbsToTheKernel(t *testing.T) {
+	r := newRig(t)
+	r.tc = true
+	v4 := families["v4"]
+	ch := channelFor(v4, v4, 0x4601)
+	must(t, r.engine.AddChannel(ch))
+	in := r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, Payload: payload(1000, 28)})
+	idx := uint32(r.ifs["peer0"].index)
+	r.expectOutcome(SlowGSO, func() {
+		must(t, r.ns.Do(func() error {
+			out := make([]byte, len(in)+64)
+			opts := &ebpf.RunOptions{Data: in, DataOut: out,
+				Context: skBuff{IngressIfindex: idx, Ifindex: idx, GSOSegs: 2, GSOSize: 500}}
+			ret, err := r.engine.ProgramTC().Run(opts)
+			if err == nil && (ret != 0 || !bytes.Equal(opts.DataOut, in)) {
+				t.Errorf("segmented skb: verdict %d, frame changed %v", ret, !bytes.Equal(opts.DataOut, in))
+			}
+			return err
+		}))
+	})
+	// The same datagram unsegmented takes the fast path.
+	r.expectOutcome(FastPeerToClient, func() { r.run("peer0", in) })
+}

@@ -1,0 +1,179 @@
+package turnserver_test
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+// A host whose veths were left as container runtimes leave them: no XDP on
+// the far ends, TX checksum offload on (partial checksums arrive). ebrtc
+// turn with default flags must pick TC there, lose nothing, and leave the
+// host's forwarding off. The second setup turns TX checksum offload off on
+// the server's ends, so the kernel completes every partial checksum the
+// relay emits where the skb says and the receivers verify it.
+var unpreparedSetups = []struct {
+	name string
+	opts testbed.Options
+}{
+	{"container-host", testbed.Options{Unprepared: true}},
+	{"checksums-completed", testbed.Options{Unprepared: true, ServerTxChecksumOff: true}},
+}
+
+func TestUnpreparedHostPion(t *testing.T) {
+	for _, setup := range unpreparedSetups {
+		for _, tc := range []struct {
+			name   string
+			server netip.AddrPort
+			family turn.RequestedAddressFamily
+			peer   netip.Addr
+		}{
+			{"ipv4", server4, turn.RequestedAddressFamilyIPv4, testbed.PeerIP4},
+			{"ipv4-client-ipv6-peer", server4, turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
+			{"ipv6", server6, turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
+		} {
+			t.Run(setup.name+"/"+tc.name, func(t *testing.T) {
+				tb := newTestbedWith(t, setup.opts)
+				r := startRelay(t, tb)
+				requireHooks(t, r, "tc")
+				c := newClientOver(t, tb, testbed.ClientOptions{Server: tc.server, Family: tc.family})
+				peer := newPeer(t, tb, tc.peer)
+				bindChannel(t, r, c, peer, 1)
+				before := metrics(t, r)
+				res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, packets, 200)
+				requireExchange(t, "client to peer", res, err)
+				res, err = testbed.Exchange(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, packets, 1200)
+				requireExchange(t, "peer to client", res, err)
+				after := metrics(t, r)
+				for _, dir := range []string{"client_to_peer", "peer_to_client"} {
+					fast, slow := fastShare(before, after, dir)
+					if fast+slow < packets || fast/(fast+slow) < 0.99 {
+						t.Errorf("%s: fast %v slow %v: want >= 99%% of %d on the fast path", dir, fast, slow, packets)
+					}
+				}
+				requireNoForwarding(t, tb)
+			})
+		}
+	}
+}
+
+func TestUnpreparedHostHairpin(t *testing.T) {
+	for _, setup := range unpreparedSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			tb := newTestbedWith(t, setup.opts)
+			r := startRelay(t, tb)
+			a := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+			b := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+			aTo, bTo := net.UDPAddrFromAddrPort(b.RelayAddr()), net.UDPAddrFromAddrPort(a.RelayAddr())
+			deadline := time.Now().Add(10 * time.Second)
+			for metrics(t, r)["ebrtc_xdp_channels"] < 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("channels not offloaded\n%s", r.Output())
+				}
+				_, _ = a.Relay.WriteTo([]byte("hello-from-a-0123"), aTo)
+				_, _ = b.Relay.WriteTo([]byte("hello-from-b-0123"), bTo)
+				time.Sleep(100 * time.Millisecond)
+			}
+			drain(a.Relay)
+			drain(b.Relay)
+			before := metrics(t, r)
+			res, err := testbed.Exchange(a.Relay, aTo, b.Relay, packets, 300)
+			requireExchange(t, "a to b", res, err)
+			res, err = testbed.Exchange(b.Relay, bTo, a.Relay, packets, 300)
+			requireExchange(t, "b to a", res, err)
+			after := metrics(t, r)
+			if hairpin := after.Outcome("fast_hairpin") - before.Outcome("fast_hairpin"); hairpin < 0.99*2*packets {
+				t.Errorf("hairpin on the fast path: %v of %d", hairpin, 2*packets)
+			}
+			requireNoForwarding(t, tb)
+		})
+	}
+}
+
+// coturn's client in its default mode (RTP/RTCP allocation pairs with
+// EVEN-PORT and RESERVATION-TOKEN) and in client-to-client mode.
+func TestUnpreparedHostCoturnClient(t *testing.T) {
+	testenv.RequireCommand(t, "turnutils_uclient")
+	testenv.RequireCommand(t, "turnutils_peer")
+	for _, mode := range []struct {
+		name string
+		mode testbed.UclientMode
+	}{{"rtp-rtcp-pairs", testbed.UclientRTPPairs}, {"hairpin", testbed.UclientHairpin}} {
+		t.Run(mode.name, func(t *testing.T) {
+			tb := newTestbedWith(t, testbed.Options{Unprepared: true})
+			r := startRelay(t, tb)
+			peer, err := tb.StartTurnutilsPeer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Stop(2 * time.Second)
+			const clients, messages = 4, 300
+			lost, out, err := tb.RunTurnutilsUclient(user, pass, clients, messages, mode.mode)
+			if err != nil || lost != 0 {
+				t.Fatalf("turnutils_uclient: lost %d, %v\n%s\nrelay:\n%s", lost, err, out, r.Output())
+			}
+			m := metrics(t, r)
+			var fast, slow float64
+			for _, dir := range []string{"client_to_peer", "peer_to_client"} {
+				fast += m.Packets("fast", dir)
+				slow += m.Packets("slow", dir)
+			}
+			if fast < float64(clients*messages) || fast/(fast+slow) < 0.99 {
+				t.Errorf("fast %v slow %v: want >= 99%% of at least %d on the fast path", fast, slow, clients*messages)
+			}
+			requireNoForwarding(t, tb)
+		})
+	}
+}
+
+func TestUnpreparedHostBrowser(t *testing.T) {
+	browserRelayCall(t, newTestbedWith(t, testbed.Options{Unprepared: true}))
+}
+
+// requireHooks checks the hooks auto chose on the server's interfaces.
+func requireHooks(t *testing.T, r *testbed.Relay, hooks string) {
+	t.Helper()
+	m := metrics(t, r)
+	for _, iface := range []string{testbed.ServerCliIface, testbed.ServerPeerIface} {
+		if m.Labeled("ebrtc_offload_attached", map[string]string{"iface": iface, "mode": hooks}) != 1 {
+			t.Errorf("%s: not on %s; log:\n%s", iface, hooks, r.Output())
+		}
+	}
+}
+
+// requireNoForwarding checks that the server namespace forwards nothing:
+// ip_forward and every interface but lo (whose forwarding serves the route
+// lookups only, bpf/ip.h) at 0, for both families.
+func requireNoForwarding(t *testing.T, tb *testbed.Testbed) {
+	t.Helper()
+	err := tb.Server.Do(func() error {
+		for _, glob := range []string{"/proc/sys/net/ipv4/conf/*/forwarding", "/proc/sys/net/ipv6/conf/*/forwarding", "/proc/sys/net/ipv4/ip_forward"} {
+			paths, _ := filepath.Glob(glob)
+			for _, p := range paths {
+				if strings.Contains(p, "/lo/") {
+					continue
+				}
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				if strings.TrimSpace(string(b)) != "0" {
+					t.Errorf("%s = %s while the relay runs", p, strings.TrimSpace(string(b)))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
