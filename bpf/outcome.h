@@ -45,6 +45,10 @@ enum outcome {
 	OUT_DROP_REWRITE_FAILED,
 	/* Dropped: the allocation is over its bandwidth limit in this direction. */
 	OUT_DROP_RATE_LIMIT,
+	/* Sent from XDP (XDP_TX, redirect) but not taken by the egress device,
+	 * counted by the xdp tracepoints (turn_offload.c); the fast counts
+	 * include these. */
+	OUT_DROP_XMIT_FAILED,
 
 	OUT_MAX,
 };

@@ -1131,6 +1131,74 @@ int turn_offload_tc(struct __sk_buff *ctx)
 #endif
 
 #ifndef EBRTC_TC
+/* XDP frames an egress device did not take, by its ifindex. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_IFINDEX);
+	__type(key, __u32);
+	__type(value, __u64);
+} xmit_failures SEC(".maps");
+
+struct net_device {
+	int ifindex;
+} __attribute__((preserve_access_index));
+
+/* Frames sent from XDP that a device of ours did not take: counted, and the
+ * device stops being an XDP egress at once, so the next datagrams go to TC
+ * (or the kernel where no TC runs) rather than into the same hole. */
+INLINE void xmit_failed(__u32 ifindex, int drops)
+{
+	__u32 out = OUT_DROP_XMIT_FAILED;
+	struct iface_info *info = iface_of(ifindex);
+	struct outcome_stats *s;
+	__u64 *n;
+
+	if (drops <= 0 || !registered(info))
+		return;
+	info->flags &= ~IFACE_F_XDP_EGRESS;
+	n = bpf_map_lookup_elem(&xmit_failures, &ifindex);
+	if (n)
+		__sync_fetch_and_add(n, drops);
+	s = bpf_map_lookup_elem(&outcomes, &out);
+	if (s)
+		s->packets += drops;
+}
+
+/* XDP_TX batches a driver could not send (a veth whose peer runs no XDP). */
+SEC("tp_btf/xdp_bulk_tx")
+int xdp_bulk_tx_failed(__u64 *ctx)
+{
+	xmit_failed(((const struct net_device *)ctx[0])->ifindex, (int)ctx[2]);
+	return 0;
+}
+
+/* An XDP_TX a driver refused at once. */
+SEC("tp_btf/xdp_exception")
+int xdp_tx_exception(__u64 *ctx)
+{
+	if ((__u32)ctx[2] == XDP_TX)
+		xmit_failed(((const struct net_device *)ctx[0])->ifindex, 1);
+	return 0;
+}
+
+/* A redirect refused when it was made (a target without XDP transmit);
+ * for egress_ports the index is the target's ifindex. */
+SEC("tp_btf/xdp_redirect_err")
+int xdp_redirect_failed(__u64 *ctx)
+{
+	if ((__u32)ctx[4] == BPF_MAP_TYPE_DEVMAP_HASH)
+		xmit_failed((__u32)ctx[6], 1);
+	return 0;
+}
+
+/* Redirect batches the target device refused. */
+SEC("tp_btf/xdp_devmap_xmit")
+int xdp_devmap_xmit_failed(__u64 *ctx)
+{
+	xmit_failed(((const struct net_device *)ctx[1])->ifindex, (int)ctx[3]);
+	return 0;
+}
+
 /* TC egress on client-facing interfaces: parse the server's responses to
  * TURN control requests. Only responses leaving this host count, so a
  * "success response" spoofed towards the server can never teach the snooper. */

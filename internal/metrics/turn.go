@@ -21,6 +21,8 @@ var (
 	offloadedDesc   = prometheus.NewDesc("ebrtc_xdp_channels", "Channels installed in the XDP fast path.", nil, nil)
 	attachedDesc    = prometheus.NewDesc("ebrtc_offload_attached",
 		"1 for each interface the fast path runs on: its hooks (xdp, tc, xdp+tc) and why so.", []string{"iface", "mode", "reason"}, nil)
+	xmitFailuresDesc = prometheus.NewDesc("ebrtc_offload_xmit_failures_total",
+		"Frames sent from XDP (XDP_TX, redirect) that the interface did not take; it then gets no more.", []string{"iface"}, nil)
 )
 
 const (
@@ -43,7 +45,7 @@ func NewTURNCollector(engine *offload.Engine, slow func() (toPeer, toClient offl
 }
 
 func (c *TURNCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{packetsDesc, bytesDesc, slowReasonDesc, xdpDesc, allocationsDesc, channelsDesc, offloadedDesc, attachedDesc} {
+	for _, d := range []*prometheus.Desc{packetsDesc, bytesDesc, slowReasonDesc, xdpDesc, allocationsDesc, channelsDesc, offloadedDesc, attachedDesc, xmitFailuresDesc} {
 		ch <- d
 	}
 }
@@ -70,6 +72,7 @@ func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(offloadedDesc, prometheus.GaugeValue, float64(c.engine.ChannelCount()))
 		for _, a := range c.engine.Attachments() {
 			ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, 1, a.Iface, a.Hooks(), a.Reason)
+			ch <- prometheus.MustNewConstMetric(xmitFailuresDesc, prometheus.CounterValue, float64(c.engine.XmitFailures(a.Index)), a.Iface)
 		}
 		for o, n := range outcomes {
 			ch <- prometheus.MustNewConstMetric(xdpDesc, prometheus.CounterValue, float64(n.Packets), o.String())

@@ -257,13 +257,31 @@ const (
 	ifaceXDPEgress  = 0x8
 )
 
-// Attachments lists where the fast path runs, and why so.
+// Attachments lists where the fast path runs, and why so, as it stands:
+// an interface that failed to take XDP frames is no XDP egress any more.
 func (e *Engine) Attachments() []Attachment {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]Attachment, 0, len(e.attached))
 	for _, a := range e.attached {
-		out = append(out, a.Attachment)
+		cur := a.Attachment
+		if n := e.XmitFailures(cur.Index); n > 0 && cur.XDPEgress {
+			var info turnIfaceInfo
+			if err := e.objs.Ifaces.Lookup(uint32(cur.Index), &info); err == nil && info.Flags&ifaceXDPEgress == 0 {
+				cur.XDPEgress = false
+				cur.Reason += fmt.Sprintf("; %d XDP frames to it were not taken, so datagrams for it go to TC or the kernel", n)
+			}
+		}
+		out = append(out, cur)
 	}
 	return out
+}
+
+// XmitFailures is how many frames sent from XDP the interface did not take.
+func (e *Engine) XmitFailures(ifindex int) uint64 {
+	var n uint64
+	if ifindex >= maxIfindex || e.objs.XmitFailures.Lookup(uint32(ifindex), &n) != nil {
+		return 0
+	}
+	return n
 }

@@ -77,6 +77,8 @@ const (
 type Engine struct {
 	objs turnObjects
 	tc   *ebpf.Program // the TC build of the same program, on objs' maps
+	// the xdp tracepoints that count frames our egresses did not take
+	watchers []link.Link
 
 	mu           sync.Mutex
 	attached     map[int]*attachment // by ifindex
@@ -124,6 +126,11 @@ func Load(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	if err := e.loadTC(); err != nil {
+		e.objs.Close()
+		return nil, err
+	}
+	if err := e.watchXmitFailures(); err != nil {
+		e.tc.Close()
 		e.objs.Close()
 		return nil, err
 	}
@@ -205,6 +212,23 @@ func (e *Engine) loadTC() error {
 		return fmt.Errorf("offload: load TC program: %w", err)
 	}
 	e.tc = progs.TurnOffloadTc
+	return nil
+}
+
+// watchXmitFailures attaches the tracepoints that catch XDP frames an
+// egress did not take (bpf/turn_offload.c, xmit_failed).
+func (e *Engine) watchXmitFailures() error {
+	for _, p := range []*ebpf.Program{e.objs.XdpBulkTxFailed, e.objs.XdpDevmapXmitFailed, e.objs.XdpTxException, e.objs.XdpRedirectFailed} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			for _, w := range e.watchers {
+				w.Close()
+			}
+			e.watchers = nil
+			return fmt.Errorf("offload: attach xdp tracepoint: %w", err)
+		}
+		e.watchers = append(e.watchers, l)
+	}
 	return nil
 }
 
@@ -298,6 +322,9 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.restores = nil
+	for _, l := range e.watchers {
+		errs = append(errs, l.Close())
+	}
 	errs = append(errs, e.tc.Close(), e.objs.Close())
 	return errors.Join(errs...)
 }

@@ -36,6 +36,7 @@ const (
 	SlowChecksumOffload
 	DropRewriteFailed
 	DropRateLimit
+	DropXmitFailed
 	numOutcomes
 )
 
@@ -46,7 +47,7 @@ var outcomeNames = [numOutcomes]string{
 	"zero_udp_checksum", "not_channel_data", "unknown_channel", "channel_length", "unknown_peer",
 	"martian_source", "reverse_path", "fib_no_neighbour", "fib_frag_needed", "fib_other", "no_egress_port", "no_headroom", "spill",
 	"gso", "nonlinear", "checksum_offload",
-	"drop_rewrite_failed", "drop_rate_limit",
+	"drop_rewrite_failed", "drop_rate_limit", "drop_xmit_failed",
 }
 
 // Outcomes lists every outcome in order.

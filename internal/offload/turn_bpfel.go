@@ -147,20 +147,25 @@ type turnRoute struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	turnMapClientRoutesV4   = "client_routes_v4"
-	turnMapClientRoutesV6   = "client_routes_v6"
-	turnMapConfig           = "config"
-	turnMapEgressPorts      = "egress_ports"
-	turnMapFlows            = "flows"
-	turnMapIfaces           = "ifaces"
-	turnMapNexthops         = "nexthops"
-	turnMapOutcomes         = "outcomes"
-	turnMapPeerRoutesV4     = "peer_routes_v4"
-	turnMapPeerRoutesV6     = "peer_routes_v6"
-	turnMapRateBuckets      = "rate_buckets"
-	turnMapSnoopEvents      = "snoop_events"
-	turnProgTurnOffload     = "turn_offload"
-	turnProgTurnSnoopEgress = "turn_snoop_egress"
+	turnMapClientRoutesV4       = "client_routes_v4"
+	turnMapClientRoutesV6       = "client_routes_v6"
+	turnMapConfig               = "config"
+	turnMapEgressPorts          = "egress_ports"
+	turnMapFlows                = "flows"
+	turnMapIfaces               = "ifaces"
+	turnMapNexthops             = "nexthops"
+	turnMapOutcomes             = "outcomes"
+	turnMapPeerRoutesV4         = "peer_routes_v4"
+	turnMapPeerRoutesV6         = "peer_routes_v6"
+	turnMapRateBuckets          = "rate_buckets"
+	turnMapSnoopEvents          = "snoop_events"
+	turnMapXmitFailures         = "xmit_failures"
+	turnProgTurnOffload         = "turn_offload"
+	turnProgTurnSnoopEgress     = "turn_snoop_egress"
+	turnProgXdpBulkTxFailed     = "xdp_bulk_tx_failed"
+	turnProgXdpDevmapXmitFailed = "xdp_devmap_xmit_failed"
+	turnProgXdpRedirectFailed   = "xdp_redirect_failed"
+	turnProgXdpTxException      = "xdp_tx_exception"
 )
 
 // loadTurn returns the embedded CollectionSpec for turn.
@@ -205,8 +210,12 @@ type turnSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type turnProgramSpecs struct {
-	TurnOffload     *ebpf.ProgramSpec `ebpf:"turn_offload"`
-	TurnSnoopEgress *ebpf.ProgramSpec `ebpf:"turn_snoop_egress"`
+	TurnOffload         *ebpf.ProgramSpec `ebpf:"turn_offload"`
+	TurnSnoopEgress     *ebpf.ProgramSpec `ebpf:"turn_snoop_egress"`
+	XdpBulkTxFailed     *ebpf.ProgramSpec `ebpf:"xdp_bulk_tx_failed"`
+	XdpDevmapXmitFailed *ebpf.ProgramSpec `ebpf:"xdp_devmap_xmit_failed"`
+	XdpRedirectFailed   *ebpf.ProgramSpec `ebpf:"xdp_redirect_failed"`
+	XdpTxException      *ebpf.ProgramSpec `ebpf:"xdp_tx_exception"`
 }
 
 // turnMapSpecs contains maps before they are loaded into the kernel.
@@ -225,6 +234,7 @@ type turnMapSpecs struct {
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
 	RateBuckets    *ebpf.MapSpec `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.MapSpec `ebpf:"snoop_events"`
+	XmitFailures   *ebpf.MapSpec `ebpf:"xmit_failures"`
 }
 
 // turnVariableSpecs contains global variables before they are loaded into the kernel.
@@ -265,6 +275,7 @@ type turnMaps struct {
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
 	RateBuckets    *ebpf.Map `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.Map `ebpf:"snoop_events"`
+	XmitFailures   *ebpf.Map `ebpf:"xmit_failures"`
 }
 
 func (m *turnMaps) Close() error {
@@ -281,6 +292,7 @@ func (m *turnMaps) Close() error {
 		m.PeerRoutesV6,
 		m.RateBuckets,
 		m.SnoopEvents,
+		m.XmitFailures,
 	)
 }
 
@@ -294,14 +306,22 @@ type turnVariables struct {
 //
 // It can be passed to loadTurnObjects or ebpf.CollectionSpec.LoadAndAssign.
 type turnPrograms struct {
-	TurnOffload     *ebpf.Program `ebpf:"turn_offload"`
-	TurnSnoopEgress *ebpf.Program `ebpf:"turn_snoop_egress"`
+	TurnOffload         *ebpf.Program `ebpf:"turn_offload"`
+	TurnSnoopEgress     *ebpf.Program `ebpf:"turn_snoop_egress"`
+	XdpBulkTxFailed     *ebpf.Program `ebpf:"xdp_bulk_tx_failed"`
+	XdpDevmapXmitFailed *ebpf.Program `ebpf:"xdp_devmap_xmit_failed"`
+	XdpRedirectFailed   *ebpf.Program `ebpf:"xdp_redirect_failed"`
+	XdpTxException      *ebpf.Program `ebpf:"xdp_tx_exception"`
 }
 
 func (p *turnPrograms) Close() error {
 	return _TurnClose(
 		p.TurnOffload,
 		p.TurnSnoopEgress,
+		p.XdpBulkTxFailed,
+		p.XdpDevmapXmitFailed,
+		p.XdpRedirectFailed,
+		p.XdpTxException,
 	)
 }
 

@@ -40,6 +40,7 @@ type Server struct {
 	events   *metrics.Events
 	metrics  *http.Server
 	Attached []offload.Attachment // where the fast path runs, and why
+	stop     chan struct{}        // ends watchAttachments
 }
 
 // Start opens the listeners, loads and attaches the fast path, and serves.
@@ -137,6 +138,8 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 		} else {
 			srv.engine = engine
 			table.sink = engine
+			srv.stop = make(chan struct{})
+			go srv.watchAttachments(srv.stop)
 		}
 	}
 
@@ -368,9 +371,33 @@ func (srv *Server) Describe() string {
 	return b.String()
 }
 
+// watchAttachments logs an interface that stops being an XDP egress (the
+// data plane moves its datagrams off XDP by itself; this says so).
+func (srv *Server) watchAttachments(stop <-chan struct{}) {
+	said := map[string]bool{}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		for _, a := range srv.engine.Attachments() {
+			if a.XDP && !a.XDPEgress && !said[a.Iface] {
+				said[a.Iface] = true
+				srv.log.Warnf("fast path on %s: %s", a.Iface, a.Reason)
+			}
+		}
+	}
+}
+
 // Close stops serving, detaches the fast path and closes every allocation.
 func (srv *Server) Close() error {
 	var errs []error
+	if srv.stop != nil {
+		close(srv.stop)
+	}
 	if srv.metrics != nil {
 		errs = append(errs, srv.metrics.Close())
 	}

@@ -177,3 +177,41 @@ func requireNoForwarding(t *testing.T, tb *testbed.Testbed) {
 		t.Fatal(err)
 	}
 }
+
+// Forcing XDP on that host sends frames into veths that drop them: the
+// tracepoints count every one, the interfaces stop being XDP egresses at
+// once, and from then on the kernel relays (no TC behind forced XDP) with
+// nothing lost.
+func TestForcedXDPOnUnpreparedHostIsNotSilent(t *testing.T) {
+	tb := newTestbedWith(t, testbed.Options{Unprepared: true})
+	r := startRelay(t, tb, "--offload", "xdp")
+	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	peer := newPeer(t, tb, testbed.PeerIP4)
+	bindChannel(t, r, c, peer, 1)
+	// Until the first failure the datagrams fall into the veth.
+	for i := 0; i < 50; i++ {
+		_, _ = c.Relay.WriteTo([]byte("into-the-hole-0123"), peer.LocalAddr())
+		time.Sleep(2 * time.Millisecond)
+	}
+	drain(peer)
+	m := waitMetric(t, r, "the failures to be counted", func(m testbed.Metrics) bool {
+		return m[`ebrtc_offload_xmit_failures_total{iface="`+testbed.ServerPeerIface+`"}`] > 0
+	})
+	if m.Outcome("drop_xmit_failed") == 0 {
+		t.Errorf("drop_xmit_failed not counted: %v", m)
+	}
+	said := false
+	for key := range metrics(t, r) {
+		said = said || strings.HasPrefix(key, "ebrtc_offload_attached{") &&
+			strings.Contains(key, testbed.ServerPeerIface) && strings.Contains(key, "were not taken")
+	}
+	if !said {
+		t.Errorf("ebrtc_offload_attached does not say %s failed to take XDP frames", testbed.ServerPeerIface)
+	}
+	res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 500, 200, 10000)
+	requireExchange(t, "client to peer after the failures", res, err)
+	after := metrics(t, r)
+	if got := after.Outcome("no_egress_port") - m.Outcome("no_egress_port"); got < 500 {
+		t.Errorf("%v datagrams handed to the kernel for want of an XDP egress, want >= 500", got)
+	}
+}
