@@ -45,7 +45,7 @@ func Run(ctx context.Context, w io.Writer, bin string, o Options) error {
 	fmt.Fprintf(w, "testbed: client ns %s, server ns %s, peer ns %s\n", tb.Client.Name, tb.Server.Name, tb.Peer.Name)
 
 	var rows []row
-	for _, mode := range []string{"xdp", "off"} {
+	for _, mode := range []string{"xdp", "tc", "off"} {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

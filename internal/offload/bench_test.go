@@ -14,8 +14,18 @@ import (
 // BenchmarkFastPath times one packet through the XDP program in the kernel
 // (BPF_PROG_TEST_RUN), per direction: parse, lookup, FIB lookup, rewrite,
 // checksum and counters; the redirect itself is not executed.
-func BenchmarkFastPath(b *testing.B) {
+func BenchmarkFastPath(b *testing.B) { benchmarkFastPath(b, false) }
+
+// BenchmarkFastPathTC: the same through the TC build, on skbs.
+func BenchmarkFastPathTC(b *testing.B) { benchmarkFastPath(b, true) }
+
+func benchmarkFastPath(b *testing.B, tc bool) {
 	r := newRig(b)
+	r.tc = tc
+	prog := r.engine.Program()
+	if tc {
+		prog = r.engine.ProgramTC()
+	}
 	v4, v6 := families["v4"], families["v6"]
 	data := payload(160, 12) // an Opus-sized RTP packet
 	cases := []struct {
@@ -56,11 +66,14 @@ func BenchmarkFastPath(b *testing.B) {
 					must(b, r.engine.RemoveChannel(ch))
 				}
 			}()
-			b.ReportMetric(r.kernelNsPerRun(b, r.engine.Program(), tc.ingress, tc.frame(tc.chans)), "ns/packet")
+			b.ReportMetric(r.kernelNsPerRun(b, prog, tc.ingress, tc.frame(tc.chans)), "ns/packet")
 		})
 	}
 	// The harness's own cost: an empty XDP program timed the same way.
 	b.Run("empty_program", func(b *testing.B) {
+		if tc {
+			b.Skip("the harness is timed with XDP only")
+		}
 		var objs xdppassObjects
 		must(b, loadXdppassObjects(&objs, nil))
 		defer objs.Close()
@@ -74,7 +87,12 @@ func BenchmarkFastPath(b *testing.B) {
 func (r *rig) kernelNsPerRun(b *testing.B, prog *ebpf.Program, ingress string, in []byte) float64 {
 	b.Helper()
 	out := make([]byte, len(in)+512)
-	ctx := xdpMD{DataEnd: uint32(len(in)), IngressIfindex: uint32(r.ifs[ingress].index)}
+	idx := uint32(r.ifs[ingress].index)
+	xdpCtx, skbCtx := xdpMD{DataEnd: uint32(len(in)), IngressIfindex: idx}, skBuff{IngressIfindex: idx, Ifindex: idx}
+	ctx, ctxSize := unsafe.Pointer(&xdpCtx), unsafe.Sizeof(xdpCtx)
+	if r.tc {
+		ctx, ctxSize = unsafe.Pointer(&skbCtx), unsafe.Sizeof(skbCtx)
+	}
 	var total uint64
 	must(b, r.ns.Do(func() error {
 		b.ResetTimer()
@@ -82,7 +100,7 @@ func (r *rig) kernelNsPerRun(b *testing.B, prog *ebpf.Program, ingress string, i
 			attr := progTestRun{
 				progFD: uint32(prog.FD()), dataSizeIn: uint32(len(in)), dataSizeOut: uint32(len(out)),
 				dataIn: uint64(uintptr(unsafe.Pointer(&in[0]))), dataOut: uint64(uintptr(unsafe.Pointer(&out[0]))),
-				repeat: 1, ctxSizeIn: uint32(unsafe.Sizeof(ctx)), ctxIn: uint64(uintptr(unsafe.Pointer(&ctx))),
+				repeat: 1, ctxSizeIn: uint32(ctxSize), ctxIn: uint64(uintptr(ctx)),
 			}
 			if _, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr)); errno != 0 {
 				return errno
@@ -91,7 +109,8 @@ func (r *rig) kernelNsPerRun(b *testing.B, prog *ebpf.Program, ingress string, i
 		}
 		runtime.KeepAlive(in)
 		runtime.KeepAlive(out)
-		runtime.KeepAlive(&ctx)
+		runtime.KeepAlive(&xdpCtx)
+		runtime.KeepAlive(&skbCtx)
 		return nil
 	}))
 	return float64(total) / float64(b.N)
