@@ -213,41 +213,30 @@ const packets = 2000
 
 var leftRE = regexp.MustCompile(`left the fast path: to peer (\d+) packets \d+ bytes, to client (\d+) packets`)
 
+// The address families pion's client can ask for. An IPv6 client with an
+// IPv4 relay is covered by the BPF tests only: pion's client sends
+// REQUESTED-ADDRESS-FAMILY only for IPv6, and pion's server then follows the
+// listener's family.
+var clientFamilies = []struct {
+	name   string
+	server netip.AddrPort
+	family turn.RequestedAddressFamily
+	peer   netip.Addr
+}{
+	{"ipv4", server4, turn.RequestedAddressFamilyIPv4, testbed.PeerIP4},
+	{"ipv4-client-ipv6-peer", server4, turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
+	{"ipv6", server6, turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
+}
+
 func TestTURNFastPathEndToEnd(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		server netip.AddrPort
-		family turn.RequestedAddressFamily
-		peer   netip.Addr
-	}{
-		{"ipv4", server4, turn.RequestedAddressFamilyIPv4, testbed.PeerIP4},
-		{"ipv4-client-ipv6-peer", server4, turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
-		{"ipv6", server6, turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
-		// An IPv6 client with an IPv4 relay is covered by the BPF tests only:
-		// pion's client sends REQUESTED-ADDRESS-FAMILY only for IPv6, and pion's
-		// server then follows the listener's family.
-	} {
+	for _, tc := range clientFamilies {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := newTestbed(t)
 			r := startRelay(t, tb)
 			requireHooks(t, r, "xdp+tc") // the testbed's far ends run XDP: auto picks it
 			c := newClientOver(t, tb, testbed.ClientOptions{Server: tc.server, Family: tc.family})
 			peer := newPeer(t, tb, tc.peer)
-
-			bindChannel(t, r, c, peer, 1)
-			before := metrics(t, r)
-			res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, packets, 200)
-			requireExchange(t, "client to peer", res, err)
-			res, err = testbed.Exchange(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, packets, 1200)
-			requireExchange(t, "peer to client", res, err)
-			after := metrics(t, r)
-
-			for _, dir := range []string{"client_to_peer", "peer_to_client"} {
-				fast, slow := fastShare(before, after, dir)
-				if fast+slow < packets || fast/(fast+slow) < 0.99 {
-					t.Errorf("%s: fast %v slow %v: want >= 99%% of %d on the fast path", dir, fast, slow, packets)
-				}
-			}
+			requireFastBothWays(t, r, c, peer)
 
 			// Refresh with lifetime 0: the maps empty and nothing is relayed for it.
 			relayAddr := c.RelayAddr()
@@ -279,11 +268,36 @@ func TestTURNFastPathEndToEnd(t *testing.T) {
 	}
 }
 
+// requireFastBothWays binds a channel, then relays 2000 datagrams each way
+// without loss, at least 99% of them on the fast path in each direction.
+func requireFastBothWays(t *testing.T, r *testbed.Relay, c *testbed.TURNClient, peer *net.UDPConn) {
+	t.Helper()
+	bindChannel(t, r, c, peer, 1)
+	before := metrics(t, r)
+	res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, packets, 200)
+	requireExchange(t, "client to peer", res, err)
+	res, err = testbed.Exchange(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, packets, 1200)
+	requireExchange(t, "peer to client", res, err)
+	after := metrics(t, r)
+	for _, dir := range []string{"client_to_peer", "peer_to_client"} {
+		fast, slow := fastShare(before, after, dir)
+		if fast+slow < packets || fast/(fast+slow) < 0.99 {
+			t.Errorf("%s: fast %v slow %v: want >= 99%% of %d on the fast path", dir, fast, slow, packets)
+		}
+	}
+}
+
 // Two clients of the relay talking through each other's relay address, as
 // two relay-only browsers do: both legs stay in XDP.
 func TestTURNHairpin(t *testing.T) {
 	tb := newTestbed(t)
-	r := startRelay(t, tb)
+	requireHairpin(t, tb, startRelay(t, tb))
+}
+
+// requireHairpin: two pion clients with channels to each other's relay
+// address exchange 2x2000 datagrams without loss, at least 99% in fast_hairpin.
+func requireHairpin(t *testing.T, tb *testbed.Testbed, r *testbed.Relay) {
+	t.Helper()
 	a := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
 	b := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
 

@@ -1,8 +1,6 @@
 package turnserver_test
 
 import (
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,35 +29,13 @@ var unpreparedSetups = []struct {
 
 func TestUnpreparedHostPion(t *testing.T) {
 	for _, setup := range unpreparedSetups {
-		for _, tc := range []struct {
-			name   string
-			server netip.AddrPort
-			family turn.RequestedAddressFamily
-			peer   netip.Addr
-		}{
-			{"ipv4", server4, turn.RequestedAddressFamilyIPv4, testbed.PeerIP4},
-			{"ipv4-client-ipv6-peer", server4, turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
-			{"ipv6", server6, turn.RequestedAddressFamilyIPv6, testbed.PeerIP6},
-		} {
+		for _, tc := range clientFamilies {
 			t.Run(setup.name+"/"+tc.name, func(t *testing.T) {
 				tb := newTestbedWith(t, setup.opts)
 				r := startRelay(t, tb)
 				requireHooks(t, r, "tc")
 				c := newClientOver(t, tb, testbed.ClientOptions{Server: tc.server, Family: tc.family})
-				peer := newPeer(t, tb, tc.peer)
-				bindChannel(t, r, c, peer, 1)
-				before := metrics(t, r)
-				res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, packets, 200)
-				requireExchange(t, "client to peer", res, err)
-				res, err = testbed.Exchange(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, packets, 1200)
-				requireExchange(t, "peer to client", res, err)
-				after := metrics(t, r)
-				for _, dir := range []string{"client_to_peer", "peer_to_client"} {
-					fast, slow := fastShare(before, after, dir)
-					if fast+slow < packets || fast/(fast+slow) < 0.99 {
-						t.Errorf("%s: fast %v slow %v: want >= 99%% of %d on the fast path", dir, fast, slow, packets)
-					}
-				}
+				requireFastBothWays(t, r, c, newPeer(t, tb, tc.peer))
 				requireNoForwarding(t, tb)
 			})
 		}
@@ -70,30 +46,7 @@ func TestUnpreparedHostHairpin(t *testing.T) {
 	for _, setup := range unpreparedSetups {
 		t.Run(setup.name, func(t *testing.T) {
 			tb := newTestbedWith(t, setup.opts)
-			r := startRelay(t, tb)
-			a := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-			b := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-			aTo, bTo := net.UDPAddrFromAddrPort(b.RelayAddr()), net.UDPAddrFromAddrPort(a.RelayAddr())
-			deadline := time.Now().Add(10 * time.Second)
-			for metrics(t, r)["ebrtc_xdp_channels"] < 2 {
-				if time.Now().After(deadline) {
-					t.Fatalf("channels not offloaded\n%s", r.Output())
-				}
-				_, _ = a.Relay.WriteTo([]byte("hello-from-a-0123"), aTo)
-				_, _ = b.Relay.WriteTo([]byte("hello-from-b-0123"), bTo)
-				time.Sleep(100 * time.Millisecond)
-			}
-			drain(a.Relay)
-			drain(b.Relay)
-			before := metrics(t, r)
-			res, err := testbed.Exchange(a.Relay, aTo, b.Relay, packets, 300)
-			requireExchange(t, "a to b", res, err)
-			res, err = testbed.Exchange(b.Relay, bTo, a.Relay, packets, 300)
-			requireExchange(t, "b to a", res, err)
-			after := metrics(t, r)
-			if hairpin := after.Outcome("fast_hairpin") - before.Outcome("fast_hairpin"); hairpin < 0.99*2*packets {
-				t.Errorf("hairpin on the fast path: %v of %d", hairpin, 2*packets)
-			}
+			requireHairpin(t, tb, startRelay(t, tb))
 			requireNoForwarding(t, tb)
 		})
 	}
