@@ -3,6 +3,7 @@ package turnserver
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/hostaddr"
@@ -99,8 +100,10 @@ func parsePrefixes(key string, values []string) ([]netip.Prefix, error) {
 	for _, v := range values {
 		pr, err := netip.ParsePrefix(v)
 		if err != nil {
+			// Not a prefix: an address, maybe with a zone (dropped), but never
+			// a broken prefix whose "/" ParseAddr would take as part of a zone.
 			a, aerr := netip.ParseAddr(v)
-			if aerr != nil {
+			if aerr != nil || strings.Contains(v, "/") {
 				return nil, fmt.Errorf("%s: %q is not a CIDR or an IP address", key, v)
 			}
 			pr = netip.PrefixFrom(a, a.BitLen())
