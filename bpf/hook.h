@@ -11,7 +11,9 @@
 
 #ifdef EBRTC_TC
 typedef struct __sk_buff hook_ctx;
-#define HOOK_PASS TC_ACT_OK
+/* TC_ACT_UNSPEC (tcx: TCX_NEXT), not TC_ACT_OK: what we do not relay goes
+ * on to the interface's other TC programs and filters (a CNI's policy). */
+#define HOOK_PASS TC_ACT_UNSPEC
 #define HOOK_DROP TC_ACT_SHOT
 #define hook_load_bytes(ctx, off, buf, n) bpf_skb_load_bytes(ctx, off, buf, n)
 #define hook_store_bytes(ctx, off, buf, n) bpf_skb_store_bytes(ctx, off, buf, n, 0)

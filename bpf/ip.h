@@ -23,7 +23,9 @@ struct ip_info {
 	__u8 df;
 };
 
-INLINE int ipv4_parse(struct iphdr *iph, void *data_end, struct ip_info *ip)
+/* avail: bytes from the IP header to the frame's end, which may lie beyond
+ * data_end in an skb whose payload is not linear. */
+INLINE int ipv4_parse(struct iphdr *iph, void *data_end, __u32 avail, struct ip_info *ip)
 {
 	__u16 tot_len;
 
@@ -38,8 +40,7 @@ INLINE int ipv4_parse(struct iphdr *iph, void *data_end, struct ip_info *ip)
 	if (iph->protocol != IPPROTO_UDP)
 		return OUT_PASS_NOT_UDP;
 	tot_len = bpf_ntohs(iph->tot_len);
-	if (tot_len < sizeof(*iph) + sizeof(struct udphdr) ||
-	    (void *)iph + tot_len > data_end)
+	if (tot_len < sizeof(*iph) + sizeof(struct udphdr) || tot_len > avail)
 		return OUT_SLOW_BAD_LENGTH;
 	/* The kernel drops a bad header checksum; a rewrite must not launder it. */
 	if (ipv4_header_csum(iph) != 0)
@@ -70,7 +71,7 @@ INLINE int ipv6_is_ext_header(__u8 nexthdr)
 	return 0;
 }
 
-INLINE int ipv6_parse(struct ipv6hdr *ip6h, void *data_end, struct ip_info *ip)
+INLINE int ipv6_parse(struct ipv6hdr *ip6h, void *data_end, __u32 avail, struct ip_info *ip)
 {
 	__u16 payload_len;
 
@@ -85,8 +86,7 @@ INLINE int ipv6_parse(struct ipv6hdr *ip6h, void *data_end, struct ip_info *ip)
 	if (ip6h->nexthdr != IPPROTO_UDP)
 		return OUT_PASS_NOT_UDP;
 	payload_len = bpf_ntohs(ip6h->payload_len);
-	if (payload_len < sizeof(struct udphdr) ||
-	    (void *)(ip6h + 1) + payload_len > data_end)
+	if (payload_len < sizeof(struct udphdr) || sizeof(*ip6h) + payload_len > avail)
 		return OUT_SLOW_BAD_LENGTH;
 
 	ip->family = AF_INET6;

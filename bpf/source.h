@@ -51,7 +51,7 @@ INLINE int reverse_path(void *ctx, const struct ip_info *ip, __u32 ingress)
 	struct bpf_fib_lookup fib = {
 		.family = ip->family,
 		.l4_protocol = IPPROTO_UDP,
-		.ifindex = 1,
+		.ifindex = FIB_LOOKUP_IFINDEX,
 	};
 	int rc;
 

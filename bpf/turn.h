@@ -104,7 +104,9 @@ struct nexthop {
  * registered (test runs), nothing checked. */
 struct iface_info {
 	__u8 mac[6];
-	__u16 flags; /* IFACE_F_* */
+	__u16 pad;
+	__u32 flags;         /* IFACE_F_* */
+	__u64 xmit_failures; /* XDP frames sent here that it did not take */
 };
 
 #define IFACE_F_REGISTERED 0x1
@@ -112,7 +114,7 @@ struct iface_info {
 #define IFACE_F_TC 0x4         /* our TC program runs here (takes what XDP cannot send) */
 #define IFACE_F_XDP_EGRESS 0x8 /* XDP frames sent here are delivered (XDP_TX, redirect) */
 
-#define MAX_IFINDEX 65536
+#define MAX_IFACES 4096
 
 struct flow_stats {
 	__u64 packets;

@@ -104,11 +104,11 @@ struct {
 	__type(value, struct rate_bucket);
 } rate_buckets SEC(".maps");
 
-/* The interfaces the program runs on, by ifindex (an array: the lookup
- * costs nearly nothing): MAC address and hooks. */
+/* The interfaces the program runs on, by ifindex: MAC address, hooks, and
+ * XDP frames they did not take. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_IFINDEX);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_IFACES);
 	__type(key, __u32);
 	__type(value, struct iface_info);
 } ifaces SEC(".maps");
@@ -199,10 +199,21 @@ INLINE int spill(const struct offload_config *cfg, struct flow_stats *s, __u64 n
 	return 0;
 }
 
+/* Bytes in the frame: in an skb, also those not in its linear part. */
+INLINE __u32 frame_len(hook_ctx *ctx)
+{
+#ifdef EBRTC_TC
+	return ctx->len;
+#else
+	return (__u32)((void *)(long)ctx->data_end - (void *)(long)ctx->data);
+#endif
+}
+
 INLINE int parse(hook_ctx *ctx, struct packet *pkt)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
+	__u32 avail = frame_len(ctx) - ETH_HLEN;
 	__u16 proto;
 	int out;
 
@@ -210,13 +221,13 @@ INLINE int parse(hook_ctx *ctx, struct packet *pkt)
 	if (out != OUT_CONTINUE)
 		return out;
 	if (proto == ETH_P_IP) {
-		out = ipv4_parse(data + ETH_HLEN, data_end, &pkt->ip);
+		out = ipv4_parse(data + ETH_HLEN, data_end, avail, &pkt->ip);
 		if (out != OUT_CONTINUE)
 			return out;
 		pkt->payload_off = ETH_HLEN + sizeof(struct iphdr) + sizeof(struct udphdr);
 		return udp_parse(data + ETH_HLEN + sizeof(struct iphdr), data_end, &pkt->ip, &pkt->udp);
 	}
-	out = ipv6_parse(data + ETH_HLEN, data_end, &pkt->ip);
+	out = ipv6_parse(data + ETH_HLEN, data_end, avail, &pkt->ip);
 	if (out != OUT_CONTINUE)
 		return out;
 	pkt->payload_off = ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct udphdr);
@@ -451,30 +462,62 @@ INLINE int change_family(hook_ctx *ctx, int family)
 	return bpf_skb_change_proto(ctx, bpf_htons(family == AF_INET ? ETH_P_IP : ETH_P_IPV6), 0);
 }
 
+/* Shrinking an skb's headers drops bytes that growing it back does not
+ * return, so the TC resizes keep the incoming headers (up to the data) to
+ * restore on failure. */
+#define SAVED_HEADERS 72
+
+struct saved_headers {
+	__u8 bytes[SAVED_HEADERS];
+	__u32 len;
+};
+
+INLINE int save_headers(hook_ctx *ctx, struct saved_headers *h, __u32 len)
+{
+	if (len == 0 || len > SAVED_HEADERS)
+		return -1;
+	h->len = len;
+	return bpf_skb_load_bytes(ctx, 0, h->bytes, len);
+}
+
+/* Undo a family change and a room change (either may be 0), then put the
+ * saved headers back: -1 when the skb is as it arrived, -2 when it is not. */
+INLINE int restore_headers(hook_ctx *ctx, const struct saved_headers *h, int in_family, int changed_family,
+			   int room)
+{
+	__u32 len = h->len;
+
+	if (room && bpf_skb_adjust_room(ctx, -room, BPF_ADJ_ROOM_MAC, 0))
+		return -2;
+	if (changed_family && change_family(ctx, in_family))
+		return -2;
+	if (len == 0 || len > SAVED_HEADERS || bpf_skb_store_bytes(ctx, 0, h->bytes, len, 0))
+		return -2;
+	return -1;
+}
+
 /* The skb counterpart of the XDP resize: the IP header changes size with
  * the family (bpf_skb_change_proto), the rest of the header room right after
  * the Ethernet header, the tail to data + padding. The data never moves.
  * Same returns as the XDP resize. */
 INLINE int resize(hook_ctx *ctx, const struct emit *e, __u32 hdr_len, __u32 pad)
 {
-	int out_family = e->route->dst.family;
+	int out_family = e->route->dst.family, changed = out_family != e->in_family;
 	int room = (int)hdr_len - (int)e->data_off -
 		   ((int)ip_header_len(out_family) - (int)ip_header_len(e->in_family));
+	struct saved_headers saved;
 
-	if (out_family != e->in_family && change_family(ctx, out_family))
+	if (save_headers(ctx, &saved, e->data_off))
+		return -1;
+	if (changed && change_family(ctx, out_family))
 		return -1;
 	if (room && bpf_skb_adjust_room(ctx, room, BPF_ADJ_ROOM_MAC, 0))
-		goto undo_family;
+		return restore_headers(ctx, &saved, e->in_family, changed, 0);
 	if (bpf_skb_change_tail(ctx, hdr_len + e->data_len + pad, 0) == 0)
 		return pad;
 	if (pad && bpf_skb_change_tail(ctx, hdr_len + e->data_len, 0) == 0)
 		return 0;
-	if (room && bpf_skb_adjust_room(ctx, -room, BPF_ADJ_ROOM_MAC, 0))
-		return -2;
-undo_family:
-	if (out_family != e->in_family && change_family(ctx, e->in_family))
-		return -2;
-	return -1;
+	return restore_headers(ctx, &saved, e->in_family, changed, room);
 }
 
 /* CHECKSUM_PARTIAL skbs (a local or virtual sender left the UDP checksum to
@@ -556,16 +599,16 @@ INLINE int resize_in_place(hook_ctx *ctx, const struct emit *e, __u32 hdr_len, _
 	__u32 data_off = e->data_off + family_delta;
 	__u32 len = hdr_len + e->data_len + pad;
 
-	if (e->data_len > MOVE_MAX)
+	struct saved_headers saved;
+	int changed = out_family != e->in_family;
+
+	if (e->data_len > MOVE_MAX || save_headers(ctx, &saved, e->data_off))
 		return -1;
-	if (out_family != e->in_family && change_family(ctx, out_family))
+	if (changed && change_family(ctx, out_family))
 		return -1;
 	if (shift > 0) {
-		if (bpf_skb_change_tail(ctx, len, 0)) {
-			if (out_family != e->in_family && change_family(ctx, e->in_family))
-				return -2;
-			return -1;
-		}
+		if (bpf_skb_change_tail(ctx, len, 0))
+			return restore_headers(ctx, &saved, e->in_family, changed, 0);
 		return move_data(ctx, data_off, e->data_len, shift) ? -2 : pad;
 	}
 	if (shift < 0 && move_data(ctx, data_off, e->data_len, shift))
@@ -966,22 +1009,41 @@ INLINE int for_other_host(hook_ctx *ctx)
  * slow-path outcome. */
 #define HOOK_TO_TC (OUT_MAX + 1)
 
+/* Hand the packet to TC on this interface (HOOK_TO_TC), marked in its
+ * metadata, or, where no TC runs or the driver keeps no metadata, to the
+ * kernel with the fallback outcome. */
+INLINE int xdp_to_tc(hook_ctx *ctx, int fallback)
+{
+	struct iface_info *in = iface_of(ctx->ingress_ifindex);
+	__u32 *meta;
+
+	if (!in || !(in->flags & IFACE_F_TC) || bpf_xdp_adjust_meta(ctx, -(int)sizeof(*meta)))
+		return fallback;
+	meta = (void *)(long)ctx->data_meta;
+	if ((void *)(meta + 1) > (void *)(long)ctx->data)
+		return fallback;
+	*meta = HOOK_META_TO_TC;
+	return HOOK_TO_TC;
+}
+
 INLINE int xdp_can_send(hook_ctx *ctx, __u32 egress)
 {
 	struct iface_info *out = iface_of(egress);
-	struct iface_info *in;
-	__u32 *meta;
 
 	if (!registered(out) || (out->flags & IFACE_F_XDP_EGRESS))
 		return OUT_CONTINUE;
-	in = iface_of(ctx->ingress_ifindex);
-	if (!in || !(in->flags & IFACE_F_TC) || bpf_xdp_adjust_meta(ctx, -(int)sizeof(*meta)))
-		return OUT_SLOW_NO_EGRESS_PORT;
-	meta = (void *)(long)ctx->data_meta;
-	if ((void *)(meta + 1) > (void *)(long)ctx->data)
-		return OUT_SLOW_NO_EGRESS_PORT;
-	*meta = HOOK_META_TO_TC;
-	return HOOK_TO_TC;
+	return xdp_to_tc(ctx, OUT_SLOW_NO_EGRESS_PORT);
+}
+
+/* XDP cannot see whether the sender left the UDP checksum to its device
+ * (CHECKSUM_PARTIAL: a veth from a local sender): then the field holds the
+ * pseudo-header sum alone. A full checksum equal to it by chance (1 in
+ * 65536) costs only a trip through TC, which knows. */
+INLINE int maybe_partial(const struct packet *pkt)
+{
+	const struct ip_info *ip = &pkt->ip;
+
+	return pkt->udp.csum && pkt->udp.csum == csum_fold(csum_pseudo(&ip->saddr, &ip->daddr, ip->family, pkt->udp.len));
 }
 
 INLINE int send(hook_ctx *ctx, __u32 egress)
@@ -1009,13 +1071,15 @@ INLINE int tc_takes(hook_ctx *ctx)
 	return (void *)(meta + 1) <= (void *)(long)ctx->data && *meta == HOOK_META_TO_TC;
 }
 
-/* What only an skb can be: segmented (GSO/GRO), split over pages, or
- * carrying a checksum for the device to finish. */
+/* The headers (up to a STUN header) in the linear part, where the parsers
+ * read them; the payload may stay in pages, read and moved by helpers. */
+#define TC_HEADERS (ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct udphdr) + STUN_HDR_LEN)
+
 INLINE int tc_prepare(hook_ctx *ctx)
 {
-	if (ctx->gso_segs > 1 || ctx->gso_size)
-		return OUT_SLOW_GSO;
-	if ((long)ctx->data_end - (long)ctx->data < ctx->len && bpf_skb_pull_data(ctx, ctx->len))
+	__u32 want = ctx->len < TC_HEADERS ? ctx->len : TC_HEADERS;
+
+	if ((long)ctx->data_end - (long)ctx->data < want && bpf_skb_pull_data(ctx, want))
 		return OUT_SLOW_NONLINEAR;
 	return OUT_CONTINUE;
 }
@@ -1042,6 +1106,11 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 	fast = classify(ctx, cfg, pkt, &e, &legs);
 	if (fast > OUT_FAST_HAIRPIN)
 		return fast;
+#ifdef EBRTC_TC
+	/* Several datagrams in one skb (GSO, GRO): one rewrite cannot serve them. */
+	if (ctx->gso_segs > 1 || ctx->gso_size)
+		return OUT_SLOW_GSO;
+#endif
 	now = bpf_ktime_get_coarse_ns();
 	out = admit_source(ctx, pkt, legs.route[0], now);
 	if (out != OUT_CONTINUE)
@@ -1062,6 +1131,8 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 	if (out != OUT_CONTINUE)
 		return out;
 #ifndef EBRTC_TC
+	if (maybe_partial(pkt))
+		return xdp_to_tc(ctx, OUT_SLOW_CHECKSUM_OFFLOAD);
 	out = xdp_can_send(ctx, nh.ifindex);
 	if (out != OUT_CONTINUE)
 		return out;
@@ -1074,16 +1145,23 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 		*action = HOOK_DROP;
 	if (out != OUT_CONTINUE)
 		return out;
+#ifdef EBRTC_TC
+	/* The device's sum over the old bytes will not hold: a grown tail turns
+	 * it into CHECKSUM_NONE, so a local receiver verifies the new checksum. */
+	if (summed == CHECKSUM_COMPLETE) {
+		if (bpf_skb_change_tail(ctx, ctx->len + 1, 0))
+			return OUT_SLOW_CHECKSUM_OFFLOAD;
+		if (bpf_skb_change_tail(ctx, ctx->len - 1, 0)) {
+			*action = HOOK_DROP;
+			return OUT_DROP_REWRITE_FAILED;
+		}
+	}
+#endif
 	out = rewrite(ctx, &e, &nh);
 	if (out == OUT_DROP_REWRITE_FAILED)
 		*action = HOOK_DROP;
 	if (out != OUT_CONTINUE)
 		return out;
-#ifdef EBRTC_TC
-	/* The kernel's sum over the old bytes no longer holds; grown tails drop it (CHECKSUM_NONE). */
-	if (summed == CHECKSUM_COMPLETE && bpf_skb_change_tail(ctx, ctx->len + 1, 0) == 0)
-		bpf_skb_change_tail(ctx, ctx->len - 1, 0);
-#endif
 	*action = send(ctx, nh.ifindex);
 	count_flow(flows_of[0], e.data_len, now);
 	count_flow(flows_of[1], e.data_len, now);
@@ -1098,7 +1176,7 @@ int turn_offload(struct xdp_md *ctx)
 {
 	__u32 frame_len = ctx->data_end - ctx->data;
 	struct packet pkt = {};
-	int action = XDP_PASS;
+	int action = HOOK_PASS;
 	int out;
 
 	out = parse(ctx, &pkt);
@@ -1114,11 +1192,11 @@ int turn_offload_tc(struct __sk_buff *ctx)
 {
 	__u32 frame_len = ctx->len;
 	struct packet pkt = {};
-	int action = TC_ACT_OK;
+	int action = HOOK_PASS;
 	int out;
 
 	if (!tc_takes(ctx))
-		return TC_ACT_OK;
+		return HOOK_PASS;
 	out = tc_prepare(ctx);
 	if (out == OUT_CONTINUE)
 		out = parse(ctx, &pkt);
@@ -1131,34 +1209,29 @@ int turn_offload_tc(struct __sk_buff *ctx)
 #endif
 
 #ifndef EBRTC_TC
-/* XDP frames an egress device did not take, by its ifindex. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_IFINDEX);
-	__type(key, __u32);
-	__type(value, __u64);
-} xmit_failures SEC(".maps");
-
 struct net_device {
 	int ifindex;
 } __attribute__((preserve_access_index));
 
-/* Frames sent from XDP that a device of ours did not take: counted, and the
- * device stops being an XDP egress at once, so the next datagrams go to TC
- * (or the kernel where no TC runs) rather than into the same hole. */
-INLINE void xmit_failed(__u32 ifindex, int drops)
+#define ENXIO 6
+#define EOPNOTSUPP 95
+
+/* Frames sent from XDP that a device of ours did not take are counted. If
+ * the device takes no XDP frames at all (a veth whose peer runs no XDP:
+ * ENXIO; no XDP transmit: EOPNOTSUPP), it stops being an XDP egress at once,
+ * so the next datagrams go to TC (or the kernel where no TC runs) rather
+ * than into the same hole. A full ring or a link going down only counts. */
+INLINE void xmit_failed(__u32 ifindex, int drops, int err)
 {
 	__u32 out = OUT_DROP_XMIT_FAILED;
 	struct iface_info *info = iface_of(ifindex);
 	struct outcome_stats *s;
-	__u64 *n;
 
 	if (drops <= 0 || !registered(info))
 		return;
-	info->flags &= ~IFACE_F_XDP_EGRESS;
-	n = bpf_map_lookup_elem(&xmit_failures, &ifindex);
-	if (n)
-		__sync_fetch_and_add(n, drops);
+	if (err == -ENXIO || err == -EOPNOTSUPP)
+		__sync_fetch_and_and(&info->flags, ~IFACE_F_XDP_EGRESS);
+	__sync_fetch_and_add(&info->xmit_failures, drops);
 	s = bpf_map_lookup_elem(&outcomes, &out);
 	if (s)
 		s->packets += drops;
@@ -1168,7 +1241,7 @@ INLINE void xmit_failed(__u32 ifindex, int drops)
 SEC("tp_btf/xdp_bulk_tx")
 int xdp_bulk_tx_failed(__u64 *ctx)
 {
-	xmit_failed(((const struct net_device *)ctx[0])->ifindex, (int)ctx[2]);
+	xmit_failed(((const struct net_device *)ctx[0])->ifindex, (int)ctx[2], (int)ctx[3]);
 	return 0;
 }
 
@@ -1177,7 +1250,7 @@ SEC("tp_btf/xdp_exception")
 int xdp_tx_exception(__u64 *ctx)
 {
 	if ((__u32)ctx[2] == XDP_TX)
-		xmit_failed(((const struct net_device *)ctx[0])->ifindex, 1);
+		xmit_failed(((const struct net_device *)ctx[0])->ifindex, 1, 0);
 	return 0;
 }
 
@@ -1187,7 +1260,7 @@ SEC("tp_btf/xdp_redirect_err")
 int xdp_redirect_failed(__u64 *ctx)
 {
 	if ((__u32)ctx[4] == BPF_MAP_TYPE_DEVMAP_HASH)
-		xmit_failed((__u32)ctx[6], 1);
+		xmit_failed((__u32)ctx[6], 1, (int)ctx[3]);
 	return 0;
 }
 
@@ -1195,7 +1268,7 @@ int xdp_redirect_failed(__u64 *ctx)
 SEC("tp_btf/xdp_devmap_xmit")
 int xdp_devmap_xmit_failed(__u64 *ctx)
 {
-	xmit_failed(((const struct net_device *)ctx[1])->ifindex, (int)ctx[3]);
+	xmit_failed(((const struct net_device *)ctx[1])->ifindex, (int)ctx[3], (int)ctx[4]);
 	return 0;
 }
 
@@ -1216,35 +1289,35 @@ int turn_snoop_egress(struct __sk_buff *skb)
 	__u16 proto;
 
 	if (!cfg || !(cfg->flags & CONFIG_F_SNOOP))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	/* Headers of a locally sent datagram are linear, but be sure. */
 	bpf_skb_pull_data(skb, ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct udphdr) + STUN_HDR_LEN);
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
 	if (eth_parse(data, data_end, &proto) != OUT_CONTINUE)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	if (proto == ETH_P_IP) {
-		if (ipv4_parse(data + ETH_HLEN, data_end, &ip) != OUT_CONTINUE)
-			return TC_ACT_OK;
+		if (ipv4_parse(data + ETH_HLEN, data_end, skb->len - ETH_HLEN, &ip) != OUT_CONTINUE)
+			return TC_ACT_UNSPEC;
 		l4 = data + ETH_HLEN + sizeof(struct iphdr);
 	} else {
-		if (ipv6_parse(data + ETH_HLEN, data_end, &ip) != OUT_CONTINUE)
-			return TC_ACT_OK;
+		if (ipv6_parse(data + ETH_HLEN, data_end, skb->len - ETH_HLEN, &ip) != OUT_CONTINUE)
+			return TC_ACT_UNSPEC;
 		l4 = data + ETH_HLEN + sizeof(struct ipv6hdr);
 	}
 	if (udp_parse(l4, data_end, &ip, &udp) != OUT_CONTINUE || !is_listen_port(cfg, udp.sport))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	hdr = l4 + sizeof(struct udphdr);
 	payload_len = udp.len - sizeof(struct udphdr);
 	if (!stun_is_turn_control(hdr, data_end, payload_len, 1))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	ev.stun_type = bpf_ntohs(hdr->type);
 	__builtin_memcpy(ev.txid, hdr->txid, 12);
 	snoop_tuple(&ev, &ip, &udp, 0);
 	payload_off = (void *)hdr - data;
 	if (STUN_WALK_ATTRS(SKB_LOAD, skb, payload_off + STUN_HDR_LEN, payload_len - STUN_HDR_LEN, &ev))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	bpf_ringbuf_output(&snoop_events, &ev, sizeof(ev), 0);
-	return TC_ACT_OK;
+	return TC_ACT_UNSPEC;
 }
 #endif

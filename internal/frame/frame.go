@@ -30,6 +30,10 @@ type UDP struct {
 	Payload        []byte
 	// NoChecksum sends a zero UDP checksum (valid for IPv4 only).
 	NoChecksum bool
+	// PartialChecksum leaves in the checksum field only the pseudo-header
+	// sum, as a sender with checksum offload hands the datagram to its
+	// device (CHECKSUM_PARTIAL).
+	PartialChecksum bool
 }
 
 // Marshal returns the frame bytes.
@@ -39,7 +43,10 @@ func (u UDP) Marshal() []byte {
 	binary.BigEndian.PutUint16(udp[2:], u.Dst.Port())
 	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
 	copy(udp[8:], u.Payload)
-	if !u.NoChecksum {
+	switch {
+	case u.PartialChecksum:
+		binary.BigEndian.PutUint16(udp[6:], fold(sum(pseudoHeader(u.Src.Addr(), u.Dst.Addr(), len(udp)), 0)))
+	case !u.NoChecksum:
 		binary.BigEndian.PutUint16(udp[6:], UDPChecksum(u.Src.Addr(), u.Dst.Addr(), udp))
 	}
 	var ip []byte
@@ -121,23 +128,26 @@ func fold(acc uint32) uint16 {
 // UDPChecksum computes the UDP checksum (with pseudo-header) of the UDP
 // datagram udp, whose checksum field must be zero. A result of 0 is sent as 0xffff.
 func UDPChecksum(src, dst netip.Addr, udp []byte) uint16 {
+	c := ^fold(sum(udp, sum(pseudoHeader(src, dst, len(udp)), 0)))
+	if c == 0 {
+		return 0xffff
+	}
+	return c
+}
+
+// pseudoHeader is the UDP pseudo-header (RFC 768, RFC 8200 section 8.1).
+func pseudoHeader(src, dst netip.Addr, udpLen int) []byte {
 	var pseudo []byte
 	if src.Is4() {
 		s, d := src.As4(), dst.As4()
 		pseudo = append(append(pseudo, s[:]...), d[:]...)
 		pseudo = append(pseudo, 0, protoUDP)
-		pseudo = binary.BigEndian.AppendUint16(pseudo, uint16(len(udp)))
-	} else {
-		s, d := src.As16(), dst.As16()
-		pseudo = append(append(pseudo, s[:]...), d[:]...)
-		pseudo = binary.BigEndian.AppendUint32(pseudo, uint32(len(udp)))
-		pseudo = append(pseudo, 0, 0, 0, protoUDP)
+		return binary.BigEndian.AppendUint16(pseudo, uint16(udpLen))
 	}
-	c := ^fold(sum(udp, sum(pseudo, 0)))
-	if c == 0 {
-		return 0xffff
-	}
-	return c
+	s, d := src.As16(), dst.As16()
+	pseudo = append(append(pseudo, s[:]...), d[:]...)
+	pseudo = binary.BigEndian.AppendUint32(pseudo, uint32(udpLen))
+	return append(pseudo, 0, 0, 0, protoUDP)
 }
 
 // ChannelData encodes a TURN ChannelData message (RFC 8656 section 12.4),

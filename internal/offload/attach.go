@@ -57,13 +57,15 @@ func (a Attachment) Hooks() string {
 
 type attachment struct {
 	Attachment
-	links []link.Link
+	links   []link.Link
+	created []link.Link // pinned by this run (unpinned if the attach fails)
 }
 
 // Attach runs the fast path on an interface in the given mode and allows
 // redirects to it. With manageForwarding it turns on the loopback
 // forwarding sysctls that bpf_fib_lookup needs (bpf/ip.h) until Close;
-// without, it fails when they are off.
+// without, it fails when they are off. The programs learn the interface's
+// hooks before they run there; on failure nothing of it is left behind.
 func (e *Engine) Attach(ifname string, mode Mode, manageForwarding bool) (Attachment, error) {
 	iface, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -79,16 +81,14 @@ func (e *Engine) Attach(ifname string, mode Mode, manageForwarding bool) (Attach
 	}
 	a := &attachment{Attachment: Attachment{Iface: ifname, Index: iface.Index}}
 	if err := e.attachHooks(a, iface, mode); err != nil {
-		a.close()
+		a.abandon()
+		_ = e.objs.Ifaces.Delete(uint32(iface.Index))
 		return Attachment{}, fmt.Errorf("offload: %s: %w", ifname, err)
 	}
 	if err := e.objs.EgressPorts.Put(uint32(iface.Index), uint32(iface.Index)); err != nil {
-		a.close()
+		a.abandon()
+		_ = e.objs.Ifaces.Delete(uint32(iface.Index))
 		return Attachment{}, fmt.Errorf("offload: add %s to egress ports: %w", ifname, err)
-	}
-	if err := e.registerIface(a.Attachment, iface.HardwareAddr); err != nil {
-		a.close()
-		return Attachment{}, fmt.Errorf("offload: %s: %w", ifname, err)
 	}
 	e.attached[iface.Index] = a
 	return a.Attachment, nil
@@ -127,6 +127,17 @@ func (e *Engine) attachHooks(a *attachment, iface *net.Interface, mode Mode) err
 	default:
 		return fmt.Errorf("unknown offload mode %q", mode)
 	}
+	if err := e.registerIface(a.Attachment, iface.HardwareAddr); err != nil {
+		return err
+	}
+	// A pinned hook of an earlier run that this one does not choose would
+	// go on running the old program: detach it.
+	if !a.TC {
+		e.dropPinnedLink("tc_ingress_" + iface.Name)
+	}
+	if !a.XDP {
+		e.dropPinnedLink("xdp_" + iface.Name)
+	}
 	if a.TC {
 		if err := e.attachTC(a, iface); err != nil {
 			return err
@@ -136,20 +147,19 @@ func (e *Engine) attachHooks(a *attachment, iface *net.Interface, mode Mode) err
 		return nil
 	}
 	err := e.attachXDP(a, iface)
-	if err != nil && mode == ModeAuto && !errors.Is(err, errXDPBusy) {
+	if err != nil && mode != ModeXDP && !errors.Is(err, errXDPBusy) {
 		// The driver has no native XDP: TC alone, never generic XDP.
 		a.XDP, a.XDPEgress = false, false
 		a.Reason = fmt.Sprintf("no native XDP in the driver (%v)", err)
-		return nil
+		return e.registerIface(a.Attachment, iface.HardwareAddr)
 	}
 	return err
 }
 
 // xdpDelivers says whether XDP belongs on an interface: whether frames sent
-// to it from XDP arrive (a veth delivers them only to a peer that runs XDP)
-// and whether what it receives can be relayed from XDP. A veth whose peer
-// runs no XDP usually belongs to a container whose stack leaves UDP
-// checksums to the device (CHECKSUM_PARTIAL), which only TC can carry.
+// to it from XDP arrive (a veth delivers them only to a peer that runs XDP
+// in its driver). Datagrams with partial checksums, which XDP cannot relay,
+// it recognises and hands to TC (bpf/turn_offload.c, maybe_partial).
 func xdpDelivers(index int) (bool, string) {
 	li, err := readLink(index, -1)
 	if err != nil {
@@ -210,9 +220,22 @@ func (e *Engine) keepLink(a *attachment, l link.Link, pin string) error {
 			l.Close()
 			return fmt.Errorf("pin link: %w", err)
 		}
+		a.created = append(a.created, l)
 	}
 	a.links = append(a.links, l)
 	return nil
+}
+
+// dropPinnedLink detaches a hook an earlier run pinned under name.
+func (e *Engine) dropPinnedLink(name string) {
+	pin := e.pinPath(name)
+	if pin == "" {
+		return
+	}
+	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+		_ = l.Unpin()
+		l.Close()
+	}
 }
 
 func (a *attachment) close() error {
@@ -224,12 +247,18 @@ func (a *attachment) close() error {
 	return errors.Join(errs...)
 }
 
+// abandon undoes a failed attach: links pinned by it are unpinned too, so
+// they do not outlive the process.
+func (a *attachment) abandon() {
+	for _, l := range a.created {
+		_ = l.Unpin()
+	}
+	_ = a.close()
+}
+
 // registerIface tells the programs the interface's MAC address (frames for
 // other hosts go to the kernel) and which hooks run there.
 func (e *Engine) registerIface(a Attachment, mac net.HardwareAddr) error {
-	if a.Index >= maxIfindex {
-		return nil // beyond the table: not checked, XDP frames assumed delivered
-	}
 	info := turnIfaceInfo{Flags: ifaceRegistered}
 	if len(mac) == 6 {
 		info.Mac = [6]byte(mac)
@@ -265,12 +294,10 @@ func (e *Engine) Attachments() []Attachment {
 	out := make([]Attachment, 0, len(e.attached))
 	for _, a := range e.attached {
 		cur := a.Attachment
-		if n := e.XmitFailures(cur.Index); n > 0 && cur.XDPEgress {
-			var info turnIfaceInfo
-			if err := e.objs.Ifaces.Lookup(uint32(cur.Index), &info); err == nil && info.Flags&ifaceXDPEgress == 0 {
-				cur.XDPEgress = false
-				cur.Reason += fmt.Sprintf("; %d XDP frames to it were not taken, so datagrams for it go to TC or the kernel", n)
-			}
+		var info turnIfaceInfo
+		if err := e.objs.Ifaces.Lookup(uint32(cur.Index), &info); err == nil && cur.XDPEgress && info.Flags&ifaceXDPEgress == 0 {
+			cur.XDPEgress = false
+			cur.Reason += fmt.Sprintf("; it took no XDP frames (%d lost), so datagrams for it go to TC or the kernel", info.XmitFailures)
 		}
 		out = append(out, cur)
 	}
@@ -279,9 +306,9 @@ func (e *Engine) Attachments() []Attachment {
 
 // XmitFailures is how many frames sent from XDP the interface did not take.
 func (e *Engine) XmitFailures(ifindex int) uint64 {
-	var n uint64
-	if ifindex >= maxIfindex || e.objs.XmitFailures.Lookup(uint32(ifindex), &n) != nil {
+	var info turnIfaceInfo
+	if e.objs.Ifaces.Lookup(uint32(ifindex), &info) != nil {
 		return 0
 	}
-	return n
+	return info.XmitFailures
 }

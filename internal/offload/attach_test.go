@@ -45,7 +45,7 @@ func TestAutoModeFollowsTheVethPeer(t *testing.T) {
 			if err := r.engine.objs.Ifaces.Lookup(uint32(a.Index), &info); err != nil {
 				return err
 			}
-			want := uint16(ifaceRegistered | ifaceTC)
+			want := uint32(ifaceRegistered | ifaceTC)
 			if a.XDP {
 				want |= ifaceXDP | ifaceXDPEgress
 			}

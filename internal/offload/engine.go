@@ -68,7 +68,6 @@ func (c *Config) validate() error {
 
 const (
 	maxListenPorts     = 8
-	maxIfindex         = 65536 // MAX_IFINDEX
 	defaultMaxChannels = 65536
 	configFlagSnoop    = 0x1 // CONFIG_F_SNOOP
 )
@@ -138,11 +137,11 @@ func Load(cfg Config) (*Engine, error) {
 		e.relayIPs[ip.Unmap()] = true
 	}
 	if err := e.objs.Config.Put(uint32(0), kernelConfig(cfg)); err != nil {
-		e.objs.Close()
+		e.Close()
 		return nil, fmt.Errorf("offload: write config: %w", err)
 	}
 	if err := e.restoreChannels(); err != nil {
-		e.objs.Close()
+		e.Close()
 		return nil, err
 	}
 	return e, nil

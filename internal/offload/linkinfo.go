@@ -15,7 +15,7 @@ type linkInfo struct {
 	kind        string // IFLA_INFO_KIND: "veth", "bridge"...; "" for a device without one (physical)
 	peerIndex   int    // veth: the peer's ifindex (IFLA_LINK)
 	peerNetnsID int    // veth: the peer's namespace id (IFLA_LINK_NETNSID), -1 for this one
-	xdpAttached bool   // an XDP program runs on it (IFLA_XDP_ATTACHED)
+	xdpAttached bool   // an XDP program runs on it in the driver (IFLA_XDP_ATTACHED: not generic mode, which takes no XDP frames)
 }
 
 // readLink reads interface index, in the namespace with id netnsID as this
@@ -113,11 +113,17 @@ func parseLink(data []byte) (linkInfo, error) {
 	}
 	if v := a[unix.IFLA_XDP]; v != nil {
 		if att := attrs(v)[unix.IFLA_XDP_ATTACHED]; len(att) >= 1 {
-			li.xdpAttached = att[0] != 0 // XDP_ATTACHED_NONE
+			li.xdpAttached = att[0] != xdpAttachedNone && att[0] != xdpAttachedSKB
 		}
 	}
 	return li, nil
 }
+
+// IFLA_XDP_ATTACHED values (linux/if_link.h).
+const (
+	xdpAttachedNone = 0
+	xdpAttachedSKB  = 2 // generic XDP
+)
 
 func trimNUL(b []byte) []byte {
 	for len(b) > 0 && b[len(b)-1] == 0 {

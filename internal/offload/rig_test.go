@@ -150,9 +150,14 @@ type skBuff struct {
 	_                                                                                     uint32
 }
 
+// TC_ACT_UNSPEC (tcx: TCX_NEXT) as BPF_PROG_TEST_RUN reports it: the
+// program's pass, which leaves the packet to the interface's other filters.
+const tcActUnspec = 0xffffffff
+
 // TC verdicts (linux/pkt_cls.h), reported as the XDP actions they stand
-// for: a TC redirect serves both XDP_TX and XDP_REDIRECT.
-var tcAsXDP = map[uint32]uint32{0: xdpPass, 2: xdpDrop, 7: xdpRedirect}
+// for: a TC redirect serves both XDP_TX and XDP_REDIRECT. TC_ACT_OK would
+// end the TC chain and is never expected.
+var tcAsXDP = map[uint32]uint32{tcActUnspec: xdpPass, 2: xdpDrop, 7: xdpRedirect}
 
 // run feeds one frame to the program as if it arrived on ingress.
 func (r *rig) run(ingress string, in []byte) (uint32, []byte) {

@@ -75,7 +75,7 @@ func TestTCLeavesSegmentedSkbsToTheKernel(t *testing.T) {
 			opts := &ebpf.RunOptions{Data: in, DataOut: out,
 				Context: skBuff{IngressIfindex: idx, Ifindex: idx, GSOSegs: 2, GSOSize: 500}}
 			ret, err := r.engine.ProgramTC().Run(opts)
-			if err == nil && (ret != 0 || !bytes.Equal(opts.DataOut, in)) {
+			if err == nil && (ret != tcActUnspec || !bytes.Equal(opts.DataOut, in)) {
 				t.Errorf("segmented skb: verdict %d, frame changed %v", ret, !bytes.Equal(opts.DataOut, in))
 			}
 			return err
@@ -83,4 +83,41 @@ func TestTCLeavesSegmentedSkbsToTheKernel(t *testing.T) {
 	})
 	// The same datagram unsegmented takes the fast path.
 	r.expectOutcome(FastPeerToClient, func() { r.run("peer0", in) })
+}
+
+// XDP cannot tell a partial checksum (a local sender's, left to the device)
+// from a full one, but its value gives it away: such a datagram goes to TC,
+// which knows the skb's checksum state, or to the kernel where no TC runs.
+func TestXDPLeavesPartialChecksumsToTC(t *testing.T) {
+	r := newRig(t)
+	for _, name := range []string{"v4", "v6"} {
+		f := families[name]
+		ch := channelFor(f, f, 0x4602)
+		must(t, r.engine.AddChannel(ch))
+		in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, PartialChecksum: true,
+			Payload: frame.ChannelData(ch.Number, payload(300, 29), 0, 0)})
+		register := func(a Attachment) {
+			a.Index = r.ifs["cli0"].index
+			must(t, r.engine.registerIface(a, r.ifs["cli0"].mac))
+		}
+		register(Attachment{XDP: true, XDPEgress: true}) // no TC behind XDP
+		r.expectOutcome(SlowChecksumOffload, func() {
+			if ret, out := r.run("cli0", in); ret != xdpPass || !bytes.Equal(out, in) {
+				t.Errorf("%s: partial checksum without TC: action %d, frame changed %v", name, ret, !bytes.Equal(out, in))
+			}
+		})
+		register(Attachment{XDP: true, TC: true, XDPEgress: true})
+		before := r.outcomes()
+		ret, out := r.run("cli0", in)
+		mark := binary.NativeEndian.AppendUint32(nil, 0xeb7c0001)
+		if ret != xdpPass || !bytes.Equal(out, append(mark, in...)) {
+			t.Errorf("%s: partial checksum with TC behind: action %d, output % x", name, ret, out)
+		}
+		for o, c := range r.outcomes() {
+			if c.Packets != before[o].Packets {
+				t.Errorf("%s: XDP counted %v for a datagram it handed to TC", name, o)
+			}
+		}
+		must(t, r.engine.RemoveChannel(ch))
+	}
 }

@@ -56,9 +56,12 @@ type turnFlowStats struct {
 }
 
 type turnIfaceInfo struct {
-	_     structs.HostLayout
-	Mac   [6]uint8
-	Flags uint16
+	_            structs.HostLayout
+	Mac          [6]uint8
+	Pad          uint16
+	Flags        uint32
+	_            [4]byte
+	XmitFailures uint64
 }
 
 type turnNexthop struct {
@@ -159,7 +162,6 @@ const (
 	turnMapPeerRoutesV6         = "peer_routes_v6"
 	turnMapRateBuckets          = "rate_buckets"
 	turnMapSnoopEvents          = "snoop_events"
-	turnMapXmitFailures         = "xmit_failures"
 	turnProgTurnOffload         = "turn_offload"
 	turnProgTurnSnoopEgress     = "turn_snoop_egress"
 	turnProgXdpBulkTxFailed     = "xdp_bulk_tx_failed"
@@ -234,7 +236,6 @@ type turnMapSpecs struct {
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
 	RateBuckets    *ebpf.MapSpec `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.MapSpec `ebpf:"snoop_events"`
-	XmitFailures   *ebpf.MapSpec `ebpf:"xmit_failures"`
 }
 
 // turnVariableSpecs contains global variables before they are loaded into the kernel.
@@ -275,7 +276,6 @@ type turnMaps struct {
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
 	RateBuckets    *ebpf.Map `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.Map `ebpf:"snoop_events"`
-	XmitFailures   *ebpf.Map `ebpf:"xmit_failures"`
 }
 
 func (m *turnMaps) Close() error {
@@ -292,7 +292,6 @@ func (m *turnMaps) Close() error {
 		m.PeerRoutesV6,
 		m.RateBuckets,
 		m.SnoopEvents,
-		m.XmitFailures,
 	)
 }
 

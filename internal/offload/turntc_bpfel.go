@@ -45,9 +45,12 @@ type turnTCFlowStats struct {
 }
 
 type turnTCIfaceInfo struct {
-	_     structs.HostLayout
-	Mac   [6]uint8
-	Flags uint16
+	_            structs.HostLayout
+	Mac          [6]uint8
+	Pad          uint16
+	Flags        uint32
+	_            [4]byte
+	XmitFailures uint64
 }
 
 type turnTCNexthop struct {

@@ -71,6 +71,12 @@ type Options struct {
 	// prepares them as a wire would: full checksums, and XDP running so
 	// that frames sent into the veth from XDP are received.
 	Unprepared bool
+	// FarXDP runs XDP on the far ends of an Unprepared testbed, whose
+	// datagrams still arrive with partial checksums.
+	FarXDP bool
+	// FullChecksums turns TX checksum offload off at the far ends of an
+	// Unprepared testbed, which still run no XDP.
+	FullChecksums bool
 	// ServerTxChecksumOff turns TX checksum offload off on the server's
 	// ends, so the kernel finishes every partial checksum the relay sends
 	// (at the place the skb points at) and the receivers verify it.
@@ -131,13 +137,17 @@ func (tb *Testbed) connect(outer *netns.NS, outerName, inner string, subnet int)
 			return err
 		}
 	}
-	if tb.opts.Unprepared {
-		return nil
-	}
+	fullChecksums := !tb.opts.Unprepared || tb.opts.FullChecksums
+	farXDP := !tb.opts.Unprepared || tb.opts.FarXDP
 	return outer.Do(func() error {
 		// Full checksums on what the end hosts send, as on a real wire.
-		if err := netns.DisableTxChecksum(outerName); err != nil {
-			return err
+		if fullChecksums {
+			if err := netns.DisableTxChecksum(outerName); err != nil {
+				return err
+			}
+		}
+		if !farXDP {
+			return nil
 		}
 		// XDP frames sent into the veth reach the outer end only if it runs XDP.
 		c, err := offload.AttachPass(outerName)

@@ -19,12 +19,16 @@ import (
 // host's forwarding off. The second setup turns TX checksum offload off on
 // the server's ends, so the kernel completes every partial checksum the
 // relay emits where the skb says and the receivers verify it.
+// The third setup runs XDP on the far ends: auto then puts XDP in front of
+// TC, and XDP hands the partial-checksum datagrams to TC.
 var unpreparedSetups = []struct {
-	name string
-	opts testbed.Options
+	name  string
+	opts  testbed.Options
+	hooks string // what auto must choose
 }{
-	{"container-host", testbed.Options{Unprepared: true}},
-	{"checksums-completed", testbed.Options{Unprepared: true, ServerTxChecksumOff: true}},
+	{"container-host", testbed.Options{Unprepared: true}, "tc"},
+	{"checksums-completed", testbed.Options{Unprepared: true, ServerTxChecksumOff: true}, "tc"},
+	{"xdp-peers-partial-checksums", testbed.Options{Unprepared: true, FarXDP: true, ServerTxChecksumOff: true}, "xdp+tc"},
 }
 
 func TestUnpreparedHostPion(t *testing.T) {
@@ -33,7 +37,7 @@ func TestUnpreparedHostPion(t *testing.T) {
 			t.Run(setup.name+"/"+tc.name, func(t *testing.T) {
 				tb := newTestbedWith(t, setup.opts)
 				r := startRelay(t, tb)
-				requireHooks(t, r, "tc")
+				requireHooks(t, r, setup.hooks)
 				c := newClientOver(t, tb, testbed.ClientOptions{Server: tc.server, Family: tc.family})
 				requireFastBothWays(t, r, c, newPeer(t, tb, tc.peer))
 				requireNoForwarding(t, tb)
@@ -131,12 +135,13 @@ func requireNoForwarding(t *testing.T, tb *testbed.Testbed) {
 	}
 }
 
-// Forcing XDP on that host sends frames into veths that drop them: the
-// tracepoints count every one, the interfaces stop being XDP egresses at
-// once, and from then on the kernel relays (no TC behind forced XDP) with
-// nothing lost.
+// Forcing XDP where the veths' far ends run no XDP sends frames into veths
+// that drop them: the tracepoints count every one, the interfaces stop
+// being XDP egresses at once, and from then on the kernel relays (no TC
+// behind forced XDP) with nothing lost. (The far ends send full checksums:
+// partial ones XDP would hand to the kernel before sending anything.)
 func TestForcedXDPOnUnpreparedHostIsNotSilent(t *testing.T) {
-	tb := newTestbedWith(t, testbed.Options{Unprepared: true})
+	tb := newTestbedWith(t, testbed.Options{Unprepared: true, FullChecksums: true})
 	r := startRelay(t, tb, "--offload", "xdp")
 	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
 	peer := newPeer(t, tb, testbed.PeerIP4)
@@ -156,7 +161,7 @@ func TestForcedXDPOnUnpreparedHostIsNotSilent(t *testing.T) {
 	said := false
 	for key := range metrics(t, r) {
 		said = said || strings.HasPrefix(key, "ebrtc_offload_attached{") &&
-			strings.Contains(key, testbed.ServerPeerIface) && strings.Contains(key, "were not taken")
+			strings.Contains(key, testbed.ServerPeerIface) && strings.Contains(key, "took no XDP frames")
 	}
 	if !said {
 		t.Errorf("ebrtc_offload_attached does not say %s failed to take XDP frames", testbed.ServerPeerIface)
