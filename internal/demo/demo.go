@@ -160,7 +160,7 @@ func report(w io.Writer, rows []row) {
 			float64(r.received)/r.elapsed.Seconds(), r.relayCPU.Round(time.Millisecond), perK.Round(time.Microsecond))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nfast/slow path: packets relayed by XDP and by user space (Prometheus ebrtc_turn_packets_total).")
-	fmt.Fprintln(w, "relay CPU: user+system time of the ebrtc turn process itself; XDP work is kernel softirq time outside it.")
+	fmt.Fprintln(w, "\nfast/slow path: packets relayed in the kernel (XDP or TC) and by user space (Prometheus ebrtc_turn_packets_total).")
+	fmt.Fprintln(w, "relay CPU: user+system time of the ebrtc turn process itself; the fast path's work (XDP or TC) is kernel softirq time outside it.")
 	fmt.Fprintln(w, "throughput is the paced senders' rate; the relays' limits are for a benchmark, not this demo.")
 }
