@@ -1,11 +1,15 @@
 package turnserver_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +29,41 @@ type target struct {
 	ownRelay  bool
 	datagrams atomic.Int64
 	conns     atomic.Int64
+}
+
+// requireLocal shows that the target is an address of the host in ns (a
+// datagram sent there from ns arrives), so that its seeing nothing later
+// means something; then it starts the count afresh.
+func (tg *target) requireLocal(t *testing.T, ns *netns.NS) {
+	t.Helper()
+	err := ns.Do(func() error {
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1) })
+			return errors.Join(err, serr)
+		}}
+		c, err := lc.ListenPacket(context.Background(), "udp", ":0")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		deadline := time.Now().Add(3 * time.Second)
+		for tg.datagrams.Load() == 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s (%v) is not an address of the server: a local datagram never arrived", tg.name, tg.addr)
+			}
+			if _, err := c.WriteTo([]byte("local"), net.UDPAddrFromAddrPort(tg.addr)); err != nil {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // late copies
+	tg.datagrams.Store(0)
 }
 
 // listen opens the target's listeners in ns, counting what arrives.
@@ -118,13 +157,21 @@ func TestOpenRelayMatrix(t *testing.T) {
 	// The unspecified address delivers to the host too (to the listeners above).
 	unspecified := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:9999"), netip.MustParseAddrPort("[::]:9999")}
 	// Addresses of the host that no interface lists: the IPv6 subnet-router
-	// anycast of the relay prefix (Linux adds it when forwarding is on, as
-	// the fast path turns it on), and a directed broadcast, reaching any
-	// service on the wildcard address.
+	// anycast of the relay prefix (Linux adds it on an interface that
+	// forwards, as a host routing for other reasons has), and a directed
+	// broadcast, reaching any service on the wildcard address.
+	if err := tb.Server.Do(func() error {
+		return os.WriteFile("/proc/sys/net/ipv6/conf/"+testbed.ServerPeerIface+"/forwarding", []byte("1\n"), 0o644)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	anycast := &target{name: "relay prefix subnet-router anycast", addr: netip.MustParseAddrPort("[fd00:201:2::]:9998")}
 	anycast.listen(t, tb.Server, netip.MustParseAddrPort("[::]:9998"))
 	broadcast := &target{name: "relay subnet broadcast", addr: netip.MustParseAddrPort("10.201.2.255:9996")}
 	broadcast.listen(t, tb.Server, netip.MustParseAddrPort("0.0.0.0:9996"))
+	for _, tg := range []*target{anycast, broadcast} {
+		tg.requireLocal(t, tb.Server)
+	}
 	targets = append(targets, anycast, broadcast)
 
 	// The real peer, allowed by address: the positive control.
