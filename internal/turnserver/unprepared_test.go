@@ -93,7 +93,7 @@ func TestUnpreparedHostCoturnClient(t *testing.T) {
 }
 
 func TestUnpreparedHostBrowser(t *testing.T) {
-	browserRelayCall(t, newTestbedWith(t, testbed.Options{Unprepared: true}), 15, 0.99)
+	browserRelayCall(t, newTestbedWith(t, testbed.Options{Unprepared: true}), 10, 0.99)
 }
 
 // requireHooks checks the hooks auto chose on the server's interfaces.
