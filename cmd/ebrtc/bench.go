@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	plotPath := fs.String("plot", "", "write a PNG chart (throughput bars, latency CDF) to this file")
 	maxLoss := fs.Float64("max-loss", 0, "loss allowed at the loss-free rate, in percent (default 0.1)")
 	verbose := fs.Bool("v", false, "show the relays' output")
+	isolate := fs.Bool("isolate", runtime.NumCPU() >= 2, "run the relay under test, with its interfaces' NAPI threads, alone on the last CPU and report its core's time per packet")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\n\nFlags:")
 		fs.PrintDefaults()
@@ -37,6 +39,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		o = bench.QuickOptions()
 	}
+	o.Isolate = *isolate
 	if *relays != "" {
 		o.Relays = strings.Split(*relays, ",")
 	}

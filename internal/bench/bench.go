@@ -29,8 +29,12 @@ type Options struct {
 	StartRate float64       // first rate tried by the search
 	MaxRate   float64       // highest rate tried
 	Steps     int           // search trials at most
-	Progress  io.Writer     // progress lines (nil: none)
-	Log       io.Writer     // relay output (nil: discarded)
+	// Isolate runs the relay under test, all of its kernel work included,
+	// alone on the last CPU and the generator on the others (relayCore),
+	// and reports the relay core's time per packet.
+	Isolate  bool
+	Progress io.Writer // progress lines (nil: none)
+	Log      io.Writer // relay output (nil: discarded)
 }
 
 // QuickOptions finish in under 3 minutes for all relays.
@@ -66,9 +70,15 @@ func Run(ctx context.Context, bin string, o Options) (*Report, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	rep := &Report{Machine: machineFacts(), Options: o, Started: time.Now(),
+	rep := &Report{Machine: machineFacts(), Options: o, Started: time.Now(), Isolated: o.Isolate,
 		Namespaces: []string{tb.Client.Name, tb.Server.Name, tb.Peer.Name}}
 	e := &env{ctx: ctx, tb: tb, ebrtc: bin, workDir: work, log: log}
+	if o.Isolate {
+		if e.core, err = newRelayCore(tb); err != nil {
+			return nil, fmt.Errorf("isolate: %w", err)
+		}
+		defer e.core.release()
+	}
 	for _, r := range relays {
 		res, err := measureRelay(e, r, o)
 		if err != nil {
@@ -109,6 +119,7 @@ func relayIs(name, asked string) bool {
 
 func measureRelay(e *env, r Relay, o Options) (*RelayResult, error) {
 	progress(o, "%-14s starting", r.Name)
+	e.started = nil
 	stop, err := r.start(e)
 	if err != nil {
 		return nil, err
@@ -127,6 +138,11 @@ func measureRelay(e *env, r Relay, o Options) (*RelayResult, error) {
 	if _, err := runTrial(e.tb, flows, 2000, 300*time.Millisecond, sizesFor(200, len(flows))); err != nil {
 		return nil, err
 	}
+	if e.core != nil {
+		if e.relayTasks, err = e.core.pin(e.started); err != nil {
+			return nil, err
+		}
+	}
 	res := &RelayResult{Name: r.Name, Describe: r.Describe}
 	for _, size := range o.Sizes {
 		sr, err := search(e, r.Name, flows, size, o)
@@ -139,10 +155,14 @@ func measureRelay(e *env, r Relay, o Options) (*RelayResult, error) {
 		return nil, err
 	}
 	progress(o, "%-14s latency and cost trial at %.0f/s", r.Name, o.CostRate)
-	if err := costTrial(e.tb, flows, o, res); err != nil {
+	if err := costTrial(e, flows, o, res); err != nil {
 		return nil, err
 	}
 	res.fillHeadline()
+	if e.core != nil {
+		progress(o, "%-14s relay core: %.0f ns/packet at %.0f/s, %.0f at the max loss-free rate; %.0f ns/packet of the core's busy time not the relay's",
+			r.Name, res.RelayCoreNsPerPacket, o.CostRate, res.RelayCoreNsAtMax, res.StrayNsPerPacket)
+	}
 	progress(o, "%-14s done: %.0f pkt/s loss-free, p50 %.0f µs, p99 %.0f µs, %.0f ns CPU/packet",
 		r.Name, res.MaxLossFreePPS, res.LatencyP50us, res.LatencyP99us, res.CPUNsPerPacket)
 	return res, nil
@@ -173,7 +193,7 @@ func search(e *env, name string, flows []*flow, size int, o Options) (*SizeResul
 		if err := e.ctx.Err(); err != nil {
 			return nil, err
 		}
-		t, err := runTrial(e.tb, flows, rate, o.Trial, sizes)
+		t, err := e.trial(flows, rate, o.Trial, sizes)
 		if err != nil {
 			return nil, err
 		}
@@ -213,14 +233,37 @@ func sizeName(size int) string {
 	return fmt.Sprint(size)
 }
 
+// trial is runTrial, with the relay core's time read around it when the
+// relay is isolated.
+func (e *env) trial(flows []*flow, rate float64, d time.Duration, sizes []int) (*trialResult, error) {
+	if e.core == nil {
+		return runTrial(e.tb, flows, rate, d, sizes)
+	}
+	before, err := e.core.sample(e.relayTasks)
+	if err != nil {
+		return nil, err
+	}
+	t, err := runTrial(e.tb, flows, rate, d, sizes)
+	if err != nil {
+		return nil, err
+	}
+	after, err := e.core.sample(e.relayTasks)
+	if err != nil {
+		return nil, err
+	}
+	t.relayNs = after.relayNs - before.relayNs
+	t.strayNs = strayNs(before, after, e.relayTasks)
+	return t, nil
+}
+
 // costTrial measures, at one rate every relay sustains, the latency and the
 // system-wide CPU time per relayed datagram, so relays compare like for like.
-func costTrial(tb *testbed.Testbed, flows []*flow, o Options, res *RelayResult) error {
+func costTrial(e *env, flows []*flow, o Options, res *RelayResult) error {
 	before, err := readCPU()
 	if err != nil {
 		return err
 	}
-	t, err := runTrial(tb, flows, o.CostRate, max(o.Trial, 3*time.Second), sizesFor(200, len(flows)))
+	t, err := e.trial(flows, o.CostRate, max(o.Trial, 3*time.Second), sizesFor(200, len(flows)))
 	if err != nil {
 		return err
 	}
@@ -232,6 +275,10 @@ func costTrial(tb *testbed.Testbed, flows []*flow, o Options, res *RelayResult) 
 		return errors.New("cost trial: nothing delivered")
 	}
 	res.CPUNsPerPacket = float64(after.busy-before.busy) / float64(t.received)
+	if e.core != nil {
+		res.RelayCoreNsPerPacket = float64(t.relayNs) / float64(t.received)
+		res.StrayNsPerPacket = float64(t.strayNs) / float64(t.received)
+	}
 	res.CPUResolutionNs = float64(2*runtime.NumCPU()) * 1e7 / float64(t.received)
 	res.CostLoss = t.loss()
 	res.LatencyP50us, res.LatencyP99us = t.hist.quantile(0.5), t.hist.quantile(0.99)
@@ -248,6 +295,9 @@ type trialResult struct {
 	hist           *histogram
 	jitterUs       float64
 	endpointDrops  uint64 // lost in the generator's own socket buffers
+	// With isolation: the relay's tasks' run time, and that of the other
+	// tasks bound to the relay CPU.
+	relayNs, strayNs uint64
 }
 
 func (t *trialResult) loss() float64 {

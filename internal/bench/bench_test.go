@@ -23,8 +23,15 @@ func namespaces(t *testing.T) string {
 }
 
 // A short run of two relays end to end: results, JSON with the documented
-// fields, a PNG, and nothing left behind.
+// fields, a PNG, and nothing left behind; with the relay isolated on its own
+// core, also the relay-core figures.
 func TestBenchSmoke(t *testing.T) {
+	for _, isolate := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shared", true: "isolated"}[isolate], func(t *testing.T) { benchSmoke(t, isolate) })
+	}
+}
+
+func benchSmoke(t *testing.T, isolate bool) {
 	testenv.RequireRoot(t)
 	dir := t.TempDir()
 	bin, err := testbed.BuildEbrtc(dir)
@@ -33,6 +40,7 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	o := QuickOptions()
 	o.Relays, o.Clients, o.Trial, o.Steps, o.CostRate = []string{"ebrtc-xdp", "baseline"}, 2, 300*time.Millisecond, 3, 5000
+	o.Isolate = isolate
 	rep, err := Run(context.Background(), bin, o)
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +57,10 @@ func TestBenchSmoke(t *testing.T) {
 	for _, r := range rep.Relays {
 		if r.MaxLossFreePPS < 10000 || r.LatencyP50us <= 0 || r.CPUNsPerPacket <= 0 || r.CostLoss > 0.01 {
 			t.Errorf("%s: implausible result %+v", r.Name, r)
+		}
+		// Every relayed packet costs the relay core something (NAPI polls at least).
+		if isolate != (r.RelayCoreNsPerPacket > 0 && r.OneCoreMaxLossFreePPS > 0 && r.OneCoreCapacityPPS > 0) {
+			t.Errorf("%s: relay-core figures %v, %v, %v with isolation %v", r.Name, r.RelayCoreNsPerPacket, r.OneCoreMaxLossFreePPS, r.OneCoreCapacityPPS, isolate)
 		}
 	}
 	var sb strings.Builder
@@ -68,7 +80,11 @@ func TestBenchSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"name", "max_loss_free_pps", "cpu_ns_per_packet", "latency_p50_us", "latency_p99_us"} {
+	keys := []string{"name", "max_loss_free_pps", "cpu_ns_per_packet", "latency_p50_us", "latency_p99_us"}
+	if isolate {
+		keys = append(keys, "relay_core_ns_per_packet", "one_core_max_loss_free_pps", "one_core_capacity_pps")
+	}
+	for _, key := range keys {
 		if _, ok := doc.Relays[0][key]; !ok {
 			t.Errorf("JSON relay lacks %q", key)
 		}

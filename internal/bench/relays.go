@@ -42,6 +42,12 @@ type env struct {
 	ebrtc   string // binary
 	workDir string
 	log     io.Writer
+	// Isolated runs: the relay core, the processes the relay under test
+	// started (its start function records them) and the tasks whose run
+	// time is the relay's.
+	core       *relayCore
+	started    []int
+	relayTasks []int
 }
 
 // Relays returns every relay kind, in report order.
@@ -53,6 +59,7 @@ func Relays() []Relay {
 			if err != nil {
 				return nil, err
 			}
+			e.started = append(e.started, r.Pid())
 			return func() error { return r.Stop(5 * time.Second) }, nil
 		}
 	}
@@ -77,10 +84,15 @@ func coturnDescription(n int) string {
 }
 
 func startCoturn(e *env) (func() error, error) {
-	p, err := e.tb.StartCoturn(e.workDir, e.log, user, password)
+	var extra []string
+	if e.core != nil {
+		extra = append(extra, "relay-threads=1") // one core: one thread
+	}
+	p, err := e.tb.StartCoturn(e.workDir, e.log, user, password, extra...)
 	if err != nil {
 		return nil, err
 	}
+	e.started = append(e.started, p.Pid())
 	return func() error { return p.Stop(5 * time.Second) }, nil
 }
 
@@ -97,6 +109,7 @@ func startCoturnOffload(e *env) (func() error, error) {
 		_ = stopCoturn()
 		return nil, err
 	}
+	e.started = append(e.started, off.Pid())
 	return func() error { return errors.Join(off.Stop(5*time.Second), stopCoturn()) }, nil
 }
 

@@ -11,12 +11,14 @@ import (
 
 // Report is one run of every selected relay.
 type Report struct {
-	Machine Machine        `json:"machine"`
-	Options Options        `json:"-"`
-	Started time.Time      `json:"started"`
-	Elapsed time.Duration  `json:"elapsed_ns"`
-	Relays  []RelayResult  `json:"relays"`
-	Targets []TargetResult `json:"targets,omitempty"`
+	Machine Machine       `json:"machine"`
+	Options Options       `json:"-"`
+	Started time.Time     `json:"started"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Isolated: the relay under test had a CPU of its own (RelayCore* fields).
+	Isolated bool           `json:"isolated"`
+	Relays   []RelayResult  `json:"relays"`
+	Targets  []TargetResult `json:"targets,omitempty"`
 	// Namespaces the run built (and removed).
 	Namespaces []string `json:"namespaces"`
 }
@@ -42,6 +44,19 @@ type RelayResult struct {
 	CPUResolutionNs float64      `json:"cpu_resolution_ns"`
 	Sizes           []SizeResult `json:"sizes"`
 
+	// Isolated runs (Options.Isolate): the relay's own core. Its tasks'
+	// run time (the relay's threads and its interfaces' NAPI threads, from
+	// schedstat) per relayed packet at the common rate and at the highest
+	// loss-free rate, that rate with the relay on one core, the capacity
+	// that core time implies, and the run time of the other tasks bound to
+	// the relay CPU (its kernel threads), left out of the relay's figure.
+	RelayCoreNsPerPacket  float64 `json:"relay_core_ns_per_packet,omitempty"`
+	RelayCoreNsAtMax      float64 `json:"relay_core_ns_at_max,omitempty"`
+	OneCoreMaxLossFreePPS float64 `json:"one_core_max_loss_free_pps,omitempty"`
+	OneCoreCapacityPPS    float64 `json:"one_core_capacity_pps,omitempty"`
+	GeneratorLimited      bool    `json:"generator_limited,omitempty"`
+	StrayNsPerPacket      float64 `json:"stray_ns_per_packet,omitempty"`
+
 	cdfX, cdfY []float64
 }
 
@@ -55,12 +70,17 @@ type SizeResult struct {
 	LatencyMaxUs     float64 `json:"latency_max_us"`
 	JitterUs         float64 `json:"jitter_us"`
 	GeneratorLimited bool    `json:"generator_limited"`
+	// RelayCoreNsPerPacket: the relay core's time per packet at this rate (isolated runs).
+	RelayCoreNsPerPacket float64 `json:"relay_core_ns_per_packet,omitempty"`
 
 	cdfX, cdfY []float64
 }
 
 func (s *SizeResult) fill(t *trialResult) {
 	s.MaxLossFreePPS = float64(t.received) / t.duration.Seconds()
+	if t.received > 0 {
+		s.RelayCoreNsPerPacket = float64(t.relayNs) / float64(t.received)
+	}
 	s.Loss = t.loss()
 	s.LatencyP50us = t.hist.quantile(0.5)
 	s.LatencyP99us = t.hist.quantile(0.99)
@@ -74,6 +94,15 @@ func (r *RelayResult) fillHeadline() {
 		return
 	}
 	r.MaxLossFreePPS = r.Sizes[0].MaxLossFreePPS
+	if r.RelayCoreNsPerPacket == 0 {
+		return // not isolated
+	}
+	r.OneCoreMaxLossFreePPS = r.MaxLossFreePPS
+	r.RelayCoreNsAtMax = r.Sizes[0].RelayCoreNsPerPacket
+	r.GeneratorLimited = r.Sizes[0].GeneratorLimited
+	if ns := r.RelayCoreNsAtMax; ns > 0 {
+		r.OneCoreCapacityPPS = 1e9 / ns
+	}
 }
 
 // TargetResult is one of the issue's targets, checked on this run.
@@ -107,6 +136,9 @@ func (rep *Report) compare() {
 	if xdp == nil {
 		return
 	}
+	if rep.Isolated {
+		rep.coreTargets(xdp)
+	}
 	ratio := func(name, want string, min float64, other *RelayResult, f func(a, b *RelayResult) float64) {
 		if other == nil {
 			return
@@ -127,6 +159,23 @@ func (rep *Report) compare() {
 		rep.Targets = append(rep.Targets,
 			TargetResult{Target: "added p50 latency over baseline (µs)", Value: p50, Want: "<= 5", Met: p50 <= 5},
 			TargetResult{Target: "added p99 latency over baseline (µs)", Value: p99, Want: "<= 20", Met: p99 <= 20})
+	}
+}
+
+// coreTargets compare what the relays cost on their own core (issue 9).
+func (rep *Report) coreTargets(xdp *RelayResult) {
+	for _, c := range []struct {
+		other string
+		want  string
+		limit float64
+	}{{"ebrtc-user-1", "<= 1/15", 1.0 / 15}, {"coturn", "<= 1/5", 1.0 / 5}, {"baseline", "<= 1", 1}} {
+		o := rep.find(c.other)
+		if o == nil || o.RelayCoreNsPerPacket == 0 {
+			continue
+		}
+		v := xdp.RelayCoreNsPerPacket / o.RelayCoreNsPerPacket
+		rep.Targets = append(rep.Targets, TargetResult{Target: "relay-core ns/pkt ebrtc-xdp / " + c.other,
+			Value: v, Want: c.want, Met: v <= c.limit})
 	}
 }
 
@@ -176,12 +225,32 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nCPU ns/pkt: system-wide busy CPU time (generator, kernel, relay) per delivered datagram; relay's share: minus the baseline's.")
+	if rep.Isolated {
+		rep.writeCoreTable(w)
+	}
 	if len(rep.Targets) > 0 {
 		fmt.Fprintln(w, "\ntargets:")
 		for _, t := range rep.Targets {
 			fmt.Fprintf(w, "  %-45s %8.2f  want %-6s %s\n", t.Target, t.Value, t.Want, map[bool]string{true: "met", false: "MISSED"}[t.Met])
 		}
 	}
+}
+
+// writeCoreTable prints what each relay costs on its own core.
+func (rep *Report) writeCoreTable(w io.Writer) {
+	fmt.Fprintf(w, "\nrelay core (CPU %d alone: the relay's threads and its interfaces' NAPI threads, schedstat):\n", rep.Machine.CPUs-1)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "relay\tns/pkt at %.0f/s\tns/pkt at max\tone-core max loss-free pkt/s\tcapacity 1e9/ns\tunaccounted ns/pkt\tnote\t\n", rep.Options.CostRate)
+	for _, r := range rep.Relays {
+		note := ""
+		if r.GeneratorLimited {
+			note = "generator-limited: capacity is the relay's"
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t\n", r.Name, r.RelayCoreNsPerPacket, r.RelayCoreNsAtMax,
+			r.OneCoreMaxLossFreePPS, r.OneCoreCapacityPPS, r.StrayNsPerPacket, note)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "unaccounted: run time of the other tasks bound to the relay CPU (its ksoftirqd, kworkers...) per packet, not in the relay's figure.")
 }
 
 // WriteJSON writes the report as JSON.

@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// relayCore confines the relay under test, with all of its kernel work, to
+// one CPU (the last), and everything else (this process's generator, the
+// client and peer sides) to the others, so that what the relay costs is
+// read on its own core (shared/design/relay-core-notes.md). The server's
+// veths run NAPI (GRO on) in threads of their own, pinned with the relay;
+// the far ends' NAPI threads stay with the generator.
+type relayCore struct {
+	cpu  int
+	rest unix.CPUSet
+	all  unix.CPUSet
+}
+
+// Interfaces whose receive work is the relay's, and the far ends'.
+var (
+	relayIfaces = []string{testbed.ServerCliIface, testbed.ServerPeerIface}
+	farIfaces   = []string{testbed.ClientIface, testbed.PeerIface}
+)
+
+func newRelayCore(tb *testbed.Testbed) (*relayCore, error) {
+	n := runtime.NumCPU()
+	if n < 2 {
+		return nil, fmt.Errorf("isolation needs 2 CPUs, this machine has %d", n)
+	}
+	rc := &relayCore{cpu: n - 1}
+	for c := 0; c < n; c++ {
+		rc.all.Set(c)
+		if c != rc.cpu {
+			rc.rest.Set(c)
+		}
+	}
+	// The generator is this process: every thread it has, and (inherited) will have.
+	if err := pinProcess(os.Getpid(), &rc.rest); err != nil {
+		return nil, fmt.Errorf("pin the generator: %w", err)
+	}
+	for _, iface := range relayIfaces {
+		if err := tb.Server.Do(func() error { return netns.EnableGRO(iface) }); err != nil {
+			return nil, err
+		}
+		if err := setThreadedNAPI(tb.Server, iface); err != nil {
+			return nil, err
+		}
+	}
+	for i, iface := range farIfaces {
+		if err := setThreadedNAPI([]*netns.NS{tb.Client, tb.Peer}[i], iface); err != nil {
+			return nil, err
+		}
+	}
+	return rc, nil
+}
+
+// release lets this process run anywhere again.
+func (rc *relayCore) release() { _ = pinProcess(os.Getpid(), &rc.all) }
+
+// setThreadedNAPI moves the interface's NAPI polling into kernel threads
+// (napi/IFACE-ID), which can be pinned and whose run time is accounted.
+func setThreadedNAPI(ns *netns.NS, iface string) error {
+	// ip netns exec mounts the namespace's own /sys.
+	if out, err := ns.Output("sh", "-c", "echo 1 > /sys/class/net/"+iface+"/threaded"); err != nil {
+		return fmt.Errorf("threaded NAPI on %s: %v %s", iface, err, out)
+	}
+	return nil
+}
+
+// pin puts the relay's processes and its interfaces' NAPI threads on the
+// relay CPU, and the far ends' NAPI threads on the others. It returns the
+// tasks whose run time is the relay's.
+func (rc *relayCore) pin(relayPIDs []int) ([]int, error) {
+	var relay []int
+	for _, pid := range relayPIDs {
+		if err := pinProcess(pid, cpuSet(rc.cpu)); err != nil {
+			return nil, fmt.Errorf("pin relay process %d: %w", pid, err)
+		}
+		tids, err := threads(pid)
+		if err != nil {
+			return nil, err
+		}
+		relay = append(relay, tids...)
+	}
+	for i, set := range [][]string{relayIfaces, farIfaces} {
+		tids, err := napiThreads(set)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 && len(tids) < len(set) {
+			return nil, fmt.Errorf("found %d NAPI threads for %v, want one each", len(tids), set)
+		}
+		target := cpuSet(rc.cpu)
+		if i == 1 {
+			target = &rc.rest
+		}
+		for _, tid := range tids {
+			if err := unix.SchedSetaffinity(tid, target); err != nil {
+				return nil, fmt.Errorf("pin NAPI thread %d: %w", tid, err)
+			}
+		}
+		if i == 0 {
+			relay = append(relay, tids...)
+		}
+	}
+	return relay, nil
+}
+
+func cpuSet(cpu int) *unix.CPUSet {
+	var s unix.CPUSet
+	s.Set(cpu)
+	return &s
+}
+
+// pinProcess sets the affinity of every thread of pid; threads created
+// later inherit it from their creator.
+func pinProcess(pid int, set *unix.CPUSet) error {
+	tids, err := threads(pid)
+	if err != nil {
+		return err
+	}
+	for _, tid := range tids {
+		if err := unix.SchedSetaffinity(tid, set); err != nil && err != unix.ESRCH {
+			return err
+		}
+	}
+	return nil
+}
+
+func threads(pid int) ([]int, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out, nil
+}
+
+// napiThreads finds the NAPI kernel threads of the named interfaces by
+// their names, napi/IFACE-ID (truncated to 15 characters by the kernel).
+func napiThreads(ifaces []string) ([]int, error) {
+	procs, err := filepath.Glob("/proc/[0-9]*/comm")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		comm := strings.TrimSpace(string(b))
+		for _, iface := range ifaces {
+			if prefix := "napi/" + iface + "-"; strings.HasPrefix(comm, prefix) || strings.HasPrefix(prefix, comm+"-") {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// runTime is the CPU time the tasks have run, in ns, from the scheduler's
+// own accounting (/proc/TID/schedstat, first field): exact, where
+// /proc/stat's 10 ms ticks mostly book short bursts as idle.
+func runTime(tids []int) (uint64, error) {
+	var sum uint64
+	for _, tid := range tids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", tid))
+		if err != nil {
+			return 0, fmt.Errorf("schedstat of task %d: %w", tid, err)
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, fmt.Errorf("schedstat of task %d: empty", tid)
+		}
+		ns, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("schedstat of task %d: %w", tid, err)
+		}
+		sum += ns
+	}
+	return sum, nil
+}
+
+// boundTasks are the run times of every task confined to cpu alone (the
+// relay's, and the CPU's own kernel threads: ksoftirqd, kworkers...).
+func boundTasks(cpu int) (map[int]uint64, error) {
+	dirs, err := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]uint64{}
+	for _, d := range dirs {
+		tid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		var set unix.CPUSet
+		if unix.SchedGetaffinity(tid, &set) != nil || set.Count() != 1 || !set.IsSet(cpu) {
+			continue
+		}
+		if ns, err := runTime([]int{tid}); err == nil {
+			out[tid] = ns
+		}
+	}
+	return out, nil
+}
+
+// coreSample is the relay core's state at one moment: the relay's tasks'
+// run time, and every task bound to the relay CPU.
+type coreSample struct {
+	relayNs uint64
+	bound   map[int]uint64
+}
+
+func (rc *relayCore) sample(tids []int) (coreSample, error) {
+	r, err := runTime(tids)
+	if err != nil {
+		return coreSample{}, err
+	}
+	b, err := boundTasks(rc.cpu)
+	return coreSample{relayNs: r, bound: b}, err
+}
+
+// strayNs is what tasks bound to the relay CPU, other than the relay's,
+// ran between two samples: the core's time the relay's figure leaves out.
+func strayNs(before, after coreSample, relay []int) uint64 {
+	mine := map[int]bool{}
+	for _, tid := range relay {
+		mine[tid] = true
+	}
+	var sum uint64
+	for tid, ns := range after.bound {
+		if mine[tid] {
+			continue
+		}
+		if ns > before.bound[tid] {
+			sum += ns - before.bound[tid]
+		}
+	}
+	return sum
+}
