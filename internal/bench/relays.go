@@ -55,7 +55,9 @@ func Relays() []Relay {
 	n := runtime.NumCPU()
 	ebrtc := func(extra ...string) func(*env) (func() error, error) {
 		return func(e *env) (func() error, error) {
-			r, err := e.tb.StartRelay(e.ebrtc, append(testbed.TURNArgs(user+":"+password), extra...)...)
+			// The generator's clients share one user and one address: no quota, no Allocate rate.
+			args := append(testbed.TURNArgs(user+":"+password), "--user-quota", "0", "--allocate-rate", "0")
+			r, err := e.tb.StartRelay(e.ebrtc, append(args, extra...)...)
 			if err != nil {
 				return nil, err
 			}
