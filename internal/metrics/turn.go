@@ -9,20 +9,20 @@ import (
 
 var (
 	packetsDesc = prometheus.NewDesc("ebrtc_turn_packets_total",
-		"Relayed data packets by path (fast: XDP, slow: user space) and direction.", []string{"path", "direction"}, nil)
+		"Relayed data packets by path (fast: in the kernel, XDP or TC; slow: user space) and direction.", []string{"path", "direction"}, nil)
 	bytesDesc = prometheus.NewDesc("ebrtc_turn_bytes_total",
 		"Relayed data bytes (without TURN framing) by path and direction.", []string{"path", "direction"}, nil)
 	slowReasonDesc = prometheus.NewDesc("ebrtc_turn_slow_path_packets_total",
-		"Packets the XDP program handed to the kernel, by reason.", []string{"reason"}, nil)
+		"Packets the fast path (XDP or TC) handed to the kernel, by reason.", []string{"reason"}, nil)
 	xdpDesc = prometheus.NewDesc("ebrtc_xdp_packets_total",
-		"Every packet the XDP program saw, by outcome.", []string{"outcome"}, nil)
+		"Every packet the fast path (XDP or TC) saw, by outcome.", []string{"outcome"}, nil)
 	allocationsDesc = prometheus.NewDesc("ebrtc_turn_allocations", "Current allocations.", nil, nil)
 	channelsDesc    = prometheus.NewDesc("ebrtc_turn_channels", "Current channel bindings.", nil, nil)
-	offloadedDesc   = prometheus.NewDesc("ebrtc_xdp_channels", "Channels installed in the XDP fast path.", nil, nil)
+	offloadedDesc   = prometheus.NewDesc("ebrtc_xdp_channels", "Channels installed in the fast path (XDP and TC share them).", nil, nil)
 	attachedDesc    = prometheus.NewDesc("ebrtc_offload_attached",
 		"1 for each interface the fast path runs on: its hooks (xdp, tc, xdp+tc) and why so.", []string{"iface", "mode", "reason"}, nil)
 	xmitFailuresDesc = prometheus.NewDesc("ebrtc_offload_xmit_failures_total",
-		"Frames sent from XDP (XDP_TX, redirect) that the interface did not take; it then gets no more.", []string{"iface"}, nil)
+		"Frames sent from XDP (XDP_TX, redirect) that the interface did not take; one that takes none gets no more.", []string{"iface"}, nil)
 )
 
 const (

@@ -34,7 +34,7 @@ func TestCollectorUserSpaceOnly(t *testing.T) {
 # HELP ebrtc_turn_allocations Current allocations.
 # TYPE ebrtc_turn_allocations gauge
 ebrtc_turn_allocations 2
-# HELP ebrtc_turn_packets_total Relayed data packets by path (fast: XDP, slow: user space) and direction.
+# HELP ebrtc_turn_packets_total Relayed data packets by path (fast: in the kernel, XDP or TC; slow: user space) and direction.
 # TYPE ebrtc_turn_packets_total counter
 ebrtc_turn_packets_total{direction="client_to_peer",path="fast"} 0
 ebrtc_turn_packets_total{direction="client_to_peer",path="slow"} 3
