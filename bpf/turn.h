@@ -107,7 +107,23 @@ struct iface_info {
 	__u16 pad;
 	__u32 flags;         /* IFACE_F_* */
 	__u64 xmit_failures; /* XDP frames sent here that it did not take */
+	/* Of those, the fast datagrams by direction (a hairpin counts in both),
+	 * which the fast counters must not count as relayed. */
+	__u64 failed_to_peer;
+	__u64 failed_to_client;
+	__u32 slot; /* index in xmit_pending, 0..MAX_IFACE_SLOTS-1 */
+	__u32 pad2;
 };
+
+/* Fast datagrams sent from XDP towards one interface on one CPU since its
+ * queue last went out, by outcome (client->peer, peer->client, hairpin),
+ * so that frames the interface refuses are taken off the right counters. */
+struct xmit_pending {
+	__u32 kinds[3];
+	__u32 last; /* the kind of the latest */
+};
+
+#define MAX_IFACE_SLOTS 256
 
 #define IFACE_F_REGISTERED 0x1
 #define IFACE_F_XDP 0x2        /* our XDP program runs here */

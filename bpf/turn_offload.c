@@ -1026,13 +1026,39 @@ INLINE int xdp_to_tc(hook_ctx *ctx, int fallback)
 	return HOOK_TO_TC;
 }
 
-INLINE int xdp_can_send(hook_ctx *ctx, __u32 egress)
+INLINE int xdp_can_send(hook_ctx *ctx, struct iface_info *out)
 {
-	struct iface_info *out = iface_of(egress);
-
 	if (!registered(out) || (out->flags & IFACE_F_XDP_EGRESS))
 		return OUT_CONTINUE;
 	return xdp_to_tc(ctx, OUT_SLOW_NO_EGRESS_PORT);
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_IFACE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xmit_pending);
+} xmit_pending SEC(".maps");
+
+INLINE struct xmit_pending *pending_of(const struct iface_info *info)
+{
+	__u32 slot = info->slot;
+
+	return bpf_map_lookup_elem(&xmit_pending, &slot);
+}
+
+/* A fast datagram leaves from XDP towards out (unregistered: test runs). */
+INLINE void note_pending(const struct iface_info *out, int fast)
+{
+	struct xmit_pending *p;
+
+	if (!registered(out) || fast < 0 || fast > OUT_FAST_HAIRPIN)
+		return;
+	p = pending_of(out);
+	if (p) {
+		p->kinds[fast & 3]++;
+		p->last = fast;
+	}
 }
 
 /* XDP cannot see whether the sender left the UDP checksum to its device
@@ -1131,9 +1157,11 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 	if (out != OUT_CONTINUE)
 		return out;
 #ifndef EBRTC_TC
+	struct iface_info *egress = iface_of(nh.ifindex);
+
 	if (maybe_partial(pkt))
 		return xdp_to_tc(ctx, OUT_SLOW_CHECKSUM_OFFLOAD);
-	out = xdp_can_send(ctx, nh.ifindex);
+	out = xdp_can_send(ctx, egress);
 	if (out != OUT_CONTINUE)
 		return out;
 #endif
@@ -1163,6 +1191,9 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 	if (out != OUT_CONTINUE)
 		return out;
 	*action = send(ctx, nh.ifindex);
+#ifndef EBRTC_TC
+	note_pending(egress, fast);
+#endif
 	count_flow(flows_of[0], e.data_len, now);
 	count_flow(flows_of[1], e.data_len, now);
 	/* Fast outcomes count relayed data bytes, like the user-space counters. */
@@ -1221,27 +1252,79 @@ struct net_device {
  * ENXIO; no XDP transmit: EOPNOTSUPP), it stops being an XDP egress at once,
  * so the next datagrams go to TC (or the kernel where no TC runs) rather
  * than into the same hole. A full ring or a link going down only counts. */
-INLINE void xmit_failed(__u32 ifindex, int drops, int err)
+/* Charge n refused frames of kind k to the interface's directions. */
+INLINE void charge(struct iface_info *info, int k, __u32 n)
+{
+	if (!n)
+		return;
+	if (k != OUT_FAST_PEER_TO_CLIENT)
+		__sync_fetch_and_add(&info->failed_to_peer, n);
+	if (k != OUT_FAST_CLIENT_TO_PEER)
+		__sync_fetch_and_add(&info->failed_to_client, n);
+}
+
+/* Split drops over the kinds pending on this CPU: all of them when the
+ * whole queue failed (a device that takes no XDP frames), in proportion
+ * otherwise, the rounding going to the latest kind. */
+INLINE void attribute(struct iface_info *info, struct xmit_pending *p, __u32 drops)
+{
+	__u32 total = p->kinds[0] + p->kinds[1] + p->kinds[2], left = drops, n;
+
+	if (!total)
+		return; /* not ours: another program's frames */
+#pragma unroll
+	for (int k = 0; k < 3; k++) {
+		n = drops >= total ? p->kinds[k] : (__u32)((__u64)drops * p->kinds[k] / total);
+		n = n < left ? n : left;
+		charge(info, k, n);
+		left -= n;
+	}
+	if (left && drops < total)
+		charge(info, p->last & 3, left);
+}
+
+/* Frames sent from XDP that a device of ours did not take are counted. If
+ * the device takes no XDP frames at all (a veth whose peer runs no XDP:
+ * ENXIO; no XDP transmit: EOPNOTSUPP), it stops being an XDP egress at once,
+ * so the next datagrams go to TC (or the kernel where no TC runs) rather
+ * than into the same hole. A full ring or a link going down only counts.
+ * flushed: the device's queue on this CPU went out (pending starts afresh). */
+INLINE void xmit_failed(__u32 ifindex, int drops, int err, int flushed)
 {
 	__u32 out = OUT_DROP_XMIT_FAILED;
 	struct iface_info *info = iface_of(ifindex);
+	struct xmit_pending *p;
 	struct outcome_stats *s;
 
-	if (drops <= 0 || !registered(info))
+	if (!registered(info))
 		return;
-	if (err == -ENXIO || err == -EOPNOTSUPP)
-		__sync_fetch_and_and(&info->flags, ~IFACE_F_XDP_EGRESS);
-	__sync_fetch_and_add(&info->xmit_failures, drops);
-	s = bpf_map_lookup_elem(&outcomes, &out);
-	if (s)
-		s->packets += drops;
+	p = pending_of(info);
+	if (drops > 0) {
+		if (err == -ENXIO || err == -EOPNOTSUPP)
+			__sync_fetch_and_and(&info->flags, ~IFACE_F_XDP_EGRESS);
+		__sync_fetch_and_add(&info->xmit_failures, drops);
+		s = bpf_map_lookup_elem(&outcomes, &out);
+		if (s)
+			s->packets += drops;
+		if (p)
+			attribute(info, p, drops);
+	}
+	if (p && flushed) {
+		p->kinds[0] = p->kinds[1] = p->kinds[2] = 0;
+	} else if (p && drops > 0) {
+		/* One frame refused at once: the latest. */
+		__u32 k = p->last & 3;
+
+		if (k < 3 && p->kinds[k])
+			p->kinds[k]--;
+	}
 }
 
 /* XDP_TX batches a driver could not send (a veth whose peer runs no XDP). */
 SEC("tp_btf/xdp_bulk_tx")
 int xdp_bulk_tx_failed(__u64 *ctx)
 {
-	xmit_failed(((const struct net_device *)ctx[0])->ifindex, (int)ctx[2], (int)ctx[3]);
+	xmit_failed(((const struct net_device *)ctx[0])->ifindex, (int)ctx[2], (int)ctx[3], 1);
 	return 0;
 }
 
@@ -1250,7 +1333,7 @@ SEC("tp_btf/xdp_exception")
 int xdp_tx_exception(__u64 *ctx)
 {
 	if ((__u32)ctx[2] == XDP_TX)
-		xmit_failed(((const struct net_device *)ctx[0])->ifindex, 1, 0);
+		xmit_failed(((const struct net_device *)ctx[0])->ifindex, 1, 0, 0);
 	return 0;
 }
 
@@ -1260,7 +1343,7 @@ SEC("tp_btf/xdp_redirect_err")
 int xdp_redirect_failed(__u64 *ctx)
 {
 	if ((__u32)ctx[4] == BPF_MAP_TYPE_DEVMAP_HASH)
-		xmit_failed((__u32)ctx[6], 1, (int)ctx[3]);
+		xmit_failed((__u32)ctx[6], 1, (int)ctx[3], 0);
 	return 0;
 }
 
@@ -1268,7 +1351,7 @@ int xdp_redirect_failed(__u64 *ctx)
 SEC("tp_btf/xdp_devmap_xmit")
 int xdp_devmap_xmit_failed(__u64 *ctx)
 {
-	xmit_failed(((const struct net_device *)ctx[1])->ifindex, (int)ctx[3], (int)ctx[4]);
+	xmit_failed(((const struct net_device *)ctx[1])->ifindex, (int)ctx[3], (int)ctx[4], 1);
 	return 0;
 }
 

@@ -69,6 +69,10 @@ func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		fastToPeer, fastToClient = FastByDirection(outcomes)
+		// What XDP sent but the egress refused was not relayed.
+		failedToPeer, failedToClient := c.engine.XmitFailed()
+		fastToPeer.Packets -= min(failedToPeer, fastToPeer.Packets)
+		fastToClient.Packets -= min(failedToClient, fastToClient.Packets)
 		ch <- prometheus.MustNewConstMetric(offloadedDesc, prometheus.GaugeValue, float64(c.engine.ChannelCount()))
 		for _, a := range c.engine.Attachments() {
 			ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, 1, a.Iface, a.Hooks(), a.Reason)

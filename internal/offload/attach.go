@@ -42,6 +42,8 @@ type Attachment struct {
 	XDPEgress bool // frames sent here from XDP (XDP_TX, redirect) are delivered
 	Pinned    bool // taken over from a previous run
 	Reason    string
+
+	slot uint32 // in xmit_pending (bpf/turn.h)
 }
 
 // Hooks is "xdp", "tc" or "xdp+tc".
@@ -79,16 +81,22 @@ func (e *Engine) Attach(ifname string, mode Mode, manageForwarding bool) (Attach
 	if err := e.lookupForwarding(manageForwarding); err != nil {
 		return Attachment{}, err
 	}
-	a := &attachment{Attachment: Attachment{Iface: ifname, Index: iface.Index}}
-	if err := e.attachHooks(a, iface, mode); err != nil {
+	slot, ok := e.ifaceSlots.get()
+	if !ok {
+		return Attachment{}, fmt.Errorf("offload: %s: more than %d interfaces", ifname, maxIfaceSlots)
+	}
+	a := &attachment{Attachment: Attachment{Iface: ifname, Index: iface.Index, slot: slot}}
+	fail := func(err error) (Attachment, error) {
 		a.abandon()
 		_ = e.objs.Ifaces.Delete(uint32(iface.Index))
-		return Attachment{}, fmt.Errorf("offload: %s: %w", ifname, err)
+		e.ifaceSlots.put(slot)
+		return Attachment{}, err
+	}
+	if err := e.attachHooks(a, iface, mode); err != nil {
+		return fail(fmt.Errorf("offload: %s: %w", ifname, err))
 	}
 	if err := e.objs.EgressPorts.Put(uint32(iface.Index), uint32(iface.Index)); err != nil {
-		a.abandon()
-		_ = e.objs.Ifaces.Delete(uint32(iface.Index))
-		return Attachment{}, fmt.Errorf("offload: add %s to egress ports: %w", ifname, err)
+		return fail(fmt.Errorf("offload: add %s to egress ports: %w", ifname, err))
 	}
 	e.attached[iface.Index] = a
 	return a.Attachment, nil
@@ -259,7 +267,7 @@ func (a *attachment) abandon() {
 // registerIface tells the programs the interface's MAC address (frames for
 // other hosts go to the kernel) and which hooks run there.
 func (e *Engine) registerIface(a Attachment, mac net.HardwareAddr) error {
-	info := turnIfaceInfo{Flags: ifaceRegistered}
+	info := turnIfaceInfo{Flags: ifaceRegistered, Slot: a.slot}
 	if len(mac) == 6 {
 		info.Mac = [6]byte(mac)
 	}
@@ -277,6 +285,8 @@ func (e *Engine) registerIface(a Attachment, mac net.HardwareAddr) error {
 	}
 	return nil
 }
+
+const maxIfaceSlots = 256 // MAX_IFACE_SLOTS
 
 // Flags of struct iface_info (bpf/turn.h).
 const (
@@ -302,6 +312,22 @@ func (e *Engine) Attachments() []Attachment {
 		out = append(out, cur)
 	}
 	return out
+}
+
+// XmitFailed is how many fast datagrams, by direction, left XDP towards
+// our interfaces but were not taken (a hairpin counts in both): the fast
+// counters count them, though they were not relayed.
+func (e *Engine) XmitFailed() (toPeer, toClient uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for idx := range e.attached {
+		var info turnIfaceInfo
+		if e.objs.Ifaces.Lookup(uint32(idx), &info) == nil {
+			toPeer += info.FailedToPeer
+			toClient += info.FailedToClient
+		}
+	}
+	return toPeer, toClient
 }
 
 // XmitFailures is how many frames sent from XDP the interface did not take.

@@ -83,6 +83,7 @@ type Engine struct {
 	attached     map[int]*attachment // by ifindex
 	tcLinks      []link.Link         // TC egress snoopers
 	forwardingOn bool                // the loopback forwarding sysctls (bpf/ip.h)
+	ifaceSlots   slotPool            // xmit_pending slots of attached interfaces
 	pinDir       string
 	restores     []func() error // sysctls to put back on Close
 	relayIPs     map[netip.Addr]bool
@@ -113,6 +114,7 @@ func Load(cfg Config) (*Engine, error) {
 
 	e := &Engine{
 		attached:    map[int]*attachment{},
+		ifaceSlots:  newSlotPool(maxIfaceSlots),
 		relayIPs:    map[netip.Addr]bool{},
 		channels:    map[Channel]channelState{},
 		slots:       newSlotPool(2 * cfg.MaxChannels),

@@ -56,12 +56,16 @@ type turnFlowStats struct {
 }
 
 type turnIfaceInfo struct {
-	_            structs.HostLayout
-	Mac          [6]uint8
-	Pad          uint16
-	Flags        uint32
-	_            [4]byte
-	XmitFailures uint64
+	_              structs.HostLayout
+	Mac            [6]uint8
+	Pad            uint16
+	Flags          uint32
+	_              [4]byte
+	XmitFailures   uint64
+	FailedToPeer   uint64
+	FailedToClient uint64
+	Slot           uint32
+	Pad2           uint32
 }
 
 type turnNexthop struct {
@@ -146,6 +150,12 @@ type turnRoute struct {
 	SrcUntil   uint64
 }
 
+type turnXmitPending struct {
+	_     structs.HostLayout
+	Kinds [3]uint32
+	Last  uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -162,6 +172,7 @@ const (
 	turnMapPeerRoutesV6         = "peer_routes_v6"
 	turnMapRateBuckets          = "rate_buckets"
 	turnMapSnoopEvents          = "snoop_events"
+	turnMapXmitPending          = "xmit_pending"
 	turnProgTurnOffload         = "turn_offload"
 	turnProgTurnSnoopEgress     = "turn_snoop_egress"
 	turnProgXdpBulkTxFailed     = "xdp_bulk_tx_failed"
@@ -236,6 +247,7 @@ type turnMapSpecs struct {
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
 	RateBuckets    *ebpf.MapSpec `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.MapSpec `ebpf:"snoop_events"`
+	XmitPending    *ebpf.MapSpec `ebpf:"xmit_pending"`
 }
 
 // turnVariableSpecs contains global variables before they are loaded into the kernel.
@@ -276,6 +288,7 @@ type turnMaps struct {
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
 	RateBuckets    *ebpf.Map `ebpf:"rate_buckets"`
 	SnoopEvents    *ebpf.Map `ebpf:"snoop_events"`
+	XmitPending    *ebpf.Map `ebpf:"xmit_pending"`
 }
 
 func (m *turnMaps) Close() error {
@@ -292,6 +305,7 @@ func (m *turnMaps) Close() error {
 		m.PeerRoutesV6,
 		m.RateBuckets,
 		m.SnoopEvents,
+		m.XmitPending,
 	)
 }
 

@@ -45,12 +45,16 @@ type turnTCFlowStats struct {
 }
 
 type turnTCIfaceInfo struct {
-	_            structs.HostLayout
-	Mac          [6]uint8
-	Pad          uint16
-	Flags        uint32
-	_            [4]byte
-	XmitFailures uint64
+	_              structs.HostLayout
+	Mac            [6]uint8
+	Pad            uint16
+	Flags          uint32
+	_              [4]byte
+	XmitFailures   uint64
+	FailedToPeer   uint64
+	FailedToClient uint64
+	Slot           uint32
+	Pad2           uint32
 }
 
 type turnTCNexthop struct {

@@ -158,6 +158,10 @@ func TestForcedXDPOnUnpreparedHostIsNotSilent(t *testing.T) {
 	if m.Outcome("drop_xmit_failed") == 0 {
 		t.Errorf("drop_xmit_failed not counted: %v", m)
 	}
+	// XDP sent them, but none left: the fast counter counts only what did.
+	if sent, fast := m.Outcome("fast_client_to_peer"), m.Packets("fast", "client_to_peer"); sent == 0 || fast != 0 {
+		t.Errorf("XDP sent %v datagrams towards a veth that took none, and %v are counted as relayed on the fast path", sent, fast)
+	}
 	said := false
 	for key := range metrics(t, r) {
 		said = said || strings.HasPrefix(key, "ebrtc_offload_attached{") &&
