@@ -1152,6 +1152,10 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 	if (out != OUT_CONTINUE)
 		return out;
 	e.csum_partial = summed == CHECKSUM_PARTIAL;
+#else
+	/* Before the next-hop lookup: such a datagram is TC's whatever its route. */
+	if (maybe_partial(pkt))
+		return xdp_to_tc(ctx, OUT_SLOW_CHECKSUM_OFFLOAD);
 #endif
 	out = next_hop(ctx, e.route, out_ip_len(&e), now, &nh);
 	if (out != OUT_CONTINUE)
@@ -1159,8 +1163,6 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 #ifndef EBRTC_TC
 	struct iface_info *egress = iface_of(nh.ifindex);
 
-	if (maybe_partial(pkt))
-		return xdp_to_tc(ctx, OUT_SLOW_CHECKSUM_OFFLOAD);
 	out = xdp_can_send(ctx, egress);
 	if (out != OUT_CONTINUE)
 		return out;

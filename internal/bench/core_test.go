@@ -97,14 +97,12 @@ func TestPinProcess(t *testing.T) {
 	if err := pinProcess(p.Process.Pid, cpuSet(cpu)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("/proc/" + itoa(p.Process.Pid) + "/status")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Process.Pid) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "Cpus_allowed_list:\t" + itoa(cpu)
+	want := "Cpus_allowed_list:\t" + strconv.Itoa(cpu)
 	if !strings.Contains(string(b), want+"\n") {
 		t.Errorf("status lacks %q:\n%s", want, b)
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -195,9 +195,9 @@ func (e *Engine) loadTC() error {
 	if err != nil {
 		return fmt.Errorf("offload: read TC object: %w", err)
 	}
-	shared := map[string]*ebpf.Map{}
+	xdpMaps, shared := e.xdpMaps(), map[string]*ebpf.Map{}
 	for name := range spec.Maps {
-		m, ok := e.sharedMap(name)
+		m, ok := xdpMaps[name]
 		if !ok {
 			return fmt.Errorf("offload: TC object has a map %q the XDP object lacks", name)
 		}
@@ -233,15 +233,15 @@ func (e *Engine) watchXmitFailures() error {
 	return nil
 }
 
-func (e *Engine) sharedMap(name string) (*ebpf.Map, bool) {
-	m := map[string]*ebpf.Map{
+// xdpMaps are the XDP object's maps by their names in the C source.
+func (e *Engine) xdpMaps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
 		"client_routes_v4": e.objs.ClientRoutesV4, "client_routes_v6": e.objs.ClientRoutesV6,
 		"peer_routes_v4": e.objs.PeerRoutesV4, "peer_routes_v6": e.objs.PeerRoutesV6,
 		"flows": e.objs.Flows, "outcomes": e.objs.Outcomes, "config": e.objs.Config,
 		"nexthops": e.objs.Nexthops, "rate_buckets": e.objs.RateBuckets, "ifaces": e.objs.Ifaces,
 		"snoop_events": e.objs.SnoopEvents, "egress_ports": e.objs.EgressPorts,
-	}[name]
-	return m, m != nil
+	}
 }
 
 func kernelConfig(cfg Config) turnOffloadConfig {

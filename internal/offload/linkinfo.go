@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"syscall"
@@ -102,7 +103,7 @@ func parseLink(data []byte) (linkInfo, error) {
 	a := attrs(data[unix.SizeofIfInfomsg:])
 	if v := a[unix.IFLA_LINKINFO]; v != nil {
 		if kind := attrs(v)[unix.IFLA_INFO_KIND]; kind != nil {
-			li.kind = string(trimNUL(kind))
+			li.kind = string(bytes.TrimRight(kind, "\x00"))
 		}
 	}
 	if v := a[unix.IFLA_LINK]; len(v) >= 4 {
@@ -124,10 +125,3 @@ const (
 	xdpAttachedNone = 0
 	xdpAttachedSKB  = 2 // generic XDP
 )
-
-func trimNUL(b []byte) []byte {
-	for len(b) > 0 && b[len(b)-1] == 0 {
-		b = b[:len(b)-1]
-	}
-	return b
-}
