@@ -15,6 +15,18 @@
 
 #define INLINE static __always_inline
 
+/* bpf_map_lookup_elem on a map known at this call site. Clang merges
+ * lookups in two branches (an IPv4 and an IPv6 map, say) into one call
+ * with a variable map pointer, which the verifier cannot inline and the
+ * kernel then reaches through the generic helper and an indirect call.
+ * An asm statement of its own (tag) after each call keeps them apart. */
+#define LOOKUP_AT(map, key, tag)                                                                    \
+	({                                                                                          \
+		void *__val = bpf_map_lookup_elem(map, key);                                        \
+		asm volatile("/* " tag " */" : "+r"(__val));                                        \
+		__val;                                                                              \
+	})
+
 #ifndef offsetof
 #define offsetof(type, member) __builtin_offsetof(type, member)
 #endif

@@ -80,22 +80,25 @@ struct peer_key_v6 {
 	__be16 relay_port;
 };
 
-/* A bpf_fib_lookup answer, cached per CPU for NEXTHOP_TTL_NS. */
-struct nexthop_key {
-	__u8 src[16];
-	__u8 dst[16];
-	__u32 ifindex; /* ingress */
-	__u8 family;
-	__u8 pad[3];
-};
-
-struct nexthop {
-	__u64 expires;  /* CLOCK_MONOTONIC_COARSE, ns */
-	__u32 ifindex;  /* egress */
-	__u16 max_len;  /* largest IP length checked against the MTU */
+/* Where a route's datagrams leave and through what, as last looked up on
+ * one CPU: the bpf_fib_lookup answer, and what the interfaces table said of
+ * the ingress and egress interfaces. Kept beside the route's counters (one
+ * per-CPU array slot per route), so a packet pays no lookup for it; valid
+ * for NEXTHOP_TTL_NS, for one ingress interface, and while the interfaces
+ * table is unchanged (iface_gen). */
+struct path {
+	__u64 expires;   /* CLOCK_MONOTONIC_COARSE, ns; 0: empty */
+	__u32 ingress;   /* ifindex the answer is for */
+	__u32 ifindex;   /* egress */
+	__u32 gen;       /* iface_gen when taken */
+	__u32 out_flags; /* egress's IFACE_F_* (0: not registered) */
+	__u32 out_slot;  /* egress's xmit_pending slot */
+	__u16 max_len;   /* largest IP length checked against the MTU */
 	__u8 smac[6];
 	__u8 dmac[6];
-	__u16 pad;
+	__u8 in_mac[6];  /* ingress's MAC, all zero when unknown */
+	__u8 in_known;   /* ingress is registered */
+	__u8 pad[3];
 };
 
 #define NEXTHOP_TTL_NS 1000000000ULL
@@ -140,6 +143,7 @@ struct flow_stats {
 	__u32 since_spill;
 	__u32 spilled;
 	__u64 dropped;    /* over the allocation's bandwidth limit */
+	struct path path; /* not a counter: the route's cached next hop */
 };
 
 struct outcome_stats {

@@ -26,6 +26,7 @@
 #include "stun.h"
 #include "source.h"
 #include "ratelimit.h"
+#include "clock.h"
 #include "outcome.h"
 #include "hook.h"
 #include <linux/if_packet.h>
@@ -85,15 +86,15 @@ struct {
 	__type(value, struct offload_config);
 } config SEC(".maps");
 
-/* Recent bpf_fib_lookup answers: the lookup costs more than the rest of the
- * fast path together. Per CPU, so entries are never torn; they expire after
- * NEXTHOP_TTL_NS, so route and neighbour changes apply within a second. */
+/* Bumped whenever the interfaces table changes (by user space, and here
+ * when an interface is found to take no XDP frames): the paths cached in
+ * the flows slots hold what the table said, valid while it is unchanged. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct nexthop_key);
-	__type(value, struct nexthop);
-} nexthops SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} iface_gen SEC(".maps");
 
 /* Bandwidth limits: one bucket per allocation and direction, shared by its
  * channels and by every CPU; indexes are handed out by user space. */
@@ -260,7 +261,7 @@ INLINE struct route *lookup_client_route(const struct packet *pkt, __be16 channe
 			.server_port = pkt->udp.dport,
 			.channel = channel,
 		};
-		return bpf_map_lookup_elem(&client_routes_v4, &k);
+		return LOOKUP_AT(&client_routes_v4, &k, "client_routes_v4");
 	}
 	struct client_key_v6 k = {
 		.client_port = pkt->udp.sport,
@@ -269,7 +270,7 @@ INLINE struct route *lookup_client_route(const struct packet *pkt, __be16 channe
 	};
 	__builtin_memcpy(k.client_ip, pkt->ip.saddr.v6, 16);
 	__builtin_memcpy(k.server_ip, pkt->ip.daddr.v6, 16);
-	return bpf_map_lookup_elem(&client_routes_v6, &k);
+	return LOOKUP_AT(&client_routes_v6, &k, "client_routes_v6");
 }
 
 INLINE struct route *lookup_peer_route(const struct endpoint *peer, const struct endpoint *relay)
@@ -281,7 +282,7 @@ INLINE struct route *lookup_peer_route(const struct endpoint *peer, const struct
 			.peer_port = peer->port,
 			.relay_port = relay->port,
 		};
-		return bpf_map_lookup_elem(&peer_routes_v4, &k);
+		return LOOKUP_AT(&peer_routes_v4, &k, "peer_routes_v4");
 	}
 	struct peer_key_v6 k = {
 		.peer_port = peer->port,
@@ -289,7 +290,7 @@ INLINE struct route *lookup_peer_route(const struct endpoint *peer, const struct
 	};
 	__builtin_memcpy(k.peer_ip, peer->ip.v6, 16);
 	__builtin_memcpy(k.relay_ip, relay->ip.v6, 16);
-	return bpf_map_lookup_elem(&peer_routes_v6, &k);
+	return LOOKUP_AT(&peer_routes_v6, &k, "peer_routes_v6");
 }
 
 /* Full sum of the data, for inputs without a UDP checksum that must leave with
@@ -387,36 +388,125 @@ INLINE int fib_lookup(hook_ctx *ctx, const struct route *r, __u32 ip_len,
 	return OUT_CONTINUE;
 }
 
-/* Where the datagram leaves: from the per-CPU cache while fresh and the
- * length already passed the MTU check, else from bpf_fib_lookup (cached on
- * success). */
-INLINE int next_hop(hook_ctx *ctx, const struct route *r, __u32 ip_len, __u64 now,
-		    struct nexthop *out)
+INLINE __u32 current_iface_gen(void)
 {
-	struct nexthop_key key = { .ifindex = ctx->ingress_ifindex, .family = r->dst.family };
+	__u32 zero = 0, *gen = bpf_map_lookup_elem(&iface_gen, &zero);
+
+	return gen ? *gen : 0;
+}
+
+/* Cached paths hold what the interfaces table said: a change voids them. */
+static __always_inline __attribute__((unused)) void bump_iface_gen(void)
+{
+	__u32 zero = 0, *gen = bpf_map_lookup_elem(&iface_gen, &zero);
+
+	if (gen)
+		__sync_fetch_and_add(gen, 1);
+}
+
+INLINE struct iface_info *iface_of(__u32 ifindex)
+{
+	return bpf_map_lookup_elem(&ifaces, &ifindex);
+}
+
+/* Registered interfaces only: unregistered ones (test runs) are not checked. */
+static __always_inline __attribute__((unused)) int registered(const struct iface_info *info)
+{
+	return info && info->flags;
+}
+
+/* Whether the frame's destination is a unicast MAC other than ours
+ * (an unknown, all-zero, MAC of ours: never). */
+static __always_inline __attribute__((unused)) int not_our_mac(hook_ctx *ctx, const __u8 *mac)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	int differ = 0, known = 0;
+
+	if ((void *)(eth + 1) > data_end)
+		return 0;
+#pragma unroll
+	for (int i = 0; i < ETH_ALEN; i++) {
+		differ |= eth->h_dest[i] ^ mac[i];
+		known |= mac[i];
+	}
+	return known && differ;
+}
+
+/* A frame seen only because the interface is promiscuous is another host's:
+ * the kernel drops it (PACKET_OTHERHOST), so the fast path must not relay it. */
+INLINE int for_other_host(hook_ctx *ctx)
+{
+#ifdef EBRTC_TC
+	return ctx->pkt_type == PACKET_OTHERHOST;
+#else
+	struct iface_info *own = iface_of(ctx->ingress_ifindex);
+
+	return registered(own) && not_our_mac(ctx, own->mac);
+#endif
+}
+
+/* Refresh path p of route r: the FIB's answer and the interfaces' entries. */
+INLINE int fill_path(hook_ctx *ctx, const struct route *r, __u32 ip_len, __u64 now, struct path *p)
+{
 	struct bpf_fib_lookup fib = {};
-	struct nexthop *nh;
+	struct iface_info *in, *out;
+	/* Read before the table: a change after this read bumps it again. */
+	__u32 gen = current_iface_gen();
+	__u16 max_len = ip_len;
 	int rc;
 
-	__builtin_memcpy(key.src, r->src.ip.bytes, 16);
-	__builtin_memcpy(key.dst, r->dst.ip.bytes, 16);
-	nh = bpf_map_lookup_elem(&nexthops, &key);
-	if (nh && nh->expires > now && ip_len <= nh->max_len) {
-		*out = *nh;
-		return OUT_CONTINUE;
-	}
 	rc = fib_lookup(ctx, r, ip_len, &fib);
 	if (rc != OUT_CONTINUE)
 		return rc;
-	out->expires = now + NEXTHOP_TTL_NS;
-	out->ifindex = fib.ifindex;
-	out->max_len = ip_len;
-	if (nh && nh->expires > now && nh->ifindex == fib.ifindex && nh->max_len > ip_len)
-		out->max_len = nh->max_len;
-	__builtin_memcpy(out->smac, fib.smac, ETH_ALEN);
-	__builtin_memcpy(out->dmac, fib.dmac, ETH_ALEN);
-	bpf_map_update_elem(&nexthops, &key, out, BPF_ANY);
+	/* Keep the larger length already checked while the answer is the same. */
+	if (p->expires > now && p->ifindex == fib.ifindex && p->ingress == ctx->ingress_ifindex &&
+	    p->max_len > ip_len)
+		max_len = p->max_len;
+	p->max_len = max_len;
+	p->expires = now + NEXTHOP_TTL_NS;
+	p->ingress = ctx->ingress_ifindex;
+	p->ifindex = fib.ifindex;
+	p->gen = gen;
+	__builtin_memcpy(p->smac, fib.smac, ETH_ALEN);
+	__builtin_memcpy(p->dmac, fib.dmac, ETH_ALEN);
+	in = iface_of(ctx->ingress_ifindex);
+	p->in_known = registered(in);
+	if (in)
+		__builtin_memcpy(p->in_mac, in->mac, ETH_ALEN);
+	else
+		__builtin_memset(p->in_mac, 0, ETH_ALEN);
+	out = iface_of(fib.ifindex);
+	p->out_flags = out ? out->flags : 0;
+	p->out_slot = out ? out->slot : 0;
 	return OUT_CONTINUE;
+}
+
+/* Where the datagram leaves: the path cached in the route's per-CPU slot
+ * (st) while fresh, for this ingress and interfaces table, and the length
+ * already passed the MTU check; else looked up and cached. *out points at
+ * the path to use: st's, or scratch when the route has no slot. */
+INLINE int next_hop(hook_ctx *ctx, const struct route *r, __u32 ip_len, __u64 now,
+		    struct flow_stats *st, struct path *scratch, struct path **out)
+{
+	struct path *p;
+	int rc;
+
+	if (!st) {
+		scratch->expires = 0;
+		*out = scratch;
+		return fill_path(ctx, r, ip_len, now, scratch);
+	}
+	p = &st->path;
+	*out = p;
+	if (p->expires > now && p->ingress == ctx->ingress_ifindex && ip_len <= p->max_len &&
+	    p->gen == current_iface_gen())
+		return OUT_CONTINUE;
+	rc = fill_path(ctx, r, ip_len, now, p);
+	if (rc != OUT_CONTINUE)
+		p->expires = 0;
+	return rc;
 }
 
 /* Bytes in front of the data in the outgoing frame. */
@@ -449,7 +539,9 @@ INLINE int resize(hook_ctx *ctx, const struct emit *e, __u32 hdr_len, __u32 pad)
 	/* A scalar from here on: folded into the sums below, the pointers would
 	 * meet 32-bit arithmetic, which the verifier refuses. */
 	asm volatile("" : "+r"(len));
-	if (bpf_xdp_adjust_tail(ctx, (int)(hdr_len + e->data_len + pad) - len) == 0)
+	/* Often the tail is right already (no padding change): skip the call. */
+	if ((int)(hdr_len + e->data_len + pad) == len ||
+	    bpf_xdp_adjust_tail(ctx, (int)(hdr_len + e->data_len + pad) - len) == 0)
 		return pad;
 	/* Padding is optional over UDP (RFC 8656 section 12.5); try without. */
 	if (pad && bpf_xdp_adjust_tail(ctx, (int)(hdr_len + e->data_len) - len) == 0)
@@ -659,7 +751,7 @@ INLINE __u16 ip_id(const struct emit *e)
 
 /* Headers from the Ethernet destination to the ChannelData header; check is
  * the UDP checksum field. */
-INLINE int write_headers(hook_ctx *ctx, const struct emit *e, const struct nexthop *nh,
+INLINE int write_headers(hook_ctx *ctx, const struct emit *e, const struct path *nh,
 			 __u16 udp_len, __u16 check)
 {
 	void *data = (void *)(long)ctx->data;
@@ -734,7 +826,7 @@ INLINE __u16 udp_check(const struct emit *e, __u16 udp_len)
 /* Build the outgoing datagram in place. Nothing is written before every
  * check that can fail has passed, so a slow-path verdict leaves the packet
  * exactly as it arrived. */
-INLINE int rewrite(hook_ctx *ctx, struct emit *e, const struct nexthop *nh)
+INLINE int rewrite(hook_ctx *ctx, struct emit *e, const struct path *nh)
 {
 	const struct route *r = e->route;
 	__u32 hdr_len = out_header_len(e);
@@ -898,7 +990,7 @@ INLINE int classify(hook_ctx *ctx, const struct offload_config *cfg, struct pack
 	if (is_listen_port(cfg, pkt->udp.dport)) {
 		int out = client_to_peer(ctx, pkt, e, legs);
 
-		if (out == OUT_SLOW_NOT_CHANNEL_DATA && (cfg->flags & CONFIG_F_SNOOP))
+		if (out == OUT_SLOW_NOT_CHANNEL_DATA && (cfg->flags & CONFIG_F_SNOOP) && !for_other_host(ctx))
 			snoop_request(ctx, pkt);
 		return out;
 	}
@@ -967,41 +1059,6 @@ INLINE struct flow_stats *flow_of(const struct route *r)
 	return bpf_map_lookup_elem(&flows, &slot);
 }
 
-INLINE struct iface_info *iface_of(__u32 ifindex)
-{
-	return bpf_map_lookup_elem(&ifaces, &ifindex);
-}
-
-/* Registered interfaces only: unregistered ones (test runs) are not checked. */
-static __always_inline __attribute__((unused)) int registered(const struct iface_info *info)
-{
-	return info && info->flags;
-}
-
-/* A frame seen only because the interface is promiscuous is another host's:
- * the kernel drops it (PACKET_OTHERHOST), so the fast path must not relay it. */
-INLINE int for_other_host(hook_ctx *ctx)
-{
-#ifdef EBRTC_TC
-	return ctx->pkt_type == PACKET_OTHERHOST;
-#else
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct iface_info *own = iface_of(ctx->ingress_ifindex);
-	struct ethhdr *eth = data;
-	int differ = 0, known = 0;
-
-	if (!registered(own) || (void *)(eth + 1) > data_end)
-		return 0;
-#pragma unroll
-	for (int i = 0; i < ETH_ALEN; i++) {
-		differ |= eth->h_dest[i] ^ own->mac[i];
-		known |= own->mac[i];
-	}
-	return known && differ;
-#endif
-}
-
 #ifndef EBRTC_TC
 /* XDP frames reach an interface only if its driver takes them (a veth only
  * when its peer runs XDP); user space says which do. Returns OUT_CONTINUE
@@ -1026,9 +1083,9 @@ INLINE int xdp_to_tc(hook_ctx *ctx, int fallback)
 	return HOOK_TO_TC;
 }
 
-INLINE int xdp_can_send(hook_ctx *ctx, struct iface_info *out)
+INLINE int xdp_can_send(hook_ctx *ctx, const struct path *p)
 {
-	if (!registered(out) || (out->flags & IFACE_F_XDP_EGRESS))
+	if (!p->out_flags || (p->out_flags & IFACE_F_XDP_EGRESS))
 		return OUT_CONTINUE;
 	return xdp_to_tc(ctx, OUT_SLOW_NO_EGRESS_PORT);
 }
@@ -1040,24 +1097,22 @@ struct {
 	__type(value, struct xmit_pending);
 } xmit_pending SEC(".maps");
 
-INLINE struct xmit_pending *pending_of(const struct iface_info *info)
+INLINE struct xmit_pending *pending_of(__u32 slot)
 {
-	__u32 slot = info->slot;
-
 	return bpf_map_lookup_elem(&xmit_pending, &slot);
 }
 
-/* A fast datagram leaves from XDP towards out (unregistered: test runs). */
-INLINE void note_pending(const struct iface_info *out, int fast)
+/* A fast datagram leaves from XDP along p (unregistered egress: test runs). */
+INLINE void note_pending(const struct path *p, int fast)
 {
-	struct xmit_pending *p;
+	struct xmit_pending *pend;
 
-	if (!registered(out) || fast < 0 || fast > OUT_FAST_HAIRPIN)
+	if (!p->out_flags || fast < 0 || fast > OUT_FAST_HAIRPIN)
 		return;
-	p = pending_of(out);
-	if (p) {
-		p->kinds[fast & 3]++;
-		p->last = fast;
+	pend = pending_of(p->out_slot);
+	if (pend) {
+		pend->kinds[fast & 3]++;
+		pend->last = fast;
 	}
 }
 
@@ -1118,26 +1173,28 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 	struct emit e = {};
 	struct legs legs = {};
 	struct flow_stats *flows_of[2];
-	struct nexthop nh;
+	struct path scratch, *path;
 	__u32 zero = 0;
 	struct offload_config *cfg;
 	int fast, out;
 	__u64 now;
 
+#ifdef EBRTC_TC
 	if (for_other_host(ctx))
 		return OUT_PASS_OTHER_HOST;
+#endif
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return OUT_PASS_NOT_TURN;
 	fast = classify(ctx, cfg, pkt, &e, &legs);
 	if (fast > OUT_FAST_HAIRPIN)
-		return fast;
+		return for_other_host(ctx) ? OUT_PASS_OTHER_HOST : fast;
 #ifdef EBRTC_TC
 	/* Several datagrams in one skb (GSO, GRO): one rewrite cannot serve them. */
 	if (ctx->gso_segs > 1 || ctx->gso_size)
 		return OUT_SLOW_GSO;
 #endif
-	now = bpf_ktime_get_coarse_ns();
+	now = coarse_now();
 	out = admit_source(ctx, pkt, legs.route[0], now);
 	if (out != OUT_CONTINUE)
 		return out;
@@ -1157,19 +1214,21 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 	if (maybe_partial(pkt))
 		return xdp_to_tc(ctx, OUT_SLOW_CHECKSUM_OFFLOAD);
 #endif
-	out = next_hop(ctx, e.route, out_ip_len(&e), now, &nh);
+	/* One lookup of each leg's per-CPU slot serves the path, the checks
+	 * and the counts; the emitted route is the last leg's. */
+	flows_of[0] = flow_of(legs.route[0]);
+	flows_of[1] = flow_of(legs.route[1]);
+	out = next_hop(ctx, e.route, out_ip_len(&e), now, legs.route[1] ? flows_of[1] : flows_of[0],
+		       &scratch, &path);
 	if (out != OUT_CONTINUE)
 		return out;
 #ifndef EBRTC_TC
-	struct iface_info *egress = iface_of(nh.ifindex);
-
-	out = xdp_can_send(ctx, egress);
+	if (path->in_known && not_our_mac(ctx, path->in_mac))
+		return OUT_PASS_OTHER_HOST;
+	out = xdp_can_send(ctx, path);
 	if (out != OUT_CONTINUE)
 		return out;
 #endif
-	/* One lookup of each leg's counters serves the checks and the count. */
-	flows_of[0] = flow_of(legs.route[0]);
-	flows_of[1] = flow_of(legs.route[1]);
 	out = admit_rate(cfg, &legs, flows_of, e.data_len, now);
 	if (out == OUT_DROP_RATE_LIMIT)
 		*action = HOOK_DROP;
@@ -1187,14 +1246,14 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 		}
 	}
 #endif
-	out = rewrite(ctx, &e, &nh);
+	out = rewrite(ctx, &e, path);
 	if (out == OUT_DROP_REWRITE_FAILED)
 		*action = HOOK_DROP;
 	if (out != OUT_CONTINUE)
 		return out;
-	*action = send(ctx, nh.ifindex);
+	*action = send(ctx, path->ifindex);
 #ifndef EBRTC_TC
-	note_pending(egress, fast);
+	note_pending(path, fast);
 #endif
 	count_flow(flows_of[0], e.data_len, now);
 	count_flow(flows_of[1], e.data_len, now);
@@ -1300,10 +1359,12 @@ INLINE void xmit_failed(__u32 ifindex, int drops, int err, int flushed)
 
 	if (!registered(info))
 		return;
-	p = pending_of(info);
+	p = pending_of(info->slot);
 	if (drops > 0) {
-		if (err == -ENXIO || err == -EOPNOTSUPP)
+		if ((err == -ENXIO || err == -EOPNOTSUPP) && (info->flags & IFACE_F_XDP_EGRESS)) {
 			__sync_fetch_and_and(&info->flags, ~IFACE_F_XDP_EGRESS);
+			bump_iface_gen();
+		}
 		__sync_fetch_and_add(&info->xmit_failures, drops);
 		s = bpf_map_lookup_elem(&outcomes, &out);
 		if (s)

@@ -19,6 +19,7 @@ var commands = []command{
 	{"turn", "run a TURN server (RFC 8656) with the XDP fast path", runTurn},
 	{"offload", "offload an unmodified TURN server's channels to XDP (needs root)", runOffload},
 	{"bench", "benchmark TURN relays on a namespace testbed (needs root)", runBench},
+	{"profile", "charge a loaded BPF program's perf samples to its source lines (needs root)", runProfile},
 	{"demo", "show the fast path on a namespace testbed (needs root)", runDemo},
 	{"version", "print the version", runVersion},
 }

@@ -160,6 +160,16 @@ func measureRelay(e *env, r Relay, o Options) (*RelayResult, error) {
 	}
 	res.fillHeadline()
 	if e.core != nil {
+		progress(o, "%-14s saturation trial: in-kernel generator, 200-byte data", r.Name)
+		sat, err := saturate(e, flows, 200, max(o.Trial, 2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		res.fillSaturated(sat)
+		progress(o, "%-14s saturated: %.0f pkt/s delivered (%.1f%% lost), core %.0f%% busy, %.0f ns/packet",
+			r.Name, res.SaturatedPPS, 100*res.SaturatedLoss, 100*res.SaturatedCoreBusy, res.SaturatedCoreNsPerPacket)
+	}
+	if e.core != nil {
 		progress(o, "%-14s relay core: %.0f ns/packet at %.0f/s, %.0f at the max loss-free rate; %.0f ns/packet of the core's busy time not the relay's",
 			r.Name, res.RelayCoreNsPerPacket, o.CostRate, res.RelayCoreNsAtMax, res.StrayNsPerPacket)
 	}

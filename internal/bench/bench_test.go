@@ -62,6 +62,11 @@ func benchSmoke(t *testing.T, isolate bool) {
 		if isolate != (r.RelayCoreNsPerPacket > 0 && r.OneCoreMaxLossFreePPS > 0 && r.OneCoreCapacityPPS > 0) {
 			t.Errorf("%s: relay-core figures %v, %v, %v with isolation %v", r.Name, r.RelayCoreNsPerPacket, r.OneCoreMaxLossFreePPS, r.OneCoreCapacityPPS, isolate)
 		}
+		// Saturated, the in-kernel generator delivers more than the cost
+		// trial's rate, and the relay's core works for it.
+		if isolate && (r.SaturatedPPS < o.CostRate || r.SaturatedCoreNsPerPacket <= 0 || r.SaturatedCoreBusy <= 0.05) {
+			t.Errorf("%s: saturated %v pkt/s, %v ns/pkt, core %v busy", r.Name, r.SaturatedPPS, r.SaturatedCoreNsPerPacket, r.SaturatedCoreBusy)
+		}
 	}
 	var sb strings.Builder
 	rep.WriteTable(&sb)
@@ -82,7 +87,8 @@ func benchSmoke(t *testing.T, isolate bool) {
 	}
 	keys := []string{"name", "max_loss_free_pps", "cpu_ns_per_packet", "latency_p50_us", "latency_p99_us"}
 	if isolate {
-		keys = append(keys, "relay_core_ns_per_packet", "one_core_max_loss_free_pps", "one_core_capacity_pps")
+		keys = append(keys, "relay_core_ns_per_packet", "one_core_max_loss_free_pps", "one_core_capacity_pps",
+			"saturated_core_ns_per_packet", "saturated_pps", "saturated_core_busy")
 	}
 	for _, key := range keys {
 		if _, ok := doc.Relays[0][key]; !ok {

@@ -89,6 +89,7 @@ func (e *Engine) Attach(ifname string, mode Mode, manageForwarding bool) (Attach
 	fail := func(err error) (Attachment, error) {
 		a.abandon()
 		_ = e.objs.Ifaces.Delete(uint32(iface.Index))
+		e.bumpIfaceGen()
 		e.ifaceSlots.put(slot)
 		return Attachment{}, err
 	}
@@ -282,6 +283,21 @@ func (e *Engine) registerIface(a Attachment, mac net.HardwareAddr) error {
 	}
 	if err := e.objs.Ifaces.Put(uint32(a.Index), info); err != nil {
 		return fmt.Errorf("register interface: %w", err)
+	}
+	return e.bumpIfaceGen()
+}
+
+// bumpIfaceGen voids the paths the programs cached from the interfaces
+// table (struct path in bpf/turn.h), after a change to it. The programs bump
+// it too (an interface found to take no XDP frames); a bump lost in the
+// race still changes the value after this change, so no path outlives it.
+func (e *Engine) bumpIfaceGen() error {
+	var gen uint32
+	if err := e.objs.IfaceGen.Lookup(uint32(0), &gen); err != nil {
+		return fmt.Errorf("interfaces generation: %w", err)
+	}
+	if err := e.objs.IfaceGen.Put(uint32(0), gen+1); err != nil {
+		return fmt.Errorf("interfaces generation: %w", err)
 	}
 	return nil
 }

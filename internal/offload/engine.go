@@ -239,7 +239,7 @@ func (e *Engine) xdpMaps() map[string]*ebpf.Map {
 		"client_routes_v4": e.objs.ClientRoutesV4, "client_routes_v6": e.objs.ClientRoutesV6,
 		"peer_routes_v4": e.objs.PeerRoutesV4, "peer_routes_v6": e.objs.PeerRoutesV6,
 		"flows": e.objs.Flows, "outcomes": e.objs.Outcomes, "config": e.objs.Config,
-		"nexthops": e.objs.Nexthops, "rate_buckets": e.objs.RateBuckets, "ifaces": e.objs.Ifaces,
+		"iface_gen": e.objs.IfaceGen, "clock_cache": e.objs.ClockCache, "rate_buckets": e.objs.RateBuckets, "ifaces": e.objs.Ifaces,
 		"snoop_events": e.objs.SnoopEvents, "egress_ports": e.objs.EgressPorts,
 	}
 }

@@ -239,6 +239,13 @@ func (r *rig) toward(iface string, u frame.UDP) []byte {
 	return u.Marshal()
 }
 
+// register tells the programs about iface as Attach would, with mac as its address.
+func (r *rig) register(t testing.TB, iface string, a Attachment, mac []byte) {
+	t.Helper()
+	a.Index = r.ifs[iface].index
+	must(t, r.engine.registerIface(a, mac))
+}
+
 // from builds a frame arriving on iface from a neighbour.
 func (r *rig) from(iface string, u frame.UDP) []byte {
 	u.SrcMAC, _ = net.ParseMAC(neighMAC[iface])

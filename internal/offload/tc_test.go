@@ -20,10 +20,7 @@ func TestXDPHandsUnsendableToTC(t *testing.T) {
 	ch := channelFor(v4, v4, 0x4600)
 	must(t, r.engine.AddChannel(ch))
 	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(100, 27), 0, 0)})
-	register := func(iface string, a Attachment) {
-		a.Index = r.ifs[iface].index
-		must(t, r.engine.registerIface(a, r.ifs[iface].mac))
-	}
+	register := func(iface string, a Attachment) { r.register(t, iface, a, r.ifs[iface].mac) }
 	register("peer0", Attachment{TC: true}) // a veth whose peer runs no XDP
 
 	register("cli0", Attachment{XDP: true, TC: true, XDPEgress: true})
@@ -120,4 +117,38 @@ func TestXDPLeavesPartialChecksumsToTC(t *testing.T) {
 		}
 		must(t, r.engine.RemoveChannel(ch))
 	}
+}
+
+// The path a route caches per CPU (next hop, and what the interfaces table
+// said of its ingress and egress) lives only while the table is unchanged:
+// an egress that stops taking XDP frames, or an ingress MAC that changes,
+// applies to the very next datagram, not when the cached path expires.
+func TestCachedPathFollowsInterfaceChanges(t *testing.T) {
+	r := newRig(t)
+	v4 := families["v4"]
+	ch := channelFor(v4, v4, 0x4602)
+	must(t, r.engine.AddChannel(ch))
+	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(100, 29), 0, 0)})
+	register := func(iface string, a Attachment, mac []byte) { r.register(t, iface, a, mac) }
+	register("cli0", Attachment{XDP: true, XDPEgress: true}, r.ifs["cli0"].mac)
+	register("peer0", Attachment{XDP: true, XDPEgress: true}, r.ifs["peer0"].mac)
+	r.expectOutcome(FastClientToPeer, func() { r.run("cli0", in) })
+
+	register("peer0", Attachment{XDP: true}, r.ifs["peer0"].mac) // no longer takes XDP frames
+	r.expectOutcome(SlowNoEgressPort, func() {
+		if ret, out := r.run("cli0", in); ret != xdpPass || !bytes.Equal(out, in) {
+			t.Errorf("egress without XDP: action %d, frame changed %v", ret, !bytes.Equal(out, in))
+		}
+	})
+	register("peer0", Attachment{XDP: true, XDPEgress: true}, r.ifs["peer0"].mac)
+	r.expectOutcome(FastClientToPeer, func() { r.run("cli0", in) })
+
+	other := bytes.Clone(r.ifs["cli0"].mac)
+	other[5] ^= 0x01
+	register("cli0", Attachment{XDP: true, XDPEgress: true}, other) // the frame's MAC is not ours now
+	r.expectOutcome(PassOtherHost, func() {
+		if ret, out := r.run("cli0", in); ret != xdpPass || !bytes.Equal(out, in) {
+			t.Errorf("frame for another MAC: action %d, frame changed %v", ret, !bytes.Equal(out, in))
+		}
+	})
 }

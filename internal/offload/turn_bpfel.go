@@ -33,6 +33,12 @@ type turnClientKeyV6 struct {
 	Pad        uint16
 }
 
+type turnClockCache struct {
+	_       structs.HostLayout
+	Jiffies uint64
+	Ns      uint64
+}
+
 type turnEndpoint struct {
 	_  structs.HostLayout
 	Ip struct {
@@ -53,6 +59,22 @@ type turnFlowStats struct {
 	SinceSpill uint32
 	Spilled    uint32
 	Dropped    uint64
+	Path       struct {
+		_        structs.HostLayout
+		Expires  uint64
+		Ingress  uint32
+		Ifindex  uint32
+		Gen      uint32
+		OutFlags uint32
+		OutSlot  uint32
+		MaxLen   uint16
+		Smac     [6]uint8
+		Dmac     [6]uint8
+		InMac    [6]uint8
+		InKnown  uint8
+		Pad      [3]uint8
+		_        [4]byte
+	}
 }
 
 type turnIfaceInfo struct {
@@ -66,26 +88,6 @@ type turnIfaceInfo struct {
 	FailedToClient uint64
 	Slot           uint32
 	Pad2           uint32
-}
-
-type turnNexthop struct {
-	_       structs.HostLayout
-	Expires uint64
-	Ifindex uint32
-	MaxLen  uint16
-	Smac    [6]uint8
-	Dmac    [6]uint8
-	Pad     uint16
-	_       [4]byte
-}
-
-type turnNexthopKey struct {
-	_       structs.HostLayout
-	Src     [16]uint8
-	Dst     [16]uint8
-	Ifindex uint32
-	Family  uint8
-	Pad     [3]uint8
 }
 
 type turnOffloadConfig struct {
@@ -162,11 +164,12 @@ type turnXmitPending struct {
 const (
 	turnMapClientRoutesV4       = "client_routes_v4"
 	turnMapClientRoutesV6       = "client_routes_v6"
+	turnMapClockCache           = "clock_cache"
 	turnMapConfig               = "config"
 	turnMapEgressPorts          = "egress_ports"
 	turnMapFlows                = "flows"
+	turnMapIfaceGen             = "iface_gen"
 	turnMapIfaces               = "ifaces"
-	turnMapNexthops             = "nexthops"
 	turnMapOutcomes             = "outcomes"
 	turnMapPeerRoutesV4         = "peer_routes_v4"
 	turnMapPeerRoutesV6         = "peer_routes_v6"
@@ -237,11 +240,12 @@ type turnProgramSpecs struct {
 type turnMapSpecs struct {
 	ClientRoutesV4 *ebpf.MapSpec `ebpf:"client_routes_v4"`
 	ClientRoutesV6 *ebpf.MapSpec `ebpf:"client_routes_v6"`
+	ClockCache     *ebpf.MapSpec `ebpf:"clock_cache"`
 	Config         *ebpf.MapSpec `ebpf:"config"`
 	EgressPorts    *ebpf.MapSpec `ebpf:"egress_ports"`
 	Flows          *ebpf.MapSpec `ebpf:"flows"`
+	IfaceGen       *ebpf.MapSpec `ebpf:"iface_gen"`
 	Ifaces         *ebpf.MapSpec `ebpf:"ifaces"`
-	Nexthops       *ebpf.MapSpec `ebpf:"nexthops"`
 	Outcomes       *ebpf.MapSpec `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.MapSpec `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
@@ -278,11 +282,12 @@ func (o *turnObjects) Close() error {
 type turnMaps struct {
 	ClientRoutesV4 *ebpf.Map `ebpf:"client_routes_v4"`
 	ClientRoutesV6 *ebpf.Map `ebpf:"client_routes_v6"`
+	ClockCache     *ebpf.Map `ebpf:"clock_cache"`
 	Config         *ebpf.Map `ebpf:"config"`
 	EgressPorts    *ebpf.Map `ebpf:"egress_ports"`
 	Flows          *ebpf.Map `ebpf:"flows"`
+	IfaceGen       *ebpf.Map `ebpf:"iface_gen"`
 	Ifaces         *ebpf.Map `ebpf:"ifaces"`
-	Nexthops       *ebpf.Map `ebpf:"nexthops"`
 	Outcomes       *ebpf.Map `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.Map `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
@@ -295,11 +300,12 @@ func (m *turnMaps) Close() error {
 	return _TurnClose(
 		m.ClientRoutesV4,
 		m.ClientRoutesV6,
+		m.ClockCache,
 		m.Config,
 		m.EgressPorts,
 		m.Flows,
+		m.IfaceGen,
 		m.Ifaces,
-		m.Nexthops,
 		m.Outcomes,
 		m.PeerRoutesV4,
 		m.PeerRoutesV6,

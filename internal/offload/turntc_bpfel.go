@@ -18,11 +18,12 @@ import (
 const (
 	turnTCMapClientRoutesV4 = "client_routes_v4"
 	turnTCMapClientRoutesV6 = "client_routes_v6"
+	turnTCMapClockCache     = "clock_cache"
 	turnTCMapConfig         = "config"
 	turnTCMapEgressPorts    = "egress_ports"
 	turnTCMapFlows          = "flows"
+	turnTCMapIfaceGen       = "iface_gen"
 	turnTCMapIfaces         = "ifaces"
-	turnTCMapNexthops       = "nexthops"
 	turnTCMapOutcomes       = "outcomes"
 	turnTCMapPeerRoutesV4   = "peer_routes_v4"
 	turnTCMapPeerRoutesV6   = "peer_routes_v6"
@@ -82,11 +83,12 @@ type turnTCProgramSpecs struct {
 type turnTCMapSpecs struct {
 	ClientRoutesV4 *ebpf.MapSpec `ebpf:"client_routes_v4"`
 	ClientRoutesV6 *ebpf.MapSpec `ebpf:"client_routes_v6"`
+	ClockCache     *ebpf.MapSpec `ebpf:"clock_cache"`
 	Config         *ebpf.MapSpec `ebpf:"config"`
 	EgressPorts    *ebpf.MapSpec `ebpf:"egress_ports"`
 	Flows          *ebpf.MapSpec `ebpf:"flows"`
+	IfaceGen       *ebpf.MapSpec `ebpf:"iface_gen"`
 	Ifaces         *ebpf.MapSpec `ebpf:"ifaces"`
-	Nexthops       *ebpf.MapSpec `ebpf:"nexthops"`
 	Outcomes       *ebpf.MapSpec `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.MapSpec `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.MapSpec `ebpf:"peer_routes_v6"`
@@ -122,11 +124,12 @@ func (o *turnTCObjects) Close() error {
 type turnTCMaps struct {
 	ClientRoutesV4 *ebpf.Map `ebpf:"client_routes_v4"`
 	ClientRoutesV6 *ebpf.Map `ebpf:"client_routes_v6"`
+	ClockCache     *ebpf.Map `ebpf:"clock_cache"`
 	Config         *ebpf.Map `ebpf:"config"`
 	EgressPorts    *ebpf.Map `ebpf:"egress_ports"`
 	Flows          *ebpf.Map `ebpf:"flows"`
+	IfaceGen       *ebpf.Map `ebpf:"iface_gen"`
 	Ifaces         *ebpf.Map `ebpf:"ifaces"`
-	Nexthops       *ebpf.Map `ebpf:"nexthops"`
 	Outcomes       *ebpf.Map `ebpf:"outcomes"`
 	PeerRoutesV4   *ebpf.Map `ebpf:"peer_routes_v4"`
 	PeerRoutesV6   *ebpf.Map `ebpf:"peer_routes_v6"`
@@ -138,11 +141,12 @@ func (m *turnTCMaps) Close() error {
 	return _TurnTCClose(
 		m.ClientRoutesV4,
 		m.ClientRoutesV6,
+		m.ClockCache,
 		m.Config,
 		m.EgressPorts,
 		m.Flows,
+		m.IfaceGen,
 		m.Ifaces,
-		m.Nexthops,
 		m.Outcomes,
 		m.PeerRoutesV4,
 		m.PeerRoutesV6,

@@ -158,6 +158,12 @@ func TestForcedXDPOnUnpreparedHostIsNotSilent(t *testing.T) {
 	if m.Outcome("drop_xmit_failed") == 0 {
 		t.Errorf("drop_xmit_failed not counted: %v", m)
 	}
+	// At once: the datagrams after the first refusal (2 ms apart) go
+	// elsewhere, though the fast path had cached the interface as an XDP
+	// egress (struct path): the demotion voids such caches.
+	if lost := m[`ebrtc_offload_xmit_failures_total{iface="`+testbed.ServerPeerIface+`"}`]; lost > 5 {
+		t.Errorf("%v of 50 datagrams fell into the veth, want only those before the first refusal (<= 5)", lost)
+	}
 	// XDP sent them, but none left: the fast counter counts only what did.
 	if sent, fast := m.Outcome("fast_client_to_peer"), m.Packets("fast", "client_to_peer"); sent == 0 || fast != 0 {
 		t.Errorf("XDP sent %v datagrams towards a veth that took none, and %v are counted as relayed on the fast path", sent, fast)

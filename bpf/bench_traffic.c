@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/* The benchmark's in-kernel traffic ends (ebrtc bench --isolate), cheap
+ * enough that one generator CPU can keep a relay's core saturated.
+ *
+ * xdp_send: run with BPF_PROG_TEST_RUN in live-frame mode on a far end's
+ * veth, it sends the template frame out of that veth (XDP_TX there becomes
+ * a redirect to the same device): one frame costs the generator no socket,
+ * no skb and no syscall of its own.
+ *
+ * tc_sink: at TC ingress of the far ends, datagrams to the benchmark's
+ * ports are counted (merged ones by length) and dropped before any socket sees them; everything
+ * else passes untouched. */
+#include "common.h"
+#include "eth.h"
+#include "ip.h"
+#include "udp.h"
+#include <linux/pkt_cls.h>
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+SEC("xdp")
+int xdp_send(struct xdp_md *ctx)
+{
+	return XDP_TX;
+}
+
+/* Destination UDP ports (network order) whose datagrams are counted, and
+ * the payload length of one such datagram. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __be16);
+	__type(value, __u16);
+} sink_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sunk SEC(".maps");
+
+SEC("tc")
+int tc_sink(struct __sk_buff *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ip_info ip = {};
+	struct udp_info udp = {};
+	__u32 zero = 0, payload;
+	__u16 proto, *one;
+	__u64 *n;
+
+	if (eth_parse(data, data_end, &proto) != OUT_CONTINUE || proto != ETH_P_IP)
+		return TC_ACT_UNSPEC;
+	if (ipv4_parse(data + ETH_HLEN, data_end, ctx->len - ETH_HLEN, &ip) != OUT_CONTINUE ||
+	    udp_parse(data + ETH_HLEN + sizeof(struct iphdr), data_end, &ip, &udp) != OUT_CONTINUE)
+		return TC_ACT_UNSPEC;
+	one = bpf_map_lookup_elem(&sink_ports, &udp.dport);
+	if (!one || !*one)
+		return TC_ACT_UNSPEC;
+	/* Kernel forwarding with GRO hands on merged datagrams (UDP GRO
+	 * forwarding), and a veth's XDP may turn such an skb into one long
+	 * datagram: count by length. */
+	payload = udp.len - sizeof(struct udphdr);
+	n = bpf_map_lookup_elem(&sunk, &zero);
+	if (n)
+		*n += payload > *one ? payload / *one : 1;
+	return TC_ACT_SHOT;
+}
