@@ -31,6 +31,9 @@
 #include "hook.h"
 #include <linux/if_packet.h>
 #include <bpf/bpf_core_read.h>
+#ifdef EBRTC_TC
+#include "skb.h"
+#endif
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -708,32 +711,13 @@ INLINE int resize_in_place(hook_ctx *ctx, const struct emit *e, __u32 hdr_len, _
 	return bpf_skb_change_tail(ctx, len, 0) ? -2 : pad;
 }
 
-/* ip_summed and the checksum-offload fields of the skb behind the context. */
-extern void *bpf_cast_to_kern_ctx(void *) __ksym;
-
-struct sk_buff {
-	__u8 ip_summed : 2;
-	__u16 csum_start;
-	__u16 csum_offset;
-	__u16 mac_header;
-} __attribute__((preserve_access_index));
-
-#define CHECKSUM_COMPLETE 2
-#define CHECKSUM_PARTIAL 3
-
 /* How the skb carries its UDP checksum: OUT_CONTINUE with *state set, or a
  * slow-path outcome when a partial checksum covers something other than
  * this UDP header (tunnels, say). */
 INLINE int csum_state(hook_ctx *ctx, const struct packet *pkt, __u8 *state)
 {
-	struct sk_buff *skb = bpf_cast_to_kern_ctx(ctx);
-	__u32 udp_off = pkt->payload_off - sizeof(struct udphdr);
-
-	*state = BPF_CORE_READ_BITFIELD(skb, ip_summed);
-	if (*state != CHECKSUM_PARTIAL)
-		return OUT_CONTINUE;
-	if (skb->csum_start != skb->mac_header + udp_off ||
-	    skb->csum_offset != offsetof(struct udphdr, check))
+	*state = skb_ip_summed(ctx);
+	if (*state == CHECKSUM_PARTIAL && !skb_partial_is_udp(ctx, pkt->payload_off - sizeof(struct udphdr)))
 		return OUT_SLOW_CHECKSUM_OFFLOAD;
 	return OUT_CONTINUE;
 }

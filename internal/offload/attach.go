@@ -81,7 +81,7 @@ func (e *Engine) Attach(ifname string, mode Mode, manageForwarding bool) (Attach
 	if err := e.lookupForwarding(manageForwarding); err != nil {
 		return Attachment{}, err
 	}
-	slot, ok := e.ifaceSlots.get()
+	slot, ok := e.ifaceSlots.Get()
 	if !ok {
 		return Attachment{}, fmt.Errorf("offload: %s: more than %d interfaces", ifname, maxIfaceSlots)
 	}
@@ -90,7 +90,7 @@ func (e *Engine) Attach(ifname string, mode Mode, manageForwarding bool) (Attach
 		a.abandon()
 		_ = e.objs.Ifaces.Delete(uint32(iface.Index))
 		e.bumpIfaceGen()
-		e.ifaceSlots.put(slot)
+		e.ifaceSlots.Put(slot)
 		return Attachment{}, err
 	}
 	if err := e.attachHooks(a, iface, mode); err != nil {

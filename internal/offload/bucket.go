@@ -33,11 +33,11 @@ func (e *Engine) acquireBuckets(a allocation) (toPeer, toClient uint32, err erro
 		b.channels++
 		return b.toPeer, b.toClient, nil
 	}
-	p, ok1 := e.bucketSlots.get()
-	c, ok2 := e.bucketSlots.get()
+	p, ok1 := e.bucketSlots.Get()
+	c, ok2 := e.bucketSlots.Get()
 	if !ok1 || !ok2 {
 		if ok1 {
-			e.bucketSlots.put(p)
+			e.bucketSlots.Put(p)
 		}
 		return 0, 0, errors.New("offload: rate bucket table full")
 	}
@@ -46,8 +46,8 @@ func (e *Engine) acquireBuckets(a allocation) (toPeer, toClient uint32, err erro
 		// bucket's lock: a packet of the slot's previous allocation may be
 		// charging it right now.
 		if err := e.objs.RateBuckets.Update(idx, turnRateBucket{}, ebpf.UpdateLock); err != nil {
-			e.bucketSlots.put(p)
-			e.bucketSlots.put(c)
+			e.bucketSlots.Put(p)
+			e.bucketSlots.Put(c)
 			return 0, 0, fmt.Errorf("offload: reset rate bucket: %w", err)
 		}
 	}
@@ -63,8 +63,8 @@ func (e *Engine) releaseBuckets(a allocation, held bool) {
 		return
 	}
 	if b.channels--; b.channels <= 0 {
-		e.bucketSlots.put(b.toPeer)
-		e.bucketSlots.put(b.toClient)
+		e.bucketSlots.Put(b.toPeer)
+		e.bucketSlots.Put(b.toClient)
 		delete(e.buckets, a)
 	}
 }

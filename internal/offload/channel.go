@@ -195,36 +195,12 @@ func peerKeyV6(ch Channel) *turnPeerKeyV6 {
 	}
 }
 
-// slotPool hands out indexes into the per-CPU flow counter array.
-type slotPool struct {
-	free []uint32
-	next uint32
-	max  uint32
-}
-
-func newSlotPool(max uint32) slotPool { return slotPool{max: max} }
-
-func (p *slotPool) get() (uint32, bool) {
-	if n := len(p.free); n > 0 {
-		s := p.free[n-1]
-		p.free = p.free[:n-1]
-		return s, true
-	}
-	if p.next >= p.max {
-		return 0, false
-	}
-	p.next++
-	return p.next - 1, true
-}
-
-func (p *slotPool) put(s uint32) { p.free = append(p.free, s) }
-
 func (e *Engine) allocSlots() (channelState, error) {
-	a, ok1 := e.slots.get()
-	b, ok2 := e.slots.get()
+	a, ok1 := e.slots.Get()
+	b, ok2 := e.slots.Get()
 	if !ok1 || !ok2 {
 		if ok1 {
-			e.slots.put(a)
+			e.slots.Put(a)
 		}
 		return channelState{}, errors.New("offload: channel table full")
 	}
@@ -241,8 +217,8 @@ func (e *Engine) allocSlots() (channelState, error) {
 }
 
 func (e *Engine) freeSlots(st channelState) {
-	e.slots.put(st.toPeerSlot)
-	e.slots.put(st.toClientSlot)
+	e.slots.Put(st.toPeerSlot)
+	e.slots.Put(st.toClientSlot)
 }
 
 // FlowStats counts one direction of one channel on the fast path.

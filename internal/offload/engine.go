@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
+	"github.com/ebrtc/ebrtc/internal/slots"
 )
 
 // Config configures the data plane.
@@ -83,15 +84,15 @@ type Engine struct {
 	attached     map[int]*attachment // by ifindex
 	tcLinks      []link.Link         // TC egress snoopers
 	forwardingOn bool                // the loopback forwarding sysctls (bpf/ip.h)
-	ifaceSlots   slotPool            // xmit_pending slots of attached interfaces
+	ifaceSlots   slots.Pool          // xmit_pending slots of attached interfaces
 	pinDir       string
 	restores     []func() error // sysctls to put back on Close
 	relayIPs     map[netip.Addr]bool
 	channels     map[Channel]channelState
-	slots        slotPool
+	slots        slots.Pool
 	limit        ratelimit.Limit
 	buckets      map[allocation]*allocBuckets
-	bucketSlots  slotPool
+	bucketSlots  slots.Pool
 }
 
 // Load loads the program and its maps into the kernel. It attaches nothing.
@@ -114,13 +115,13 @@ func Load(cfg Config) (*Engine, error) {
 
 	e := &Engine{
 		attached:    map[int]*attachment{},
-		ifaceSlots:  newSlotPool(maxIfaceSlots),
+		ifaceSlots:  slots.New(maxIfaceSlots),
 		relayIPs:    map[netip.Addr]bool{},
 		channels:    map[Channel]channelState{},
-		slots:       newSlotPool(2 * cfg.MaxChannels),
+		slots:       slots.New(2 * cfg.MaxChannels),
 		pinDir:      cfg.PinDir,
 		buckets:     map[allocation]*allocBuckets{},
-		bucketSlots: newSlotPool(2 * cfg.MaxChannels),
+		bucketSlots: slots.New(2 * cfg.MaxChannels),
 	}
 	e.limit = cfg.RateLimit
 	if err := e.load(spec); err != nil {

@@ -40,8 +40,8 @@ func (e *Engine) restoreChannels() error {
 			Relay:  endpointAddr(r.Src), Peer: endpointAddr(r.Dst), Number: be16(key.Channel)}
 		restore(ch, r, func() error { return e.objs.ClientRoutesV6.Delete(&key) })
 	}
-	e.slots.reserve(used)
-	e.bucketSlots.reserve(usedBuckets)
+	e.slots.Reserve(used)
+	e.bucketSlots.Reserve(usedBuckets)
 	return errors.Join(errs...)
 }
 
@@ -63,22 +63,4 @@ func endpointAddr(ep turnEndpoint) netip.AddrPort {
 		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(ep.Ip.Bytes[:4])), be16(ep.Port))
 	}
 	return netip.AddrPortFrom(netip.AddrFrom16(ep.Ip.Bytes), be16(ep.Port))
-}
-
-// reserve marks slots a previous run handed out as taken.
-func (p *slotPool) reserve(used []uint32) {
-	if len(used) == 0 {
-		return
-	}
-	taken := map[uint32]bool{}
-	for _, s := range used {
-		taken[s] = true
-		p.next = max(p.next, s+1)
-	}
-	p.free = p.free[:0]
-	for s := uint32(0); s < p.next; s++ {
-		if !taken[s] {
-			p.free = append(p.free, s)
-		}
-	}
 }

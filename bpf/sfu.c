@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/* The SFU data plane (ebrtc sfu), at TC ingress of the SFU's interfaces.
+ *
+ * On the SFU's media ports: STUN and RTCP feedback go up to the agent's
+ * socket untouched; RTP and RTCP sender reports from a joined sender are
+ * replicated to every receiver of its stream. Each replica keeps the
+ * sender's RTP bytes (SSRC, sequence numbers, payload types: the receivers
+ * negotiated the sender's own description) and gets fresh Ethernet, IP and
+ * UDP addressing: from the SFU's address and port to the receiver's.
+ *
+ * Replicas go out one by one with bpf_clone_redirect in a bounded bpf_loop,
+ * the last with bpf_redirect. A clone shares nothing writable with the
+ * original (the helper makes the original's head private), so the next
+ * receiver's rewrite starts from the previous one's headers: checksums are
+ * updated by difference against what the headers hold now. Anything the
+ * program cannot vouch for goes up to the stack untouched, and is counted.
+ */
+#define EBRTC_TC
+#include "common.h"
+#include "eth.h"
+#include "ip.h"
+#include "udp.h"
+#include "hook.h"
+#include "rtp.h"
+#include "skb.h"
+#include "sfu.h"
+#include "sfu_outcome.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sfu_config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SFU_MAX_SENDERS);
+	__type(key, struct sender_key_v4);
+	__type(value, struct sender);
+} senders_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SFU_MAX_SENDERS);
+	__type(key, struct sender_key_v6);
+	__type(value, struct sender);
+} senders_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, struct fanout);
+} fanouts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, struct sfu_stats);
+} sender_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 4 * SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, struct sfu_stats);
+} replica_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SFU_OUTCOME_MAX);
+	__type(key, __u32);
+	__type(value, struct sfu_stats);
+} outcomes SEC(".maps");
+
+/* A datagram on a media port, parsed. */
+struct media {
+	struct ip_info ip;
+	struct udp_info udp;
+	__u32 l4_off;  /* UDP header, from the frame's start */
+	__u32 len;     /* UDP payload bytes */
+};
+
+/* What the headers hold now: the input's, then each replica's in turn. */
+struct addressing {
+	union ip_addr saddr;
+	union ip_addr daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 ttl;
+};
+
+INLINE void count(struct sfu_stats *s, __u32 bytes)
+{
+	if (s) {
+		s->packets++;
+		s->bytes += bytes;
+	}
+}
+
+INLINE int outcome(__u32 o, __u32 bytes)
+{
+	count(bpf_map_lookup_elem(&outcomes, &o), bytes);
+	return o;
+}
+
+INLINE int is_media_port(const struct sfu_config *cfg, __be16 port)
+{
+#pragma unroll
+	for (int i = 0; i < SFU_MAX_PORTS; i++)
+		if (cfg->ports[i] && cfg->ports[i] == port)
+			return 1;
+	return 0;
+}
+
+#define HEADERS (ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct udphdr))
+
+/* Ethernet, IP and UDP to one of our media ports, the headers linear. */
+INLINE int parse_media(struct __sk_buff *skb, struct media *m)
+{
+	__u32 want = skb->len < HEADERS ? skb->len : HEADERS;
+	struct sfu_config *cfg;
+	__u32 zero = 0;
+	void *data, *data_end;
+	__u16 proto;
+
+	if ((long)skb->data_end - (long)skb->data < want && bpf_skb_pull_data(skb, want))
+		return -1;
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	if (eth_parse(data, data_end, &proto) != OUT_CONTINUE)
+		return -1;
+	if (proto == ETH_P_IP) {
+		if (ipv4_parse(data + ETH_HLEN, data_end, skb->len - ETH_HLEN, &m->ip) != OUT_CONTINUE)
+			return -1;
+		m->l4_off = ETH_HLEN + sizeof(struct iphdr);
+	} else {
+		if (ipv6_parse(data + ETH_HLEN, data_end, skb->len - ETH_HLEN, &m->ip) != OUT_CONTINUE)
+			return -1;
+		m->l4_off = ETH_HLEN + sizeof(struct ipv6hdr);
+	}
+	if (udp_parse(data + m->l4_off, data_end, &m->ip, &m->udp) != OUT_CONTINUE)
+		return -1;
+	cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg || !is_media_port(cfg, m->udp.dport))
+		return -1;
+	m->len = m->udp.len - sizeof(struct udphdr);
+	return 0;
+}
+
+INLINE struct sender *lookup_sender(const struct media *m, __be32 ssrc)
+{
+	if (m->ip.family == AF_INET) {
+		struct sender_key_v4 k = { .addr = m->ip.saddr.v4, .ssrc = ssrc, .port = m->udp.sport };
+
+		return LOOKUP_AT(&senders_v4, &k, "senders_v4");
+	}
+	struct sender_key_v6 k = { .ssrc = ssrc, .port = m->udp.sport };
+
+	__builtin_memcpy(k.addr, m->ip.saddr.v6, 16);
+	return LOOKUP_AT(&senders_v6, &k, "senders_v6");
+}
+
+/* Offsets of the fields a replica changes. */
+#define IP4_TTL_OFF (ETH_HLEN + offsetof(struct iphdr, ttl))
+#define IP4_CSUM_OFF (ETH_HLEN + offsetof(struct iphdr, check))
+#define IP4_ADDRS_OFF (ETH_HLEN + offsetof(struct iphdr, saddr))
+#define IP6_HOPS_OFF (ETH_HLEN + offsetof(struct ipv6hdr, hop_limit))
+#define IP6_ADDRS_OFF (ETH_HLEN + offsetof(struct ipv6hdr, saddr))
+
+/* Readdress the packet from cur to replica r; cur becomes r's. Checksums
+ * change by difference (bpf_l3/l4_csum_replace), which also keeps a partial
+ * UDP checksum partial: only its pseudo-header part moves. */
+INLINE int readdress(struct __sk_buff *skb, const struct media *m, struct addressing *cur,
+		     const struct replica *r)
+{
+	__u32 udp_csum = m->l4_off + offsetof(struct udphdr, check);
+	__u32 ports_old = (__u32)cur->sport | (__u32)cur->dport << 16;
+	__u32 ports_new = (__u32)r->sport | (__u32)r->dport << 16;
+	__u64 udp_flags = BPF_F_MARK_MANGLED_0; /* a zero IPv4 checksum stays zero */
+	__s64 diff;
+
+	if (bpf_skb_store_bytes(skb, 0, r->dmac, ETH_ALEN, 0) ||
+	    bpf_skb_store_bytes(skb, ETH_ALEN, r->smac, ETH_ALEN, 0))
+		return -1;
+	if (m->ip.family == AF_INET) {
+		__u32 addrs_old[2] = { cur->saddr.v4, cur->daddr.v4 };
+		__u32 addrs_new[2] = { r->saddr.v4, r->daddr.v4 };
+		__be16 ttl_old = bpf_htons((__u16)cur->ttl << 8 | IPPROTO_UDP);
+		__be16 ttl_new = bpf_htons((__u16)r->ttl << 8 | IPPROTO_UDP);
+
+		diff = bpf_csum_diff(addrs_old, 8, addrs_new, 8, 0);
+		if (diff < 0 || bpf_skb_store_bytes(skb, IP4_ADDRS_OFF, addrs_new, 8, 0) ||
+		    bpf_skb_store_bytes(skb, IP4_TTL_OFF, &r->ttl, 1, 0) ||
+		    bpf_l3_csum_replace(skb, IP4_CSUM_OFF, 0, diff, 0) ||
+		    bpf_l3_csum_replace(skb, IP4_CSUM_OFF, ttl_old, ttl_new, 2) ||
+		    bpf_l4_csum_replace(skb, udp_csum, 0, diff, udp_flags | BPF_F_PSEUDO_HDR))
+			return -1;
+		cur->saddr.v4 = r->saddr.v4;
+		cur->daddr.v4 = r->daddr.v4;
+	} else {
+		diff = bpf_csum_diff((__be32 *)cur, 32, (__be32 *)r, 32, 0);
+		if (diff < 0 || bpf_skb_store_bytes(skb, IP6_ADDRS_OFF, r, 32, 0) ||
+		    bpf_skb_store_bytes(skb, IP6_HOPS_OFF, &r->ttl, 1, 0) ||
+		    bpf_l4_csum_replace(skb, udp_csum, 0, diff, udp_flags | BPF_F_PSEUDO_HDR))
+			return -1;
+		__builtin_memcpy(cur, r, 32);
+	}
+	diff = bpf_csum_diff(&ports_old, 4, &ports_new, 4, 0);
+	if (diff < 0 || bpf_skb_store_bytes(skb, m->l4_off, &ports_new, 4, 0) ||
+	    bpf_l4_csum_replace(skb, udp_csum, 0, diff, udp_flags))
+		return -1;
+	cur->sport = r->sport;
+	cur->dport = r->dport;
+	cur->ttl = r->ttl;
+	return 0;
+}
+
+struct fan {
+	struct __sk_buff *skb;
+	struct fanout *f;
+	struct media *m;
+	struct addressing *cur;
+	__u32 n;      /* replicas to clone: all but the last */
+	int failed;   /* a rewrite failed: stop, drop */
+};
+
+INLINE void count_replica(const struct replica *r, __u32 bytes)
+{
+	__u32 slot = r->slot;
+
+	count(bpf_map_lookup_elem(&replica_stats, &slot), bytes);
+	outcome(SFU_REPLICA, bytes);
+}
+
+/* One replica of all but the last: readdress, clone out. */
+static long clone_one(__u64 i, struct fan *c)
+{
+	const struct replica *r;
+
+	if (i >= c->n)
+		return 1;
+	r = &c->f->r[i & (SFU_MAX_FANOUT - 1)];
+	if (r->family != c->m->ip.family) {
+		outcome(SFU_FAMILY_MISMATCH, c->m->len);
+		return 0;
+	}
+	if (readdress(c->skb, c->m, c->cur, r)) {
+		c->failed = 1;
+		return 1;
+	}
+	if (bpf_clone_redirect(c->skb, r->ifindex, 0))
+		outcome(SFU_CLONE_FAILED, c->m->len);
+	else
+		count_replica(r, c->m->len);
+	return 0;
+}
+
+/* A COMPLETE checksum (the device's sum over the received bytes) would not
+ * hold for any replica: growing the tail and trimming it back leaves the
+ * skb without one, so receivers verify the UDP checksum, which we keep. */
+INLINE int drop_complete_sum(struct __sk_buff *skb)
+{
+	if (skb_ip_summed(skb) != CHECKSUM_COMPLETE)
+		return 0;
+	if (bpf_skb_change_tail(skb, skb->len + 1, 0))
+		return -1;
+	return bpf_skb_change_tail(skb, skb->len - 1, 0) ? -2 : 0;
+}
+
+/* Replicate to the sender's receivers; the last leaves by bpf_redirect. */
+INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender *s)
+{
+	struct addressing cur = { .saddr = m->ip.saddr, .daddr = m->ip.daddr,
+				  .sport = m->udp.sport, .dport = m->udp.dport };
+	struct fan c = { .skb = skb, .m = m, .cur = &cur };
+	const struct replica *last;
+	__u32 id = s->id, slot = s->slot;
+	__u8 ttl;
+	int rc;
+
+	c.f = bpf_map_lookup_elem(&fanouts, &id);
+	if (!c.f || c.f->count == 0 || c.f->count > SFU_MAX_FANOUT) {
+		outcome(SFU_NO_RECEIVERS, m->len);
+		return TC_ACT_SHOT;
+	}
+	if (bpf_skb_load_bytes(skb, m->ip.family == AF_INET ? IP4_TTL_OFF : IP6_HOPS_OFF, &ttl, 1))
+		return TC_ACT_UNSPEC;
+	cur.ttl = ttl;
+	if (skb_ip_summed(skb) == CHECKSUM_PARTIAL && !skb_partial_is_udp(skb, m->l4_off)) {
+		outcome(SFU_MALFORMED, m->len);
+		return TC_ACT_UNSPEC;
+	}
+	rc = drop_complete_sum(skb);
+	if (rc == -1)
+		return outcome(SFU_MALFORMED, m->len), TC_ACT_UNSPEC;
+	if (rc < 0)
+		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
+	count(bpf_map_lookup_elem(&sender_stats, &slot), m->len);
+	c.n = c.f->count - 1;
+	bpf_loop(c.n, clone_one, &c, 0);
+	if (c.failed)
+		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
+	last = &c.f->r[c.n & (SFU_MAX_FANOUT - 1)];
+	if (last->family != m->ip.family)
+		return outcome(SFU_FAMILY_MISMATCH, m->len), TC_ACT_SHOT;
+	if (readdress(skb, m, &cur, last))
+		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
+	count_replica(last, m->len);
+	outcome(SFU_REPLICATED, m->len);
+	return bpf_redirect(last->ifindex, 0);
+}
+
+SEC("tc")
+int sfu_ingress(struct __sk_buff *skb)
+{
+	struct media m = {};
+	struct rtp_fixed rtp;
+	struct rtcp_hdr rtcp;
+	struct sender *s;
+	__u8 first[2];
+	__be32 ssrc;
+
+	if (parse_media(skb, &m))
+		return TC_ACT_UNSPEC;
+	if (m.len < 2 || bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), first, 2))
+		return outcome(SFU_OTHER, m.len), TC_ACT_UNSPEC;
+	switch (media_demux(first[0], first[1])) {
+	case MEDIA_STUN:
+		return outcome(SFU_STUN, m.len), TC_ACT_UNSPEC;
+	case MEDIA_OTHER:
+		return outcome(SFU_OTHER, m.len), TC_ACT_UNSPEC;
+	case MEDIA_RTCP:
+		if (m.len < sizeof(rtcp) ||
+		    bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), &rtcp, sizeof(rtcp)) ||
+		    (rtcp.vprc >> 6) != RTP_VERSION)
+			return outcome(SFU_MALFORMED, m.len), TC_ACT_UNSPEC;
+		/* Sender reports go to the receivers; feedback to the agent. */
+		if (rtcp.pt != RTCP_SR)
+			return outcome(SFU_RTCP_TO_AGENT, m.len), TC_ACT_UNSPEC;
+		ssrc = rtcp.ssrc;
+		break;
+	case MEDIA_RTP:
+		if (rtp_parse(skb, m.l4_off + sizeof(struct udphdr), m.len, &rtp) < 0)
+			return outcome(SFU_MALFORMED, m.len), TC_ACT_UNSPEC;
+		ssrc = rtp.ssrc;
+		break;
+	}
+	s = lookup_sender(&m, ssrc);
+	if (!s)
+		return outcome(SFU_UNKNOWN_SENDER, m.len), TC_ACT_UNSPEC;
+	return replicate(skb, &m, s);
+}

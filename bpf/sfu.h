@@ -1,0 +1,65 @@
+/* The SFU data plane's map layouts (ebrtc sfu). Go mirrors these structs
+ * through bpf2go; change both together. */
+#ifndef EBRTC_SFU_H
+#define EBRTC_SFU_H
+
+#include "common.h"
+
+#define SFU_MAX_PORTS 8
+#define SFU_MAX_FANOUT 128 /* receivers of one sender (a power of two) */
+#define SFU_MAX_SENDERS 16384
+
+struct sfu_config {
+	__be16 ports[SFU_MAX_PORTS]; /* the SFU's media ports; 0 = unused */
+};
+
+/* A sender: the address and port it sends from, and its SSRC. */
+struct sender_key_v4 {
+	__be32 addr;
+	__be32 ssrc;
+	__be16 port;
+	__u16 pad;
+};
+
+struct sender_key_v6 {
+	__u8 addr[16];
+	__be32 ssrc;
+	__be16 port;
+	__u16 pad;
+};
+
+struct sender {
+	__u32 id;   /* key of its fanout */
+	__u32 slot; /* its counters in sender_stats */
+};
+
+/* One receiver of a sender's stream: the replica leaves from the SFU's
+ * address and port towards the receiver, through ifindex to next-hop MAC. */
+struct replica {
+	union ip_addr saddr;
+	union ip_addr daddr;
+	__be16 sport;
+	__be16 dport;
+	__u32 ifindex;
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u8 family; /* the sender's: user space pairs only the same family */
+	__u8 ttl;    /* or hop limit: the SFU is the receiver's peer, not a router */
+	__u16 pad;
+	__u32 slot;  /* its counters in replica_stats */
+};
+
+/* Every receiver of one sender. Replaced whole by user space (a hash map's
+ * update swaps the element), so a packet never sees half a list. */
+struct fanout {
+	__u32 count;
+	__u32 pad;
+	struct replica r[SFU_MAX_FANOUT];
+};
+
+struct sfu_stats {
+	__u64 packets;
+	__u64 bytes; /* UDP payload bytes */
+};
+
+#endif

@@ -1,0 +1,22 @@
+/* What the SFU data plane did with a datagram. Go mirrors the order
+ * (internal/sfu/dataplane/outcome.go). */
+#ifndef EBRTC_SFU_OUTCOME_H
+#define EBRTC_SFU_OUTCOME_H
+
+enum sfu_outcome {
+	SFU_NOT_MEDIA,      /* not UDP to a media port: untouched, uncounted by media */
+	SFU_STUN,           /* to the agent's socket */
+	SFU_RTCP_TO_AGENT,  /* feedback (RR, REMB, NACK, PLI, ...) to the agent */
+	SFU_OTHER,          /* neither STUN nor RTP/RTCP (DTLS...): to the stack */
+	SFU_MALFORMED,      /* RTP/RTCP whose header does not hold: to the stack */
+	SFU_UNKNOWN_SENDER, /* no sender joined with this address, port and SSRC */
+	SFU_NO_RECEIVERS,   /* a known sender nobody receives: dropped */
+	SFU_REPLICATED,     /* an input datagram sent to every receiver */
+	SFU_REPLICA,        /* one replica sent (many per input) */
+	SFU_CLONE_FAILED,   /* a replica the target device refused */
+	SFU_REWRITE_FAILED, /* headers could not be rewritten: dropped */
+	SFU_FAMILY_MISMATCH, /* a receiver of the other family (user space never installs one) */
+	SFU_OUTCOME_MAX,
+};
+
+#endif

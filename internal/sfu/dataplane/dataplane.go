@@ -1,0 +1,297 @@
+// Package dataplane loads the SFU's eBPF data plane (bpf/sfu.c) and keeps
+// its maps: which streams it replicates, to whom, and what it counted.
+// Signaling and the agent decide; this package only installs.
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/ebrtc/ebrtc/internal/slots"
+)
+
+// MaxFanout is how many receivers one stream can have (SFU_MAX_FANOUT).
+const MaxFanout = 128
+
+const maxSenders = 16384 // SFU_MAX_SENDERS
+
+// Config of the data plane.
+type Config struct {
+	// Ports are the SFU's UDP media ports (at most 8).
+	Ports []uint16
+}
+
+func (c Config) validate() error {
+	if len(c.Ports) == 0 || len(c.Ports) > len(sfuSfuConfig{}.Ports) {
+		return fmt.Errorf("dataplane: ports: want 1 to %d, got %d", len(sfuSfuConfig{}.Ports), len(c.Ports))
+	}
+	for _, p := range c.Ports {
+		if p == 0 {
+			return errors.New("dataplane: ports: 0 is not a port")
+		}
+	}
+	return nil
+}
+
+// Receiver is where a stream's replicas go: from the SFU's address and
+// port (the one this receiver's connection uses) to the receiver's, out of
+// an interface to the next hop's MAC address.
+type Receiver struct {
+	From, To       netip.AddrPort
+	Ifindex        int
+	SrcMAC, DstMAC net.HardwareAddr
+	TTL            uint8 // the IP TTL or hop limit replicas leave with
+}
+
+// DataPlane is the loaded program and its maps.
+type DataPlane struct {
+	objs  sfuObjects
+	links []link.Link
+
+	mu        sync.Mutex
+	streams   map[netip.AddrPort]*stream
+	ids       slots.Pool // fanout ids and sender_stats slots
+	replicaSl slots.Pool
+}
+
+// stream is one sender's transport: its SSRCs share one list of receivers.
+type stream struct {
+	id       uint32
+	ssrcs    []uint32
+	replicas []uint32 // replica_stats slots, one per receiver
+}
+
+// Load loads the program and its maps; it attaches nothing.
+func Load(cfg Config) (*DataPlane, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	d := &DataPlane{streams: map[netip.AddrPort]*stream{}, ids: slots.New(maxSenders), replicaSl: slots.New(4 * maxSenders)}
+	if err := loadSfuObjects(&d.objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("dataplane: load: %+v", verr)
+		}
+		return nil, fmt.Errorf("dataplane: load: %w", err)
+	}
+	var kc sfuSfuConfig
+	for i, p := range cfg.Ports {
+		kc.Ports[i] = be16(p)
+	}
+	if err := d.objs.Config.Put(uint32(0), kc); err != nil {
+		d.objs.Close()
+		return nil, fmt.Errorf("dataplane: config: %w", err)
+	}
+	return d, nil
+}
+
+// Program is the TC program, for tests and benchmarks.
+func (d *DataPlane) Program() *ebpf.Program { return d.objs.SfuIngress }
+
+// Attach runs the data plane at TC ingress (tcx) of the interface.
+func (d *DataPlane) Attach(ifname string) error {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifi.Index, Program: d.objs.SfuIngress, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return fmt.Errorf("dataplane: attach to %s: %w", ifname, err)
+	}
+	d.mu.Lock()
+	d.links = append(d.links, l)
+	d.mu.Unlock()
+	return nil
+}
+
+// SetStream makes the data plane replicate what the sender at from sends
+// with these SSRCs (RTP, and RTCP sender reports) to the receivers, in
+// this order. Called again, it replaces SSRCs and receivers at once: a
+// packet sees the old list or the new, never a mix. Receivers of the other
+// address family than the sender are refused.
+func (d *DataPlane) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error {
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	if len(ssrcs) == 0 {
+		return errors.New("dataplane: a stream needs an SSRC")
+	}
+	if len(receivers) > MaxFanout {
+		return fmt.Errorf("dataplane: %d receivers, at most %d", len(receivers), MaxFanout)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, existed := d.streams[from]
+	if !existed {
+		id, ok := d.ids.Get()
+		if !ok {
+			return fmt.Errorf("dataplane: more than %d streams", maxSenders)
+		}
+		s = &stream{id: id}
+	}
+	fan, used, err := d.fanout(from, receivers)
+	if err != nil {
+		if !existed {
+			d.ids.Put(s.id)
+		}
+		return err
+	}
+	if err := d.objs.Fanouts.Put(s.id, fan); err != nil {
+		d.releaseReplicas(used)
+		if !existed {
+			d.ids.Put(s.id)
+		}
+		return fmt.Errorf("dataplane: fanout: %w", err)
+	}
+	d.releaseReplicas(s.replicas)
+	s.replicas = used
+	// New SSRCs first, then drop the ones no longer sent.
+	for _, ssrc := range ssrcs {
+		if err := d.putSender(from, ssrc, s.id); err != nil {
+			return err
+		}
+	}
+	for _, old := range s.ssrcs {
+		if !contains(ssrcs, old) {
+			_ = d.deleteSender(from, old)
+		}
+	}
+	s.ssrcs = append([]uint32(nil), ssrcs...)
+	d.streams[from] = s
+	return nil
+}
+
+// RemoveStream stops replicating the sender at from; its map entries go.
+func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.streams[from]
+	if !ok {
+		return fmt.Errorf("dataplane: no stream from %v", from)
+	}
+	var errs []error
+	for _, ssrc := range s.ssrcs {
+		errs = append(errs, d.deleteSender(from, ssrc))
+	}
+	errs = append(errs, d.objs.Fanouts.Delete(s.id))
+	d.releaseReplicas(s.replicas)
+	d.ids.Put(s.id)
+	delete(d.streams, from)
+	return errors.Join(errs...)
+}
+
+func (d *DataPlane) fanout(from netip.AddrPort, receivers []Receiver) (sfuFanout, []uint32, error) {
+	var fan sfuFanout
+	var used []uint32
+	for i, r := range receivers {
+		rep, err := replicaOf(from, r)
+		if err != nil {
+			d.releaseReplicas(used)
+			return fan, nil, fmt.Errorf("dataplane: receiver %d: %w", i, err)
+		}
+		slot, ok := d.replicaSl.Get()
+		if !ok {
+			d.releaseReplicas(used)
+			return fan, nil, errors.New("dataplane: out of receiver counters")
+		}
+		// A reused slot starts from zero.
+		if err := d.objs.ReplicaStats.Put(slot, make([]sfuSfuStats, ebpf.MustPossibleCPU())); err != nil {
+			d.replicaSl.Put(slot)
+			d.releaseReplicas(used)
+			return fan, nil, err
+		}
+		rep.Slot = slot
+		used = append(used, slot)
+		fan.R[i] = rep
+	}
+	fan.Count = uint32(len(receivers))
+	return fan, used, nil
+}
+
+func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
+	src, dst := r.From.Addr().Unmap(), r.To.Addr().Unmap()
+	if src.Is4() != from.Addr().Is4() || dst.Is4() != from.Addr().Is4() {
+		return sfuReplica{}, fmt.Errorf("%v -> %v: not the family of the sender %v", r.From, r.To, from)
+	}
+	if len(r.SrcMAC) != 6 || len(r.DstMAC) != 6 || r.Ifindex <= 0 || r.TTL == 0 {
+		return sfuReplica{}, fmt.Errorf("%v: needs both MAC addresses, an interface and a TTL", r.To)
+	}
+	rep := sfuReplica{Sport: be16(r.From.Port()), Dport: be16(r.To.Port()), Ifindex: uint32(r.Ifindex),
+		Smac: [6]byte(r.SrcMAC), Dmac: [6]byte(r.DstMAC), Ttl: r.TTL, Family: afInet}
+	if src.Is4() {
+		copy(rep.Saddr.Bytes[:4], src.AsSlice())
+		copy(rep.Daddr.Bytes[:4], dst.AsSlice())
+	} else {
+		rep.Family = afInet6
+		rep.Saddr.Bytes, rep.Daddr.Bytes = src.As16(), dst.As16()
+	}
+	return rep, nil
+}
+
+func (d *DataPlane) releaseReplicas(used []uint32) {
+	for _, s := range used {
+		d.replicaSl.Put(s)
+	}
+}
+
+func (d *DataPlane) putSender(from netip.AddrPort, ssrc, id uint32) error {
+	v := sfuSender{Id: id, Slot: id}
+	var err error
+	if from.Addr().Is4() {
+		err = d.objs.SendersV4.Put(sfuSenderKeyV4{Addr: wire32(from.Addr().As4()), Ssrc: be32(ssrc), Port: be16(from.Port())}, v)
+	} else {
+		err = d.objs.SendersV6.Put(sfuSenderKeyV6{Addr: from.Addr().As16(), Ssrc: be32(ssrc), Port: be16(from.Port())}, v)
+	}
+	if err != nil {
+		return fmt.Errorf("dataplane: sender: %w", err)
+	}
+	return nil
+}
+
+func (d *DataPlane) deleteSender(from netip.AddrPort, ssrc uint32) error {
+	if from.Addr().Is4() {
+		return d.objs.SendersV4.Delete(sfuSenderKeyV4{Addr: wire32(from.Addr().As4()), Ssrc: be32(ssrc), Port: be16(from.Port())})
+	}
+	return d.objs.SendersV6.Delete(sfuSenderKeyV6{Addr: from.Addr().As16(), Ssrc: be32(ssrc), Port: be16(from.Port())})
+}
+
+// Close detaches and unloads everything.
+func (d *DataPlane) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for _, l := range d.links {
+		errs = append(errs, l.Close())
+	}
+	d.links = nil
+	errs = append(errs, d.objs.Close())
+	return errors.Join(errs...)
+}
+
+const (
+	afInet  = 2
+	afInet6 = 10
+)
+
+// be16 and be32 hold a host value in network order, and wire32 four
+// bytes as they sit on the wire, the way the map structs keep them.
+func be16(v uint16) uint16 { return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, v)) }
+
+func be32(v uint32) uint32 { return binary.NativeEndian.Uint32(binary.BigEndian.AppendUint32(nil, v)) }
+
+func wire32(b [4]byte) uint32 { return binary.NativeEndian.Uint32(b[:]) }
+
+func contains(s []uint32, v uint32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

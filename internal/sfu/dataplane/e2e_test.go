@@ -1,0 +1,108 @@
+package dataplane
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+// Real sockets on a host as containers have it: the sender's veth hands
+// datagrams over with partial checksums (TX offload on), which the data
+// plane must keep partial and right. The SFU's egress finishes them in
+// software (TX offload off there), so the receivers' kernels verify every
+// checksum: a replica with a wrong one would never reach its socket.
+func TestReplicasThroughRealSockets(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) { replicasThroughSockets(t, v6) })
+	}
+}
+
+func replicasThroughSockets(t *testing.T, v6 bool) {
+	testenv.RequireRoot(t)
+	tb, err := testbed.NewWith(testbed.Options{Unprepared: true, ServerTxChecksumOff: true})
+	if err != nil {
+		testenv.Missing(t, "testbed: %v", err)
+	}
+	t.Cleanup(func() { _ = tb.Close() })
+	clientIP, sfuIn, sfuOut, peerIP := testbed.ClientIP4, testbed.ServerClientIP4, testbed.ServerPeerIP4, testbed.PeerIP4
+	if v6 {
+		clientIP, sfuIn, sfuOut, peerIP = testbed.ClientIP6, testbed.ServerClientIP6, testbed.ServerPeerIP6, testbed.PeerIP6
+	}
+	var dp *DataPlane
+	must(t, tb.Server.Do(func() error {
+		var err error
+		if dp, err = Load(Config{Ports: []uint16{mediaPort}}); err != nil {
+			return err
+		}
+		return dp.Attach(testbed.ServerCliIface)
+	}))
+	t.Cleanup(func() { _ = dp.Close() })
+
+	sender, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(clientIP, 0))
+	must(t, err)
+	defer sender.Close()
+	egress, err := ifaceIn(tb.Server, testbed.ServerPeerIface)
+	must(t, err)
+	peerIface, err := ifaceIn(tb.Peer, testbed.PeerIface)
+	must(t, err)
+	var socks []*net.UDPConn
+	var rcv []Receiver
+	for range 3 {
+		c, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(peerIP, 0))
+		must(t, err)
+		defer c.Close()
+		socks = append(socks, c)
+		rcv = append(rcv, Receiver{From: netip.AddrPortFrom(sfuOut, mediaPort), To: c.LocalAddr().(*net.UDPAddr).AddrPort(),
+			Ifindex: egress.Index, SrcMAC: egress.HardwareAddr, DstMAC: peerIface.HardwareAddr, TTL: 64})
+	}
+	const ssrc, packets = 0x5eed, 200
+	from := sender.LocalAddr().(*net.UDPAddr).AddrPort()
+	must(t, dp.SetStream(netip.AddrPortFrom(clientIP, from.Port()), []uint32{ssrc}, rcv))
+	sfu := net.UDPAddrFromAddrPort(netip.AddrPortFrom(sfuIn, mediaPort))
+	var sent [][]byte
+	for i := range packets {
+		p := rtpPacket(ssrc, uint16(i), 100+i%7) // odd lengths too
+		sent = append(sent, p)
+		if _, err := sender.WriteToUDP(p, sfu); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 19 {
+			time.Sleep(time.Millisecond) // bounded: 200 datagrams in about 10 ms
+		}
+	}
+	for i, c := range socks {
+		buf := make([]byte, 2048)
+		for n := range packets {
+			must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+			l, src, err := c.ReadFromUDP(buf)
+			if err != nil {
+				t.Fatalf("receiver %d: %d of %d datagrams, then %v", i, n, packets, err)
+			}
+			if src.AddrPort() != rcv[i].From || !bytes.Equal(buf[:l], sent[n]) {
+				t.Fatalf("receiver %d, datagram %d: from %v, %d bytes; want from %v, the sender's %d bytes unchanged",
+					i, n, src, l, rcv[i].From, len(sent[n]))
+			}
+		}
+	}
+	o, err := dp.Outcomes()
+	must(t, err)
+	if o[Replicated].Packets != packets || o[Replica].Packets != 3*packets {
+		t.Errorf("replicated %d, replicas %d; want %d and %d", o[Replicated].Packets, o[Replica].Packets, packets, 3*packets)
+	}
+}
+
+func ifaceIn(ns *netns.NS, name string) (*net.Interface, error) {
+	var ifi *net.Interface
+	err := ns.Do(func() error {
+		var err error
+		ifi, err = net.InterfaceByName(name)
+		return err
+	})
+	return ifi, err
+}

@@ -1,0 +1,68 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// Outcome is what the data plane did with a datagram (bpf/sfu_outcome.h).
+type Outcome uint32
+
+// In the order of enum sfu_outcome.
+const (
+	NotMedia Outcome = iota
+	Stun
+	RTCPToAgent
+	Other
+	Malformed
+	UnknownSender
+	NoReceivers
+	Replicated
+	Replica
+	CloneFailed
+	RewriteFailed
+	FamilyMismatch
+	outcomeMax
+)
+
+var outcomeNames = [...]string{
+	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
+	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch",
+}
+
+func (o Outcome) String() string {
+	if o < outcomeMax {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("outcome(%d)", uint32(o))
+}
+
+// Counter is packets and UDP payload bytes.
+type Counter struct{ Packets, Bytes uint64 }
+
+// Outcomes sums the per-CPU outcome counters.
+func (d *DataPlane) Outcomes() (map[Outcome]Counter, error) {
+	out := map[Outcome]Counter{}
+	for o := Outcome(0); o < outcomeMax; o++ {
+		c, err := sumStats(d.objs.Outcomes, uint32(o))
+		if err != nil {
+			return nil, fmt.Errorf("dataplane: outcome %v: %w", o, err)
+		}
+		out[o] = c
+	}
+	return out, nil
+}
+
+func sumStats(m *ebpf.Map, key uint32) (Counter, error) {
+	var perCPU []sfuSfuStats
+	if err := m.Lookup(key, &perCPU); err != nil {
+		return Counter{}, err
+	}
+	var c Counter
+	for _, s := range perCPU {
+		c.Packets += s.Packets
+		c.Bytes += s.Bytes
+	}
+	return c, nil
+}
