@@ -117,7 +117,7 @@ func (d *DataPlane) Attach(ifname string) error {
 // packet sees the old list or the new, never a mix. Receivers of the other
 // address family than the sender are refused.
 func (d *DataPlane) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error {
-	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	from = unmapped(from)
 	if len(ssrcs) == 0 {
 		return errors.New("dataplane: a stream needs an SSRC")
 	}
@@ -168,7 +168,7 @@ func (d *DataPlane) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []R
 
 // RemoveStream stops replicating the sender at from; its map entries go.
 func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
-	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	from = unmapped(from)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, ok := d.streams[from]

@@ -111,12 +111,28 @@ const (
 // run feeds in to the program as if it arrived on in0, and returns its
 // verdict, the frame as it left the program, and what out1 received
 // meanwhile (the clones).
-func (r *rig) run(in []byte) (uint32, []byte, [][]byte) {
+func (r *rig) run(in []byte) (uint32, []byte, [][]byte) { return r.runCapturing(in, true) }
+
+// verdict is run without waiting for clones.
+func (r *rig) verdict(in []byte) uint32 {
+	ret, _, _ := r.runCapturing(in, false)
+	return ret
+}
+
+func (r *rig) runCapturing(in []byte, capture bool) (uint32, []byte, [][]byte) {
 	r.t.Helper()
 	var ret uint32
 	out := make([]byte, len(in)+256)
 	var got [][]byte
 	must(r.t, r.ns.Do(func() error {
+		opts := &ebpf.RunOptions{Data: in, DataOut: out,
+			Context: skBuff{IngressIfindex: uint32(r.in.Index), Ifindex: uint32(r.in.Index)}}
+		if !capture {
+			var err error
+			ret, err = r.dp.Program().Run(opts)
+			out = opts.DataOut
+			return err
+		}
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK, int(htons(unix.ETH_P_ALL)))
 		if err != nil {
 			return err
@@ -125,8 +141,6 @@ func (r *rig) run(in []byte) (uint32, []byte, [][]byte) {
 		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: r.far.Index}); err != nil {
 			return err
 		}
-		opts := &ebpf.RunOptions{Data: in, DataOut: out,
-			Context: skBuff{IngressIfindex: uint32(r.in.Index), Ifindex: uint32(r.in.Index)}}
 		if ret, err = r.dp.Program().Run(opts); err != nil {
 			return err
 		}

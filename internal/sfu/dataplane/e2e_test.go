@@ -13,17 +13,20 @@ import (
 )
 
 // Real sockets on a host as containers have it: the sender's veth hands
-// datagrams over with partial checksums (TX offload on), which the data
-// plane must keep partial and right. The SFU's egress finishes them in
+// datagrams over with partial checksums (TX offload on), which the eBPF
+// data plane must keep partial and right. The SFU's egress finishes them in
 // software (TX offload off there), so the receivers' kernels verify every
-// checksum: a replica with a wrong one would never reach its socket.
+// checksum: a replica with a wrong one would never reach its socket. The
+// user-space data plane, on the SFU's sockets, must deliver the same.
 func TestReplicasThroughRealSockets(t *testing.T) {
-	for _, v6 := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) { replicasThroughSockets(t, v6) })
+	for _, plane := range []string{"ebpf", "user"} {
+		for _, v6 := range []bool{false, true} {
+			t.Run(plane+"/"+map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) { replicasThroughSockets(t, plane, v6) })
+		}
 	}
 }
 
-func replicasThroughSockets(t *testing.T, v6 bool) {
+func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 	testenv.RequireRoot(t)
 	tb, err := testbed.NewWith(testbed.Options{Unprepared: true, ServerTxChecksumOff: true})
 	if err != nil {
@@ -34,14 +37,24 @@ func replicasThroughSockets(t *testing.T, v6 bool) {
 	if v6 {
 		clientIP, sfuIn, sfuOut, peerIP = testbed.ClientIP6, testbed.ServerClientIP6, testbed.ServerPeerIP6, testbed.PeerIP6
 	}
-	var dp *DataPlane
-	must(t, tb.Server.Do(func() error {
-		var err error
-		if dp, err = Load(Config{Ports: []uint16{mediaPort}}); err != nil {
-			return err
-		}
-		return dp.Attach(testbed.ServerCliIface)
-	}))
+	var dp Plane
+	if plane == "ebpf" {
+		must(t, tb.Server.Do(func() error {
+			d, err := Load(Config{Ports: []uint16{mediaPort}})
+			if err != nil {
+				return err
+			}
+			dp = d
+			return d.Attach(testbed.ServerCliIface)
+		}))
+	} else {
+		in, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(sfuIn, mediaPort))
+		must(t, err)
+		out, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(sfuOut, mediaPort))
+		must(t, err)
+		dp, err = NewUser(UserConfig{Conns: []*net.UDPConn{in, out}})
+		must(t, err)
+	}
 	t.Cleanup(func() { _ = dp.Close() })
 
 	sender, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(clientIP, 0))

@@ -1,0 +1,88 @@
+package dataplane
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+func listenLoopback(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func addrOf(c *net.UDPConn) netip.AddrPort { return unmapped(c.LocalAddr().(*net.UDPAddr).AddrPort()) }
+
+// The user-space data plane on loopback: media to every receiver from the
+// SFU's socket, STUN and feedback up to the agent, the rest counted as the
+// eBPF data plane counts it.
+func TestUserPlane(t *testing.T) {
+	sfu, sender := listenLoopback(t), listenLoopback(t)
+	rcv := []*net.UDPConn{listenLoopback(t), listenLoopback(t)}
+	var mu sync.Mutex
+	var up [][]byte
+	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{sfu}, Upcall: func(p []byte, from netip.AddrPort, c *net.UDPConn) {
+		mu.Lock()
+		up = append(up, bytes.Clone(p))
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	must(t, u.SetStream(addrOf(sender), []uint32{7}, []Receiver{{From: addrOf(sfu), To: addrOf(rcv[0])}, {From: addrOf(sfu), To: addrOf(rcv[1])}}))
+	if u.SetStream(addrOf(sender), []uint32{7}, []Receiver{{From: netip.MustParseAddrPort("127.0.0.1:1"), To: addrOf(rcv[0])}}) == nil {
+		t.Error("a receiver from an address with no socket was accepted")
+	}
+	send := func(p []byte) {
+		if _, err := sender.WriteToUDP(p, net.UDPAddrFromAddrPort(addrOf(sfu))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	media := rtpPacket(7, 1, 50)
+	send(media)
+	for i, c := range rcv {
+		buf := make([]byte, 1500)
+		must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+		n, from, err := c.ReadFromUDP(buf)
+		if err != nil || !bytes.Equal(buf[:n], media) || from.AddrPort() != addrOf(sfu) {
+			t.Fatalf("receiver %d: %v, from %v, same bytes %v", i, err, from, bytes.Equal(buf[:n], media))
+		}
+	}
+	stun := []byte{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	send(stun)
+	send(rtpPacket(8, 1, 10))                             // unknown SSRC
+	send([]byte{0x80, 96, 0, 1})                          // short
+	send([]byte{0x81, 205, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1}) // feedback
+	must(t, u.RemoveStream(addrOf(sender)))
+	send(media)
+	want := map[Outcome]uint64{Replicated: 1, Replica: 2, Stun: 1, UnknownSender: 2, Malformed: 1, RTCPToAgent: 1}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		o, _ := u.Outcomes()
+		ok := true
+		for k, v := range want {
+			ok = ok && o[k].Packets == v
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outcomes %v, want %v", o, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(up) != 2 || !bytes.Equal(up[0], stun) {
+		t.Errorf("upcalls %d (want STUN then the feedback)", len(up))
+	}
+}
