@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pion/rtcp"
+)
+
+// Path is where a receiver's feedback about one sender goes: each
+// receiver has one receive-only PeerConnection per remote sender, so its
+// transport names exactly one sender (Scallop, section 5.3).
+type Path struct {
+	Sender netip.AddrPort // the sender's transport address
+	Via    netip.AddrPort // the SFU's address and port on the sender's connection
+}
+
+// FeedbackConfig holds the handlers and the timing.
+type FeedbackConfig struct {
+	// Send transmits p to `to` from the SFU's socket at via.
+	Send func(p []byte, to, via netip.AddrPort) error
+	// PLIInterval: at most one PLI (or FIR) per sender and media SSRC in
+	// this long, however many receivers ask (default 500 ms).
+	PLIInterval time.Duration
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+}
+
+// Feedback routes receivers' RTCP to senders. NACKs go through as they
+// are; PLIs and FIRs once per sender and interval; REMBs only from each
+// sender's best downlink (the highest smoothed estimate among its
+// receivers), so one slow receiver does not lower what everyone gets: the
+// SFU adapts that receiver's stream instead. Receiver reports stay here.
+type Feedback struct {
+	cfg FeedbackConfig
+
+	mu      sync.Mutex
+	paths   map[netip.AddrPort]Path
+	lastPLI map[pliKey]time.Time
+	remb    map[netip.AddrPort]map[netip.AddrPort]float64 // sender -> receiver -> EWMA (bps)
+}
+
+type pliKey struct {
+	sender netip.AddrPort
+	ssrc   uint32
+}
+
+// rembWeight is the EWMA weight of a new estimate (Scallop smooths each
+// receiver's REMB before taking the maximum).
+const rembWeight = 0.3
+
+// NewFeedback routes nothing until paths are set.
+func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
+	if cfg.Send == nil {
+		return nil, errors.New("agent: feedback needs Send")
+	}
+	if cfg.PLIInterval == 0 {
+		cfg.PLIInterval = 500 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Feedback{cfg: cfg, paths: map[netip.AddrPort]Path{}, lastPLI: map[pliKey]time.Time{},
+		remb: map[netip.AddrPort]map[netip.AddrPort]float64{}}, nil
+}
+
+// SetPath says the receiver at this transport address receives this sender.
+func (f *Feedback) SetPath(receiver netip.AddrPort, p Path) {
+	f.mu.Lock()
+	f.paths[receiver] = p
+	f.mu.Unlock()
+}
+
+// RemovePath forgets a receiver; its estimate no longer counts.
+func (f *Feedback) RemovePath(receiver netip.AddrPort) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.paths[receiver]; ok {
+		delete(f.remb[p.Sender], receiver)
+	}
+	delete(f.paths, receiver)
+}
+
+// RemoveSender forgets what was kept about a sender (its receivers' paths
+// go with RemovePath).
+func (f *Feedback) RemoveSender(sender netip.AddrPort) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.remb, sender)
+	for k := range f.lastPLI {
+		if k.sender == sender {
+			delete(f.lastPLI, k)
+		}
+	}
+}
+
+// Handle routes one RTCP datagram a receiver sent. Feedback from an
+// unknown transport, or that does not parse, is dropped with an error.
+func (f *Feedback) Handle(p []byte, from netip.AddrPort) error {
+	pkts, err := rtcp.Unmarshal(p)
+	if err != nil {
+		return fmt.Errorf("agent: RTCP from %v: %w", from, err)
+	}
+	f.mu.Lock()
+	path, ok := f.paths[from]
+	var out []rtcp.Packet
+	if ok {
+		out = f.route(path, from, pkts)
+	}
+	f.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("agent: RTCP from %v, which receives nothing", from)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	b, err := rtcp.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("agent: RTCP to %v: %w", path.Sender, err)
+	}
+	return f.cfg.Send(b, path.Sender, path.Via)
+}
+
+// route picks what of one receiver's compound goes to its sender.
+func (f *Feedback) route(path Path, from netip.AddrPort, pkts []rtcp.Packet) []rtcp.Packet {
+	var out []rtcp.Packet
+	now := f.cfg.Now()
+	for _, pkt := range pkts {
+		switch p := pkt.(type) {
+		case *rtcp.TransportLayerNack:
+			out = append(out, p)
+		case *rtcp.PictureLossIndication:
+			if f.firstPLI(path.Sender, p.MediaSSRC, now) {
+				out = append(out, p)
+			}
+		case *rtcp.FullIntraRequest:
+			// RFC 5104 4.3.1: the SSRCs asked for are in the entries.
+			fresh := false
+			for _, e := range p.FIR {
+				fresh = f.firstPLI(path.Sender, e.SSRC, now) || fresh
+			}
+			if fresh {
+				out = append(out, p)
+			}
+		case *rtcp.ReceiverEstimatedMaximumBitrate:
+			if f.bestDownlink(path.Sender, from, float64(p.Bitrate)) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (f *Feedback) firstPLI(sender netip.AddrPort, ssrc uint32, now time.Time) bool {
+	k := pliKey{sender, ssrc}
+	if last, ok := f.lastPLI[k]; ok && now.Sub(last) < f.cfg.PLIInterval {
+		return false
+	}
+	f.lastPLI[k] = now
+	return true
+}
+
+// bestDownlink smooths the receiver's estimate and says whether it is now
+// the sender's best (ties: the receiver just heard).
+func (f *Feedback) bestDownlink(sender, receiver netip.AddrPort, bps float64) bool {
+	est := f.remb[sender]
+	if est == nil {
+		est = map[netip.AddrPort]float64{}
+		f.remb[sender] = est
+	}
+	if old, ok := est[receiver]; ok {
+		bps = (1-rembWeight)*old + rembWeight*bps
+	}
+	est[receiver] = bps
+	for r, v := range est {
+		if r != receiver && v > bps {
+			return false
+		}
+	}
+	return true
+}
