@@ -237,7 +237,7 @@ func TestPassesWhatIsNotJoinedMedia(t *testing.T) {
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
 	must(t, r.dp.SetStream(from, []uint32{1}, r.receivers(false, 2)))
 	stun := []byte{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
-	shortExt := rtpPacket(1, 1, 0)[:16]          // X set, the extension header cut off
+	shortExt := rtpPacket(1, 1, 0)[:16]                          // X set, the extension header cut off
 	longExt := append(rtpPacket(1, 1, 0)[:20], 0xbe, 0xde, 0, 9) // 9 words announced, none there
 	longExt = append(longExt, 0, 0, 0, 0)
 	badPad := append([]byte{0xa0, 96, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1}, 1, 2, 3, 200) // P: 200 bytes of padding
