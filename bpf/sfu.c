@@ -22,6 +22,8 @@
 #include "udp.h"
 #include "hook.h"
 #include "rtp.h"
+#include "source.h"
+#include "clock.h"
 #include "skb.h"
 #include "sfu.h"
 #include "sfu_outcome.h"
@@ -163,6 +165,24 @@ INLINE struct sender *lookup_sender(const struct media *m, __be32 ssrc)
 
 	__builtin_memcpy(k.addr, m->ip.saddr.v6, 16);
 	return LOOKUP_AT(&senders_v6, &k, "senders_v6");
+}
+
+/* The kernel's input checks on the source (source.h), which the stack
+ * this program bypasses would apply: a spoofed joined sender is left to
+ * it. A passing verdict is kept in the sender's entry for a second, for
+ * this ingress interface only. */
+INLINE int source_admitted(struct __sk_buff *skb, const struct media *m, struct sender *s)
+{
+	__u32 ingress = skb->ingress_ifindex;
+	__u64 now = coarse_now();
+
+	if (s->src_ifindex == ingress && s->src_until > now)
+		return 1;
+	if (check_source(skb, &m->ip, ingress) != OUT_CONTINUE)
+		return 0;
+	s->src_ifindex = ingress;
+	s->src_until = now + SOURCE_TTL_NS;
+	return 1;
 }
 
 /* Offsets of the fields a replica changes. */
@@ -353,5 +373,7 @@ int sfu_ingress(struct __sk_buff *skb)
 	s = lookup_sender(&m, ssrc);
 	if (!s)
 		return outcome(SFU_UNKNOWN_SENDER, m.len), TC_ACT_UNSPEC;
+	if (!source_admitted(skb, &m, s))
+		return outcome(SFU_SOURCE_REFUSED, m.len), TC_ACT_UNSPEC;
 	return replicate(skb, &m, s);
 }

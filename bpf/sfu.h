@@ -31,6 +31,12 @@ struct sender_key_v6 {
 struct sender {
 	__u32 id;   /* key of its fanout */
 	__u32 slot; /* its counters in sender_stats */
+	/* The sender's address passed the kernel's source checks (source.h)
+	 * on this interface, until then: written by any CPU, only ever with a
+	 * passing verdict, so a torn pair is still a passing one. */
+	__u32 src_ifindex;
+	__u32 pad;
+	__u64 src_until;
 };
 
 /* One receiver of a sender's stream: the replica leaves from the SFU's

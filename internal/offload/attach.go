@@ -8,6 +8,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/forwarding"
 )
 
 // Mode says which hooks carry the fast path on an interface.
@@ -108,13 +110,13 @@ func (e *Engine) lookupForwarding(manage bool) error {
 		return nil
 	}
 	if !manage {
-		if !ForwardingEnabled("lo") {
+		if !forwarding.Enabled("lo") {
 			return errors.New("offload: lo does not forward (net.ipv4/ipv6.conf.lo.forwarding); the fast path's route lookups need it")
 		}
 		e.forwardingOn = true
 		return nil
 	}
-	restore, err := EnableForwarding("lo")
+	restore, err := forwarding.Enable("lo")
 	if err != nil {
 		return err
 	}

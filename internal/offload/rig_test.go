@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/forwarding"
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/testenv"
@@ -95,7 +96,7 @@ func newRigWith(t testing.TB, adjust func(*Config)) *rig {
 			}
 			r.ifs[name] = rigIface{index: iface.Index, mac: iface.HardwareAddr}
 			// bpf_fib_lookup asks as if from lo, which must forward (bpf/ip.h).
-			if _, err := EnableForwarding("lo"); err != nil {
+			if _, err := forwarding.Enable("lo"); err != nil {
 				return err
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/ebrtc/ebrtc/internal/forwarding"
 	"github.com/ebrtc/ebrtc/internal/slots"
 )
 
@@ -52,8 +53,9 @@ type Receiver struct {
 
 // DataPlane is the loaded program and its maps.
 type DataPlane struct {
-	objs  sfuObjects
-	links []link.Link
+	objs    sfuObjects
+	links   []link.Link
+	restore func() error // the forwarding sysctls Load changed
 
 	mu        sync.Mutex
 	streams   map[netip.AddrPort]*stream
@@ -68,13 +70,22 @@ type stream struct {
 	replicas []uint32 // replica_stats slots, one per receiver
 }
 
-// Load loads the program and its maps; it attaches nothing.
+// Load loads the program and its maps; it attaches nothing. The
+// program's source checks look routes up from the loopback interface,
+// which must forward: Load turns that on in the calling thread's network
+// namespace (Close puts it back).
 func Load(cfg Config) (*DataPlane, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &DataPlane{streams: map[netip.AddrPort]*stream{}, ids: slots.New(maxSenders), replicaSl: slots.New(4 * maxSenders)}
+	restore, err := forwarding.Enable("lo")
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	d := &DataPlane{streams: map[netip.AddrPort]*stream{}, ids: slots.New(maxSenders), replicaSl: slots.New(4 * maxSenders),
+		restore: restore}
 	if err := loadSfuObjects(&d.objs, nil); err != nil {
+		_ = restore()
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return nil, fmt.Errorf("dataplane: load: %+v", verr)
@@ -87,6 +98,7 @@ func Load(cfg Config) (*DataPlane, error) {
 	}
 	if err := d.objs.Config.Put(uint32(0), kc); err != nil {
 		d.objs.Close()
+		_ = restore()
 		return nil, fmt.Errorf("dataplane: config: %w", err)
 	}
 	return d, nil
@@ -271,6 +283,10 @@ func (d *DataPlane) Close() error {
 	}
 	d.links = nil
 	errs = append(errs, d.objs.Close())
+	if d.restore != nil {
+		errs = append(errs, d.restore())
+		d.restore = nil
+	}
 	return errors.Join(errs...)
 }
 

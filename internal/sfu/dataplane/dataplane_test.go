@@ -49,6 +49,14 @@ func newRig(t *testing.T) *rig {
 		must(t, ns.IP("link", "set", pair[0], "up"))
 		must(t, ns.IP("link", "set", pair[1], "up"))
 	}
+	// Senders (10.20.0.0/24, fd20::/64) are routed back through in0, so
+	// their datagrams pass the source checks there.
+	for _, a := range []string{"10.20.0.1/24", "fd20::1/64"} {
+		must(t, ns.IP("addr", "add", a, "dev", "in0", "nodad"))
+	}
+	for _, a := range []string{"10.20.2.1/24", "fd20:2::1/64"} {
+		must(t, ns.IP("addr", "add", a, "dev", "out0", "nodad"))
+	}
 	r := &rig{t: t, ns: ns, port: mediaPort}
 	must(t, ns.Do(func() error {
 		var err error
@@ -111,22 +119,22 @@ const (
 // run feeds in to the program as if it arrived on in0, and returns its
 // verdict, the frame as it left the program, and what out1 received
 // meanwhile (the clones).
-func (r *rig) run(in []byte) (uint32, []byte, [][]byte) { return r.runCapturing(in, true) }
+func (r *rig) run(in []byte) (uint32, []byte, [][]byte) { return r.runOn(r.in, in, true) }
 
 // verdict is run without waiting for clones.
 func (r *rig) verdict(in []byte) uint32 {
-	ret, _, _ := r.runCapturing(in, false)
+	ret, _, _ := r.runOn(r.in, in, false)
 	return ret
 }
 
-func (r *rig) runCapturing(in []byte, capture bool) (uint32, []byte, [][]byte) {
+func (r *rig) runOn(ingress *net.Interface, in []byte, capture bool) (uint32, []byte, [][]byte) {
 	r.t.Helper()
 	var ret uint32
 	out := make([]byte, len(in)+256)
 	var got [][]byte
 	must(r.t, r.ns.Do(func() error {
 		opts := &ebpf.RunOptions{Data: in, DataOut: out,
-			Context: skBuff{IngressIfindex: uint32(r.in.Index), Ifindex: uint32(r.in.Index)}}
+			Context: skBuff{IngressIfindex: uint32(ingress.Index), Ifindex: uint32(ingress.Index)}}
 		if !capture {
 			var err error
 			ret, err = r.dp.Program().Run(opts)
@@ -289,6 +297,38 @@ func TestPassesWhatIsNotJoinedMedia(t *testing.T) {
 		if c.Packets != before[o].Packets {
 			t.Errorf("another port counted as %v", o)
 		}
+	}
+}
+
+// A joined sender's address arriving where the kernel would refuse it (on
+// an interface it is not routed through, or a martian source) is left to
+// the kernel, untouched and counted: the data plane relays nothing the
+// stack would drop.
+func TestRefusesWhatTheKernelWould(t *testing.T) {
+	r := newRig(t)
+	sfu := netip.AddrPortFrom(sfuV4, mediaPort)
+	from, martian := netip.MustParseAddrPort("10.20.0.5:61000"), netip.MustParseAddrPort("127.0.0.1:61000")
+	must(t, r.dp.SetStream(from, []uint32{1}, r.receivers(false, 2)))
+	must(t, r.dp.SetStream(martian, []uint32{1}, r.receivers(false, 2)))
+	for _, c := range []struct {
+		name    string
+		ingress *net.Interface
+		src     netip.AddrPort
+	}{{"wrong interface", r.out, from}, {"martian", r.in, martian}} {
+		in := frame.UDP{SrcMAC: senderMAC, DstMAC: c.ingress.HardwareAddr, Src: c.src, Dst: sfu, TTL: 57, DF: true, Payload: rtpPacket(1, 1, 20)}.Marshal()
+		before := r.outcomes()
+		ret, out, clones := r.runOn(c.ingress, in, true)
+		if ret != tcActUnspec || !bytes.Equal(out, in) || len(clones) != 0 {
+			t.Errorf("%s: verdict %d, frame changed %v, %d clones", c.name, ret, !bytes.Equal(out, in), len(clones))
+		}
+		if got := r.outcomes()[SourceRefused].Packets - before[SourceRefused].Packets; got != 1 {
+			t.Errorf("%s: source_refused counted %d times", c.name, got)
+		}
+	}
+	// The same sender on its own interface, after a refusal elsewhere.
+	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: rtpPacket(1, 1, 20)}.Marshal()
+	if ret := r.verdict(in); ret != tcActRedirect {
+		t.Errorf("the sender on its own interface: verdict %d", ret)
 	}
 }
 

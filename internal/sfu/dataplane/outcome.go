@@ -23,12 +23,13 @@ const (
 	CloneFailed
 	RewriteFailed
 	FamilyMismatch
+	SourceRefused
 	outcomeMax
 )
 
 var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
-	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch",
+	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "source_refused",
 }
 
 func (o Outcome) String() string {

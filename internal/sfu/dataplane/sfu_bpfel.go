@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sfuClockCache struct {
+	_       structs.HostLayout
+	Jiffies uint64
+	Ns      uint64
+}
+
 type sfuFanout struct {
 	_     structs.HostLayout
 	Count uint32
@@ -42,9 +48,12 @@ type sfuReplica struct {
 }
 
 type sfuSender struct {
-	_    structs.HostLayout
-	Id   uint32
-	Slot uint32
+	_          structs.HostLayout
+	Id         uint32
+	Slot       uint32
+	SrcIfindex uint32
+	Pad        uint32
+	SrcUntil   uint64
 }
 
 type sfuSenderKeyV4 struct {
@@ -78,6 +87,7 @@ type sfuSfuStats struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sfuMapClockCache   = "clock_cache"
 	sfuMapConfig       = "config"
 	sfuMapFanouts      = "fanouts"
 	sfuMapOutcomes     = "outcomes"
@@ -137,6 +147,7 @@ type sfuProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sfuMapSpecs struct {
+	ClockCache   *ebpf.MapSpec `ebpf:"clock_cache"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Fanouts      *ebpf.MapSpec `ebpf:"fanouts"`
 	Outcomes     *ebpf.MapSpec `ebpf:"outcomes"`
@@ -172,6 +183,7 @@ func (o *sfuObjects) Close() error {
 //
 // It can be passed to loadSfuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sfuMaps struct {
+	ClockCache   *ebpf.Map `ebpf:"clock_cache"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Fanouts      *ebpf.Map `ebpf:"fanouts"`
 	Outcomes     *ebpf.Map `ebpf:"outcomes"`
@@ -183,6 +195,7 @@ type sfuMaps struct {
 
 func (m *sfuMaps) Close() error {
 	return _SfuClose(
+		m.ClockCache,
 		m.Config,
 		m.Fanouts,
 		m.Outcomes,

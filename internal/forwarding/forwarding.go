@@ -1,4 +1,7 @@
-package offload
+// Package forwarding manages the per-interface forwarding sysctls that
+// bpf_fib_lookup needs: the offload's and the SFU's route lookups ask from
+// the loopback interface, which must forward.
+package forwarding
 
 import (
 	"errors"
@@ -19,9 +22,9 @@ func forwardingPaths(iface string) []string {
 	}
 }
 
-// ForwardingEnabled reports whether both families forward on iface in the
+// Enabled reports whether both families forward on iface in the
 // calling thread's network namespace.
-func ForwardingEnabled(iface string) bool {
+func Enabled(iface string) bool {
 	for _, p := range forwardingPaths(iface) {
 		b, err := os.ReadFile(p)
 		if err != nil || strings.TrimSpace(string(b)) != "1" {
@@ -31,9 +34,9 @@ func ForwardingEnabled(iface string) bool {
 	return true
 }
 
-// EnableForwarding turns forwarding on for iface (IPv4 and IPv6) and returns
+// Enable turns forwarding on for iface (IPv4 and IPv6) and returns
 // a function that restores the previous values.
-func EnableForwarding(iface string) (restore func() error, err error) {
+func Enable(iface string) (restore func() error, err error) {
 	var undo []func() error
 	restore = func() error {
 		var errs []error
@@ -46,14 +49,14 @@ func EnableForwarding(iface string) (restore func() error, err error) {
 		old, err := os.ReadFile(p)
 		if err != nil {
 			_ = restore()
-			return nil, fmt.Errorf("offload: read %s: %w", p, err)
+			return nil, fmt.Errorf("forwarding: read %s: %w", p, err)
 		}
 		if strings.TrimSpace(string(old)) == "1" {
 			continue
 		}
 		if err := os.WriteFile(p, []byte("1\n"), 0o644); err != nil {
 			_ = restore()
-			return nil, fmt.Errorf("offload: enable forwarding (%s): %w", p, err)
+			return nil, fmt.Errorf("forwarding: enable (%s): %w", p, err)
 		}
 		undo = append(undo, func() error { return os.WriteFile(p, old, 0o644) })
 	}
