@@ -144,6 +144,11 @@ func (d *DataPlane) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []R
 		if !ok {
 			return fmt.Errorf("dataplane: more than %d streams", maxSenders)
 		}
+		// A reused slot starts from zero.
+		if err := d.objs.SenderStats.Put(id, make([]sfuSfuStats, ebpf.MustPossibleCPU())); err != nil {
+			d.ids.Put(id)
+			return fmt.Errorf("dataplane: sender counters: %w", err)
+		}
 		s = &stream{id: id}
 	}
 	fan, used, err := d.fanout(from, receivers)
@@ -176,6 +181,29 @@ func (d *DataPlane) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []R
 	s.ssrcs = append([]uint32(nil), ssrcs...)
 	d.streams[from] = s
 	return nil
+}
+
+// StreamStats are what the sender at from sent into the data plane and
+// what went out to each receiver, in SetStream's order.
+func (d *DataPlane) StreamStats(from netip.AddrPort) (Counter, []Counter, error) {
+	from = unmapped(from)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.streams[from]
+	if !ok {
+		return Counter{}, nil, fmt.Errorf("dataplane: no stream from %v", from)
+	}
+	in, err := sumStats(d.objs.SenderStats, s.id)
+	if err != nil {
+		return Counter{}, nil, err
+	}
+	out := make([]Counter, len(s.replicas))
+	for i, slot := range s.replicas {
+		if out[i], err = sumStats(d.objs.ReplicaStats, slot); err != nil {
+			return Counter{}, nil, err
+		}
+	}
+	return in, out, nil
 }
 
 // RemoveStream stops replicating the sender at from; its map entries go.

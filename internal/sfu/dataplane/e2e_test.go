@@ -103,6 +103,16 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 			}
 		}
 	}
+	in, out, err := dp.StreamStats(netip.AddrPortFrom(clientIP, from.Port()))
+	must(t, err)
+	if in.Packets != packets || len(out) != len(rcv) {
+		t.Errorf("stream stats: %d in, %d receivers", in.Packets, len(out))
+	}
+	for i, c := range out {
+		if c.Packets != packets || c.Bytes != in.Bytes {
+			t.Errorf("receiver %d: %+v out, %+v in", i, c, in)
+		}
+	}
 	o, err := dp.Outcomes()
 	must(t, err)
 	if o[Replicated].Packets != packets || o[Replica].Packets != 3*packets {

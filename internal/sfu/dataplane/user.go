@@ -15,6 +15,7 @@ import (
 type Plane interface {
 	SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error
 	RemoveStream(from netip.AddrPort) error
+	StreamStats(from netip.AddrPort) (in Counter, out []Counter, err error)
 	Outcomes() (map[Outcome]Counter, error)
 	Close() error
 }
@@ -47,7 +48,7 @@ type User struct {
 	senders map[userKey]*userStream
 	streams map[netip.AddrPort]*userStream
 
-	counts [outcomeMax]struct{ packets, bytes atomic.Uint64 }
+	counts [outcomeMax]counter
 	wg     sync.WaitGroup
 }
 
@@ -64,7 +65,18 @@ type userKey struct {
 type userStream struct {
 	ssrcs     []uint32
 	receivers []Receiver
+	in        counter
+	out       []counter // per receiver
 }
+
+type counter struct{ packets, bytes atomic.Uint64 }
+
+func (c *counter) add(bytes int) {
+	c.packets.Add(1)
+	c.bytes.Add(uint64(bytes))
+}
+
+func (c *counter) load() Counter { return Counter{Packets: c.packets.Load(), Bytes: c.bytes.Load()} }
 
 const userBatch = 32
 
@@ -113,7 +125,7 @@ func (u *User) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiv
 		}
 		rs[i] = r
 	}
-	s := &userStream{ssrcs: append([]uint32(nil), ssrcs...), receivers: rs}
+	s := &userStream{ssrcs: append([]uint32(nil), ssrcs...), receivers: rs, out: make([]counter, len(rs))}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if old := u.streams[from]; old != nil {
@@ -148,9 +160,24 @@ func (u *User) RemoveStream(from netip.AddrPort) error {
 func (u *User) Outcomes() (map[Outcome]Counter, error) {
 	out := map[Outcome]Counter{}
 	for o := range outcomeMax {
-		out[o] = Counter{Packets: u.counts[o].packets.Load(), Bytes: u.counts[o].bytes.Load()}
+		out[o] = u.counts[o].load()
 	}
 	return out, nil
+}
+
+// StreamStats is DataPlane.StreamStats.
+func (u *User) StreamStats(from netip.AddrPort) (Counter, []Counter, error) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	s, ok := u.streams[unmapped(from)]
+	if !ok {
+		return Counter{}, nil, fmt.Errorf("dataplane: no stream from %v", from)
+	}
+	out := make([]Counter, len(s.out))
+	for i := range s.out {
+		out[i] = s.out[i].load()
+	}
+	return s.in.load(), out, nil
 }
 
 // Close closes the sockets and waits for the readers.
@@ -163,10 +190,7 @@ func (u *User) Close() error {
 	return errors.Join(errs...)
 }
 
-func (u *User) count(o Outcome, bytes int) {
-	u.counts[o].packets.Add(1)
-	u.counts[o].bytes.Add(uint64(bytes))
-}
+func (u *User) count(o Outcome, bytes int) { u.counts[o].add(bytes) }
 
 // serve reads a socket in batches until it is closed.
 func (u *User) serve(c *userConn) {
@@ -211,9 +235,10 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 		u.count(NoReceivers, len(p))
 		return out
 	}
+	s.in.add(len(p))
 	// Replicas leave by their From socket; runs of one socket go in one sendmmsg.
 	for i := 0; i < len(s.receivers); {
-		via := s.receivers[i].From
+		first, via := i, s.receivers[i].From
 		out = out[:0]
 		for ; i < len(s.receivers) && s.receivers[i].From == via; i++ {
 			out = append(out, ipv4.Message{Buffers: [][]byte{p}, Addr: net.UDPAddrFromAddrPort(s.receivers[i].To)})
@@ -222,6 +247,7 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 		for k := range out {
 			if k < sent {
 				u.count(Replica, len(p))
+				s.out[first+k].add(len(p))
 			} else {
 				u.count(CloneFailed, len(p))
 			}
