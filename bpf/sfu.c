@@ -347,6 +347,9 @@ int sfu_ingress(struct __sk_buff *skb)
 
 	if (parse_media(skb, &m))
 		return TC_ACT_UNSPEC;
+	/* One rewrite cannot serve several datagrams merged into one skb. */
+	if (skb->gso_segs > 1 || skb->gso_size)
+		return outcome(SFU_SEGMENTED, m.len), TC_ACT_UNSPEC;
 	if (m.len < 2 || bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), first, 2))
 		return outcome(SFU_OTHER, m.len), TC_ACT_UNSPEC;
 	switch (media_demux(first[0], first[1])) {

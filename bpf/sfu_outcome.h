@@ -16,6 +16,7 @@ enum sfu_outcome {
 	SFU_CLONE_FAILED,   /* a replica the target device refused */
 	SFU_REWRITE_FAILED, /* headers could not be rewritten: dropped */
 	SFU_FAMILY_MISMATCH, /* a receiver of the other family (user space never installs one) */
+	SFU_SEGMENTED,      /* several datagrams in one skb (GSO, GRO): to the stack */
 	SFU_SOURCE_REFUSED, /* a martian source or one not routed back through its interface: to the stack */
 	SFU_OUTCOME_MAX,
 };

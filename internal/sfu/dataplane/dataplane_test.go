@@ -332,6 +332,32 @@ func TestRefusesWhatTheKernelWould(t *testing.T) {
 	}
 }
 
+// An skb carrying several datagrams (GSO, or merged by GRO) goes up to the
+// stack untouched: one rewrite would not fit every segment.
+func TestLeavesSegmentedSkbsToTheStack(t *testing.T) {
+	r := newRig(t)
+	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
+	must(t, r.dp.SetStream(from, []uint32{1}, r.receivers(false, 2)))
+	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: rtpPacket(1, 1, 600)}.Marshal()
+	before := r.outcomes()
+	var ret uint32
+	out := make([]byte, len(in)+64)
+	must(t, r.ns.Do(func() error {
+		opts := &ebpf.RunOptions{Data: in, DataOut: out, Context: skBuff{IngressIfindex: uint32(r.in.Index),
+			Ifindex: uint32(r.in.Index), GSOSegs: 2, GSOSize: 300}}
+		var err error
+		ret, err = r.dp.Program().Run(opts)
+		out = opts.DataOut
+		return err
+	}))
+	if ret != tcActUnspec || !bytes.Equal(out, in) {
+		t.Errorf("segmented skb: verdict %d, frame changed %v", ret, !bytes.Equal(out, in))
+	}
+	if got := r.outcomes()[Segmented].Packets - before[Segmented].Packets; got != 1 {
+		t.Errorf("segmented counted %d times", got)
+	}
+}
+
 // A stream can be replaced and removed; its entries go with it.
 func TestStreamLifecycle(t *testing.T) {
 	r := newRig(t)

@@ -23,13 +23,14 @@ const (
 	CloneFailed
 	RewriteFailed
 	FamilyMismatch
+	Segmented
 	SourceRefused
 	outcomeMax
 )
 
 var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
-	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "source_refused",
+	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused",
 }
 
 func (o Outcome) String() string {
