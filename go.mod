@@ -7,6 +7,7 @@ require (
 	github.com/pion/dtls/v3 v3.1.9
 	github.com/pion/logging v0.2.4
 	github.com/pion/rtcp v1.2.20
+	github.com/pion/sdp/v3 v3.0.20
 	github.com/pion/stun/v4 v4.0.1
 	github.com/pion/turn/v5 v5.1.3
 	github.com/prometheus/client_golang v1.25.0

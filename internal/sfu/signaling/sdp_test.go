@@ -1,0 +1,153 @@
+package signaling
+
+import (
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pion/sdp/v3"
+)
+
+// testdata/chromium-offer.sdp: Chromium 156's offer for a send-only
+// PeerConnection (fake camera and microphone, AV1 L1T3 asked for) with
+// --disable-webrtc-encryption.
+func chromiumOffer(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/chromium-offer.sdp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var sfuICE = ICE{Ufrag: "sfu0", Pwd: "0123456789abcdefghijkl",
+	Candidates: []netip.AddrPort{netip.MustParseAddrPort("10.201.1.1:40000"), netip.MustParseAddrPort("[fd00:201:1::1]:40000")}}
+
+// What the SFU keeps of Chromium's offer: Opus and AV1, their feedback but
+// transport-cc, the header extensions but transport-wide-cc, the media
+// SSRCs but retransmission ones.
+func TestParsePublishKeepsWhatTheDataPlaneHonours(t *testing.T) {
+	p, err := ParsePublish(chromiumOffer(t), DefaultCodecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Media) != 2 || p.Media[0].Kind != "audio" || p.Media[1].Kind != "video" || !p.AllowMixed {
+		t.Fatalf("publish %+v", p)
+	}
+	audio, video := p.Media[0], p.Media[1]
+	if audio.PayloadType != 111 || video.PayloadType != 45 || audio.Mid != "0" || video.Mid != "1" {
+		t.Errorf("payload types %d, %d; mids %q, %q", audio.PayloadType, video.PayloadType, audio.Mid, video.Mid)
+	}
+	for _, m := range p.Media {
+		if len(m.SSRCs) != 1 {
+			t.Errorf("%s: SSRCs %v", m.Kind, m.SSRCs)
+		}
+		for _, a := range append(slices.Clone(m.Codec), m.ExtMaps...) {
+			if strings.Contains(a.Value, "transport-cc") || strings.Contains(a.Value, "transport-wide-cc") {
+				t.Errorf("%s kept %v", m.Kind, a)
+			}
+		}
+	}
+	if !slices.ContainsFunc(video.ExtMaps, func(a sdp.Attribute) bool { return strings.Contains(a.Value, "dependency-descriptor") }) {
+		t.Error("the AV1 dependency descriptor extension was not kept")
+	}
+	if !slices.ContainsFunc(video.Codec, func(a sdp.Attribute) bool { return a.Value == "45 nack pli" }) {
+		t.Errorf("video feedback %v lacks nack pli", video.Codec)
+	}
+}
+
+// The answer and a receiver's offer: ICE-lite, the SFU's candidates, the
+// publisher's mids and payload types, receive-only and send-only, and the
+// publisher's SSRCs only in the receiver's offer.
+func TestDescriptionsTheSFUSends(t *testing.T) {
+	p, err := ParsePublish(chromiumOffer(t), DefaultCodecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		build     func(ICE) (string, error)
+		direction string
+		ssrcs     bool
+	}{{"answer", p.Answer, "recvonly", false}, {"receiver offer", p.ReceiverOffer, "sendonly", true}} {
+		text, err := c.build(sfuICE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s sdp.SessionDescription
+		if err := s.UnmarshalString(text); err != nil {
+			t.Fatalf("%s does not parse: %v\n%s", c.name, err, text)
+		}
+		if _, ok := s.Attribute("ice-lite"); !ok {
+			t.Errorf("%s: not ICE-lite", c.name)
+		}
+		for i, md := range s.MediaDescriptions {
+			m := p.Media[i]
+			mid, _ := md.Attribute("mid")
+			_, dirOK := md.Attribute(c.direction)
+			_, hasSSRC := md.Attribute("ssrc")
+			cands := 0
+			for _, a := range md.Attributes {
+				if a.Key == "candidate" {
+					cands++
+				}
+			}
+			if mid != m.Mid || !dirOK || hasSSRC != c.ssrcs || cands != 2 ||
+				!slices.Equal(md.MediaName.Formats, []string{itoa(m.PayloadType)}) {
+				t.Errorf("%s, section %d:\n%s", c.name, i, text)
+			}
+		}
+	}
+	if _, err := p.Answer(ICE{Ufrag: "x", Pwd: "y"}); err == nil {
+		t.Error("an answer without usable ICE credentials")
+	}
+}
+
+// Descriptions the SFU cannot serve are refused with the reason.
+func TestParsePublishRefuses(t *testing.T) {
+	offer := chromiumOffer(t)
+	for name, c := range map[string]struct {
+		offer  string
+		codecs Codecs
+		want   string
+	}{
+		"encrypted":        {strings.ReplaceAll(offer, "RTP/AVPF", "UDP/TLS/RTP/SAVPF"), DefaultCodecs, "plain RTP"},
+		"codec not there":  {offer, Codecs{Audio: "opus", Video: "H265"}, "H265 not offered"},
+		"send and receive": {strings.ReplaceAll(offer, "a=sendonly", "a=sendrecv"), DefaultCodecs, "send-only"},
+		"too large":        {offer + strings.Repeat("a=x:y\r\n", MaxSDPSize/7), DefaultCodecs, "at most"},
+		"garbage":          {"hello", DefaultCodecs, "description"},
+		"not bundled":      {strings.Replace(offer, "a=group:BUNDLE 0 1", "a=group:BUNDLE 0", 1), DefaultCodecs, "BUNDLE"},
+	} {
+		if _, err := ParsePublish(c.offer, c.codecs); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
+		}
+	}
+}
+
+// Whatever a participant sends, ParsePublish refuses it or yields
+// descriptions that parse.
+func FuzzParsePublish(f *testing.F) {
+	b, _ := os.ReadFile("testdata/chromium-offer.sdp")
+	f.Add(string(b))
+	f.Fuzz(func(t *testing.T, offer string) {
+		p, err := ParsePublish(offer, DefaultCodecs)
+		if err != nil {
+			return
+		}
+		for _, build := range []func(ICE) (string, error){p.Answer, p.ReceiverOffer} {
+			text, err := build(sfuICE)
+			if err != nil {
+				continue
+			}
+			var s sdp.SessionDescription
+			if err := s.UnmarshalString(text); err != nil {
+				t.Fatalf("built a description that does not parse: %v", err)
+			}
+		}
+	})
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
