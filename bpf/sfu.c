@@ -74,6 +74,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 4 * SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, struct replica_path);
+} replica_paths SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SFU_OUTCOME_MAX);
 	__type(key, __u32);
 	__type(value, struct sfu_stats);
@@ -192,11 +199,53 @@ INLINE int source_admitted(struct __sk_buff *skb, const struct media *m, struct 
 #define IP6_HOPS_OFF (ETH_HLEN + offsetof(struct ipv6hdr, hop_limit))
 #define IP6_ADDRS_OFF (ETH_HLEN + offsetof(struct ipv6hdr, saddr))
 
+/* Where replica r leaves: its cached path while fresh and long enough,
+ * else the kernel's answer (from the loopback interface, as the TURN fast
+ * path asks), cached. NULL: no route, no neighbour, or too long for the
+ * MTU; the replica is not sent (the kernel resolves the neighbour when the
+ * agent answers the receiver's connectivity checks). */
+INLINE struct replica_path *replica_path(struct __sk_buff *skb, const struct replica *r, __u32 ip_len)
+{
+	struct bpf_fib_lookup fib = {};
+	struct replica_path *p;
+	__u32 slot = r->slot;
+	__u64 now = coarse_now();
+
+	p = bpf_map_lookup_elem(&replica_paths, &slot);
+	if (!p)
+		return NULL;
+	if (p->expires > now && ip_len <= p->max_len)
+		return p;
+	fib.family = r->family;
+	fib.l4_protocol = IPPROTO_UDP;
+	fib.sport = r->sport;
+	fib.dport = r->dport;
+	fib.tot_len = ip_len;
+	fib.ifindex = FIB_LOOKUP_IFINDEX;
+	if (r->family == AF_INET) {
+		fib.ipv4_src = r->saddr.v4;
+		fib.ipv4_dst = r->daddr.v4;
+	} else {
+		__builtin_memcpy(fib.ipv6_src, r->saddr.v6, 16);
+		__builtin_memcpy(fib.ipv6_dst, r->daddr.v6, 16);
+	}
+	if (bpf_fib_lookup(skb, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS) {
+		p->expires = 0;
+		return NULL;
+	}
+	p->expires = now + REPLICA_PATH_TTL_NS;
+	p->ifindex = fib.ifindex;
+	p->max_len = ip_len;
+	__builtin_memcpy(p->smac, fib.smac, ETH_ALEN);
+	__builtin_memcpy(p->dmac, fib.dmac, ETH_ALEN);
+	return p;
+}
+
 /* Readdress the packet from cur to replica r; cur becomes r's. Checksums
  * change by difference (bpf_l3/l4_csum_replace), which also keeps a partial
  * UDP checksum partial: only its pseudo-header part moves. */
 INLINE int readdress(struct __sk_buff *skb, const struct media *m, struct addressing *cur,
-		     const struct replica *r)
+		     const struct replica *r, const struct replica_path *path)
 {
 	__u32 udp_csum = m->l4_off + offsetof(struct udphdr, check);
 	__u32 ports_old = (__u32)cur->sport | (__u32)cur->dport << 16;
@@ -204,8 +253,8 @@ INLINE int readdress(struct __sk_buff *skb, const struct media *m, struct addres
 	__u64 udp_flags = BPF_F_MARK_MANGLED_0; /* a zero IPv4 checksum stays zero */
 	__s64 diff;
 
-	if (bpf_skb_store_bytes(skb, 0, r->dmac, ETH_ALEN, 0) ||
-	    bpf_skb_store_bytes(skb, ETH_ALEN, r->smac, ETH_ALEN, 0))
+	if (bpf_skb_store_bytes(skb, 0, path->dmac, ETH_ALEN, 0) ||
+	    bpf_skb_store_bytes(skb, ETH_ALEN, path->smac, ETH_ALEN, 0))
 		return -1;
 	if (m->ip.family == AF_INET) {
 		__u32 addrs_old[2] = { cur->saddr.v4, cur->daddr.v4 };
@@ -246,6 +295,7 @@ struct fan {
 	struct media *m;
 	struct addressing *cur;
 	__u32 n;      /* replicas to clone: all but the last */
+	__u32 ip_len; /* of the datagram, for the MTU check */
 	int failed;   /* a rewrite failed: stop, drop */
 };
 
@@ -260,6 +310,7 @@ INLINE void count_replica(const struct replica *r, __u32 bytes)
 /* One replica of all but the last: readdress, clone out. */
 static long clone_one(__u64 i, struct fan *c)
 {
+	const struct replica_path *path;
 	const struct replica *r;
 
 	if (i >= c->n)
@@ -269,11 +320,16 @@ static long clone_one(__u64 i, struct fan *c)
 		outcome(SFU_FAMILY_MISMATCH, c->m->len);
 		return 0;
 	}
-	if (readdress(c->skb, c->m, c->cur, r)) {
+	path = replica_path(c->skb, r, c->ip_len);
+	if (!path) {
+		outcome(SFU_NO_ROUTE, c->m->len);
+		return 0;
+	}
+	if (readdress(c->skb, c->m, c->cur, r, path)) {
 		c->failed = 1;
 		return 1;
 	}
-	if (bpf_clone_redirect(c->skb, r->ifindex, 0))
+	if (bpf_clone_redirect(c->skb, path->ifindex, 0))
 		outcome(SFU_CLONE_FAILED, c->m->len);
 	else
 		count_replica(r, c->m->len);
@@ -298,6 +354,7 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	struct addressing cur = { .saddr = m->ip.saddr, .daddr = m->ip.daddr,
 				  .sport = m->udp.sport, .dport = m->udp.dport };
 	struct fan c = { .skb = skb, .m = m, .cur = &cur };
+	const struct replica_path *path;
 	const struct replica *last;
 	__u32 id = s->id, slot = s->slot;
 	__u8 ttl;
@@ -322,17 +379,24 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
 	count(bpf_map_lookup_elem(&sender_stats, &slot), m->len);
 	c.n = c.f->count - 1;
+	c.ip_len = m->ip.payload_len + (m->ip.family == AF_INET ? sizeof(struct iphdr) : sizeof(struct ipv6hdr));
 	bpf_loop(c.n, clone_one, &c, 0);
 	if (c.failed)
 		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
 	last = &c.f->r[c.n & (SFU_MAX_FANOUT - 1)];
 	if (last->family != m->ip.family)
 		return outcome(SFU_FAMILY_MISMATCH, m->len), TC_ACT_SHOT;
-	if (readdress(skb, m, &cur, last))
+	path = replica_path(skb, last, c.ip_len);
+	if (!path) {
+		outcome(SFU_NO_ROUTE, m->len);
+		outcome(SFU_REPLICATED, m->len);
+		return TC_ACT_SHOT;
+	}
+	if (readdress(skb, m, &cur, last, path))
 		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
 	count_replica(last, m->len);
 	outcome(SFU_REPLICATED, m->len);
-	return bpf_redirect(last->ifindex, 0);
+	return bpf_redirect(path->ifindex, 0);
 }
 
 SEC("tc")

@@ -40,20 +40,31 @@ struct sender {
 };
 
 /* One receiver of a sender's stream: the replica leaves from the SFU's
- * address and port towards the receiver, through ifindex to next-hop MAC. */
+ * address and port towards the receiver's; the kernel's routes and
+ * neighbours say where (replica_paths). */
 struct replica {
 	union ip_addr saddr;
 	union ip_addr daddr;
 	__be16 sport;
 	__be16 dport;
-	__u32 ifindex;
-	__u8 smac[6];
-	__u8 dmac[6];
 	__u8 family; /* the sender's: user space pairs only the same family */
 	__u8 ttl;    /* or hop limit: the SFU is the receiver's peer, not a router */
 	__u16 pad;
-	__u32 slot;  /* its counters in replica_stats */
+	__u32 slot;  /* its counters in replica_stats, its path in replica_paths */
 };
+
+/* Where one receiver's replicas leave, as bpf_fib_lookup last said on
+ * this CPU, for a second, and for datagrams up to max_len. */
+struct replica_path {
+	__u64 expires; /* CLOCK_MONOTONIC_COARSE, ns; 0: empty */
+	__u32 ifindex;
+	__u16 max_len; /* largest IP length checked against the MTU */
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u16 pad;
+};
+
+#define REPLICA_PATH_TTL_NS 1000000000ULL
 
 /* Every receiver of one sender. Replaced whole by user space (a hash map's
  * update swaps the element), so a packet never sees half a list. */

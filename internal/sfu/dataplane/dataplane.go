@@ -42,13 +42,11 @@ func (c Config) validate() error {
 }
 
 // Receiver is where a stream's replicas go: from the SFU's address and
-// port (the one this receiver's connection uses) to the receiver's, out of
-// an interface to the next hop's MAC address.
+// port (the one this receiver's connection uses) to the receiver's. The
+// kernel's routes and neighbours say by which interface and next hop.
 type Receiver struct {
-	From, To       netip.AddrPort
-	Ifindex        int
-	SrcMAC, DstMAC net.HardwareAddr
-	TTL            uint8 // the IP TTL or hop limit replicas leave with
+	From, To netip.AddrPort
+	TTL      uint8 // the IP TTL or hop limit replicas leave with
 }
 
 // DataPlane is the loaded program and its maps.
@@ -240,8 +238,10 @@ func (d *DataPlane) fanout(from netip.AddrPort, receivers []Receiver) (sfuFanout
 			d.releaseReplicas(used)
 			return fan, nil, errors.New("dataplane: out of receiver counters")
 		}
-		// A reused slot starts from zero.
-		if err := d.objs.ReplicaStats.Put(slot, make([]sfuSfuStats, ebpf.MustPossibleCPU())); err != nil {
+		// A reused slot starts from zero, and from no cached path.
+		err = errors.Join(d.objs.ReplicaStats.Put(slot, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
+			d.objs.ReplicaPaths.Put(slot, make([]sfuReplicaPath, ebpf.MustPossibleCPU())))
+		if err != nil {
 			d.replicaSl.Put(slot)
 			d.releaseReplicas(used)
 			return fan, nil, err
@@ -259,11 +259,10 @@ func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
 	if src.Is4() != from.Addr().Is4() || dst.Is4() != from.Addr().Is4() {
 		return sfuReplica{}, fmt.Errorf("%v -> %v: not the family of the sender %v", r.From, r.To, from)
 	}
-	if len(r.SrcMAC) != 6 || len(r.DstMAC) != 6 || r.Ifindex <= 0 || r.TTL == 0 {
-		return sfuReplica{}, fmt.Errorf("%v: needs both MAC addresses, an interface and a TTL", r.To)
+	if r.TTL == 0 {
+		return sfuReplica{}, fmt.Errorf("%v: needs a TTL", r.To)
 	}
-	rep := sfuReplica{Sport: be16(r.From.Port()), Dport: be16(r.To.Port()), Ifindex: uint32(r.Ifindex),
-		Smac: [6]byte(r.SrcMAC), Dmac: [6]byte(r.DstMAC), Ttl: r.TTL, Family: afInet}
+	rep := sfuReplica{Sport: be16(r.From.Port()), Dport: be16(r.To.Port()), Ttl: r.TTL, Family: afInet}
 	if src.Is4() {
 		copy(rep.Saddr.Bytes[:4], src.AsSlice())
 		copy(rep.Daddr.Bytes[:4], dst.AsSlice())

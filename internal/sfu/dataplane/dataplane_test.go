@@ -20,7 +20,7 @@ import (
 // The rig: one namespace, a veth pair the senders' frames arrive on (in0)
 // and one the replicas leave by (out0, whose far end out1 is captured).
 type rig struct {
-	t    *testing.T
+	t    testing.TB
 	ns   *netns.NS
 	dp   *DataPlane
 	in   *net.Interface
@@ -84,16 +84,20 @@ func (r *rig) receivers(v6 bool, n int) []Receiver {
 		if v6 {
 			from, to = netip.AddrPortFrom(sfuV6, mediaPort), netip.MustParseAddrPort(fmt.Sprintf("[fd20:2::%x]:%d", 10+i, 50000+i))
 		}
-		out = append(out, Receiver{From: from, To: to, Ifindex: r.out.Index,
-			SrcMAC: r.out.HardwareAddr, DstMAC: net.HardwareAddr{0x02, 0, 0, 0, 0x02, byte(i)}, TTL: 64})
+		// The receiver is a neighbour on out0.
+		must(r.t, r.ns.IP("neigh", "replace", to.Addr().String(), "lladdr", receiverMAC(i).String(), "dev", "out0", "nud", "permanent"))
+		out = append(out, Receiver{From: from, To: to, TTL: 64})
 	}
 	return out
 }
 
-// expected is a replica as an independent construction builds it: the
-// sender's UDP payload, byte for byte, from the SFU to the receiver.
-func expected(rc Receiver, payload []byte) []byte {
-	return frame.UDP{SrcMAC: rc.SrcMAC, DstMAC: rc.DstMAC, Src: rc.From, Dst: rc.To, TTL: rc.TTL, DF: true, Payload: payload}.Marshal()
+func receiverMAC(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0, 0, 0, 0x02, byte(i)} }
+
+// expected is the ith receiver's replica as an independent construction
+// builds it: the sender's UDP payload, byte for byte, from the SFU to the
+// receiver, out of out0 to the receiver's MAC.
+func (r *rig) expected(i int, rc Receiver, payload []byte) []byte {
+	return frame.UDP{SrcMAC: r.out.HardwareAddr, DstMAC: receiverMAC(i), Src: rc.From, Dst: rc.To, TTL: rc.TTL, DF: true, Payload: payload}.Marshal()
 }
 
 // skBuff is struct __sk_buff up to the fields BPF_PROG_TEST_RUN takes.
@@ -229,9 +233,9 @@ func TestReplicatesToEveryReceiver(t *testing.T) {
 						t.Fatalf("%d clones on the wire, want %d", len(clones), len(rcv)-1)
 					}
 					for i, c := range clones {
-						requireFrame(t, fmt.Sprintf("replica %d", i), c, expected(rcv[i], payload))
+						requireFrame(t, fmt.Sprintf("replica %d", i), c, r.expected(i, rcv[i], payload))
 					}
-					requireFrame(t, "last replica", last, expected(rcv[len(rcv)-1], payload))
+					requireFrame(t, "last replica", last, r.expected(len(rcv)-1, rcv[len(rcv)-1], payload))
 				})
 			}
 		})
@@ -329,6 +333,29 @@ func TestRefusesWhatTheKernelWould(t *testing.T) {
 	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: rtpPacket(1, 1, 20)}.Marshal()
 	if ret := r.verdict(in); ret != tcActRedirect {
 		t.Errorf("the sender on its own interface: verdict %d", ret)
+	}
+}
+
+// A receiver the kernel has no route to is skipped and counted; the others
+// get their replicas, out of the interface and to the MAC address the
+// kernel's tables give.
+func TestSkipsReceiversWithoutRoute(t *testing.T) {
+	r := newRig(t)
+	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
+	rcv := r.receivers(false, 2)
+	lost := Receiver{From: rcv[0].From, To: netip.MustParseAddrPort("10.99.0.1:5000"), TTL: 64} // no route
+	must(t, r.dp.SetStream(from, []uint32{1}, []Receiver{rcv[0], lost, rcv[1]}))
+	payload := rtpPacket(1, 1, 40)
+	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: payload}.Marshal()
+	before := r.outcomes()
+	ret, last, clones := r.run(in)
+	if ret != tcActRedirect || len(clones) != 1 {
+		t.Fatalf("verdict %d, %d clones; want a redirect and one clone", ret, len(clones))
+	}
+	requireFrame(t, "first", clones[0], r.expected(0, rcv[0], payload))
+	requireFrame(t, "last", last, r.expected(1, rcv[1], payload))
+	if got := r.outcomes()[NoRoute].Packets - before[NoRoute].Packets; got != 1 {
+		t.Errorf("no_route counted %d times", got)
 	}
 }
 

@@ -25,12 +25,13 @@ const (
 	FamilyMismatch
 	Segmented
 	SourceRefused
+	NoRoute
 	outcomeMax
 )
 
 var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
-	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused",
+	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused", "no_route",
 }
 
 func (o Outcome) String() string {

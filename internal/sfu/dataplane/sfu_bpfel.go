@@ -36,15 +36,23 @@ type sfuReplica struct {
 		_     structs.HostLayout
 		Bytes [16]uint8
 	}
-	Sport   uint16
-	Dport   uint16
+	Sport  uint16
+	Dport  uint16
+	Family uint8
+	Ttl    uint8
+	Pad    uint16
+	Slot   uint32
+}
+
+type sfuReplicaPath struct {
+	_       structs.HostLayout
+	Expires uint64
 	Ifindex uint32
+	MaxLen  uint16
 	Smac    [6]uint8
 	Dmac    [6]uint8
-	Family  uint8
-	Ttl     uint8
 	Pad     uint16
-	Slot    uint32
+	_       [4]byte
 }
 
 type sfuSender struct {
@@ -91,6 +99,7 @@ const (
 	sfuMapConfig       = "config"
 	sfuMapFanouts      = "fanouts"
 	sfuMapOutcomes     = "outcomes"
+	sfuMapReplicaPaths = "replica_paths"
 	sfuMapReplicaStats = "replica_stats"
 	sfuMapSenderStats  = "sender_stats"
 	sfuMapSendersV4    = "senders_v4"
@@ -151,6 +160,7 @@ type sfuMapSpecs struct {
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Fanouts      *ebpf.MapSpec `ebpf:"fanouts"`
 	Outcomes     *ebpf.MapSpec `ebpf:"outcomes"`
+	ReplicaPaths *ebpf.MapSpec `ebpf:"replica_paths"`
 	ReplicaStats *ebpf.MapSpec `ebpf:"replica_stats"`
 	SenderStats  *ebpf.MapSpec `ebpf:"sender_stats"`
 	SendersV4    *ebpf.MapSpec `ebpf:"senders_v4"`
@@ -187,6 +197,7 @@ type sfuMaps struct {
 	Config       *ebpf.Map `ebpf:"config"`
 	Fanouts      *ebpf.Map `ebpf:"fanouts"`
 	Outcomes     *ebpf.Map `ebpf:"outcomes"`
+	ReplicaPaths *ebpf.Map `ebpf:"replica_paths"`
 	ReplicaStats *ebpf.Map `ebpf:"replica_stats"`
 	SenderStats  *ebpf.Map `ebpf:"sender_stats"`
 	SendersV4    *ebpf.Map `ebpf:"senders_v4"`
@@ -199,6 +210,7 @@ func (m *sfuMaps) Close() error {
 		m.Config,
 		m.Fanouts,
 		m.Outcomes,
+		m.ReplicaPaths,
 		m.ReplicaStats,
 		m.SenderStats,
 		m.SendersV4,
