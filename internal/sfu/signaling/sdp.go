@@ -274,3 +274,27 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 	}
 	return string(b), nil
 }
+
+// RemoteUfrag is the ICE username fragment of a receiver's answer (the
+// same in every section), which its connectivity checks will carry.
+func RemoteUfrag(answer string) (string, error) {
+	if len(answer) > MaxSDPSize {
+		return "", fmt.Errorf("signaling: description of %d bytes, at most %d", len(answer), MaxSDPSize)
+	}
+	var s sdp.SessionDescription
+	if err := s.UnmarshalString(answer); err != nil {
+		return "", fmt.Errorf("signaling: description: %w", err)
+	}
+	ufrag := ""
+	for i, md := range s.MediaDescriptions {
+		u := attr(md, &s, "ice-ufrag")
+		if u == "" || (ufrag != "" && u != ufrag) {
+			return "", fmt.Errorf("signaling: media section %d: missing or different ICE username fragment", i)
+		}
+		ufrag = u
+	}
+	if ufrag == "" {
+		return "", errors.New("signaling: an answer without media sections")
+	}
+	return ufrag, nil
+}

@@ -1,0 +1,318 @@
+// Package controller is the SFU's controller: rooms and participants, the
+// descriptions each connection gets, and, as connectivity checks bind
+// connections to addresses, what the data plane and the agent are told.
+// It is transport-agnostic: the signaling server feeds it messages and
+// sends what it emits.
+package controller
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"sync"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/agent"
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
+)
+
+// Message is what the controller sends a participant.
+type Message struct {
+	Type string `json:"type"`           // joined, answer, offer, left, error
+	ID   string `json:"id,omitempty"`   // joined: yours; offer, left: the publisher's
+	SDP  string `json:"sdp,omitempty"`  // answer, offer
+	Text string `json:"text,omitempty"` // error
+}
+
+// Config of a controller.
+type Config struct {
+	Codecs signaling.Codecs
+	// Media are the SFU's media sockets' addresses (one per family): its
+	// ICE candidates, and where replicas and feedback leave from.
+	Media []netip.AddrPort
+	TTL   uint8 // of replicas
+	Plane dataplane.Plane
+	Agent *agent.Agent
+}
+
+// Controller holds the rooms.
+type Controller struct {
+	cfg Config
+
+	mu    sync.Mutex
+	rooms map[string]*room
+	conns map[string]*conn // by our ICE ufrag
+}
+
+type room struct {
+	name  string
+	parts map[string]*Participant
+}
+
+// Participant is one browser in a room.
+type Participant struct {
+	ID   string
+	room *room
+	send func(Message)
+
+	publish *signaling.Publish
+	pub     *conn            // its send-only connection
+	recv    map[string]*conn // its receive-only connections, by publisher id
+}
+
+// conn is one PeerConnection between a browser and the SFU.
+type conn struct {
+	owner     *Participant
+	publisher *Participant // for a receive-only connection: whose stream
+	ice       agent.Session
+	addr      netip.AddrPort // bound by a check; invalid until then
+}
+
+// New is a controller without rooms.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Plane == nil || cfg.Agent == nil || len(cfg.Media) == 0 {
+		return nil, errors.New("controller: needs a data plane, an agent and the media addresses")
+	}
+	if cfg.Codecs == (signaling.Codecs{}) {
+		cfg.Codecs = signaling.DefaultCodecs
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 64
+	}
+	return &Controller{cfg: cfg, rooms: map[string]*room{}, conns: map[string]*conn{}}, nil
+}
+
+var roomName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Join puts a new participant in the room; send gets its messages (called
+// with the controller's lock held: it must not call back). It gets a
+// receive-only offer for every stream already published there.
+func (c *Controller) Join(roomID string, send func(Message)) (*Participant, error) {
+	if !roomName.MatchString(roomID) {
+		return nil, fmt.Errorf("controller: room name %q: 1 to 64 letters, digits, '-' or '_'", roomID)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.rooms[roomID]
+	if r == nil {
+		r = &room{name: roomID, parts: map[string]*Participant{}}
+		c.rooms[roomID] = r
+	}
+	p := &Participant{ID: randomString(8), room: r, send: send, recv: map[string]*conn{}}
+	r.parts[p.ID] = p
+	send(Message{Type: "joined", ID: p.ID})
+	for _, other := range r.parts {
+		if other != p && other.publish != nil {
+			c.offerStream(other, p)
+		}
+	}
+	return p, nil
+}
+
+// Publish takes the participant's send-only offer and answers it; every
+// other participant in the room gets a receive-only offer for it.
+func (c *Controller) Publish(p *Participant, offer string) error {
+	pub, err := signaling.ParsePublish(offer, c.cfg.Codecs)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.publish != nil {
+		return errors.New("controller: already publishing (one send-only connection per participant)")
+	}
+	cn := c.newConn(p, nil)
+	cn.ice.RemoteUfrag = pub.RemoteUfrag
+	answer, err := pub.Answer(c.ice(cn))
+	if err == nil {
+		err = c.cfg.Agent.ICE.Add(cn.ice)
+	}
+	if err != nil {
+		delete(c.conns, cn.ice.LocalUfrag)
+		return err
+	}
+	p.publish, p.pub = pub, cn
+	p.send(Message{Type: "answer", SDP: answer})
+	for _, other := range p.room.parts {
+		if other != p {
+			c.offerStream(p, other)
+		}
+	}
+	return nil
+}
+
+// Answer takes a receiver's answer to the offer for publisher's stream:
+// its ICE username fragment is what lets its checks in.
+func (c *Controller) Answer(p *Participant, publisherID, answer string) error {
+	ufrag, err := signaling.RemoteUfrag(answer)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cn := p.recv[publisherID]
+	if cn == nil {
+		return fmt.Errorf("controller: no offer for %q's stream", publisherID)
+	}
+	if cn.ice.RemoteUfrag != "" {
+		return errors.New("controller: already answered")
+	}
+	cn.ice.RemoteUfrag = ufrag
+	return c.cfg.Agent.ICE.Add(cn.ice)
+}
+
+// Leave removes the participant: its stream, its place among every other
+// stream's receivers, its connections' ICE sessions.
+func (c *Controller) Leave(p *Participant) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	if p.pub != nil {
+		if p.pub.addr.IsValid() {
+			errs = append(errs, c.cfg.Plane.RemoveStream(p.pub.addr))
+			c.cfg.Agent.Feedback.RemoveSender(p.pub.addr)
+		}
+		c.dropConn(p.pub)
+	}
+	for _, cn := range p.recv {
+		c.dropConn(cn)
+	}
+	for _, other := range p.room.parts {
+		if cn := other.recv[p.ID]; cn != nil {
+			c.dropConn(cn)
+			delete(other.recv, p.ID)
+		}
+	}
+	delete(p.room.parts, p.ID)
+	for _, other := range p.room.parts {
+		if p.publish != nil {
+			other.send(Message{Type: "left", ID: p.ID})
+		}
+		errs = append(errs, c.updateStream(other))
+	}
+	if len(p.room.parts) == 0 {
+		delete(c.rooms, p.room.name)
+	}
+	return errors.Join(errs...)
+}
+
+// OnBinding is the agent's report that a connection's checks come from
+// this address: the data plane and the feedback routes follow.
+func (c *Controller) OnBinding(b agent.Binding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cn := c.conns[b.LocalUfrag]
+	if cn == nil || cn.addr == b.Remote {
+		return
+	}
+	cn.addr = b.Remote
+	if cn.publisher == nil {
+		_ = c.updateStream(cn.owner)
+		return
+	}
+	_ = c.updateStream(cn.publisher)
+}
+
+// Expired: consent lapsed on these bindings (agent.ICE.Expire): their
+// connections stop getting or sending media until checks come back.
+func (c *Controller) Expired(bs []agent.Binding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range bs {
+		cn := c.conns[b.LocalUfrag]
+		if cn == nil || cn.addr != b.Remote {
+			continue
+		}
+		if cn.publisher == nil {
+			_ = c.cfg.Plane.RemoveStream(cn.addr)
+			cn.addr = netip.AddrPort{}
+			continue
+		}
+		c.cfg.Agent.Feedback.RemovePath(cn.addr)
+		cn.addr = netip.AddrPort{}
+		_ = c.updateStream(cn.publisher)
+	}
+}
+
+// updateStream tells the data plane where p's stream goes now.
+func (c *Controller) updateStream(p *Participant) error {
+	if p.pub == nil || !p.pub.addr.IsValid() {
+		return nil
+	}
+	var ssrcs []uint32
+	for _, m := range p.publish.Media {
+		ssrcs = append(ssrcs, m.SSRCs...)
+	}
+	var receivers []dataplane.Receiver
+	for _, other := range p.room.parts {
+		cn := other.recv[p.ID]
+		if other == p || cn == nil || !cn.addr.IsValid() {
+			continue
+		}
+		from, ok := c.mediaFor(cn.addr)
+		if !ok || cn.addr.Addr().Is4() != p.pub.addr.Addr().Is4() {
+			continue // the data plane replicates within one family
+		}
+		receivers = append(receivers, dataplane.Receiver{From: from, To: cn.addr, TTL: c.cfg.TTL})
+		if via, ok := c.mediaFor(p.pub.addr); ok {
+			c.cfg.Agent.Feedback.SetPath(cn.addr, agent.Path{Sender: p.pub.addr, Via: via})
+		}
+	}
+	return c.cfg.Plane.SetStream(p.pub.addr, ssrcs, receivers)
+}
+
+// mediaFor is the SFU's media address of the family of a.
+func (c *Controller) mediaFor(a netip.AddrPort) (netip.AddrPort, bool) {
+	for _, m := range c.cfg.Media {
+		if m.Addr().Unmap().Is4() == a.Addr().Unmap().Is4() {
+			return m, true
+		}
+	}
+	return netip.AddrPort{}, false
+}
+
+// offerStream gives receiver a receive-only connection for publisher's stream.
+func (c *Controller) offerStream(publisher, receiver *Participant) {
+	cn := c.newConn(receiver, publisher)
+	offer, err := publisher.publish.ReceiverOffer(c.ice(cn))
+	if err != nil {
+		delete(c.conns, cn.ice.LocalUfrag)
+		receiver.send(Message{Type: "error", Text: err.Error()})
+		return
+	}
+	receiver.recv[publisher.ID] = cn
+	receiver.send(Message{Type: "offer", ID: publisher.ID, SDP: offer})
+}
+
+func (c *Controller) newConn(owner, publisher *Participant) *conn {
+	cn := &conn{owner: owner, publisher: publisher,
+		ice: agent.Session{LocalUfrag: randomString(8), LocalPwd: randomString(24)}}
+	c.conns[cn.ice.LocalUfrag] = cn
+	return cn
+}
+
+func (c *Controller) dropConn(cn *conn) {
+	c.cfg.Agent.ICE.Remove(cn.ice.LocalUfrag)
+	if cn.addr.IsValid() && cn.publisher != nil {
+		c.cfg.Agent.Feedback.RemovePath(cn.addr)
+	}
+	delete(c.conns, cn.ice.LocalUfrag)
+}
+
+func (c *Controller) ice(cn *conn) signaling.ICE {
+	return signaling.ICE{Ufrag: cn.ice.LocalUfrag, Pwd: cn.ice.LocalPwd, Candidates: c.cfg.Media}
+}
+
+// randomString is n characters of ICE's alphabet (RFC 8445 5.3: letters,
+// digits, + and /) from crypto/rand: a guessed password would let a
+// stranger's checks in.
+func randomString(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.RawStdEncoding.EncodeToString(b)[:n]
+}

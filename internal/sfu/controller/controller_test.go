@@ -1,0 +1,226 @@
+package controller
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pion/sdp/v3"
+	"github.com/pion/stun/v4"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/agent"
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+)
+
+// plane records what the controller asks of the data plane.
+type plane struct {
+	mu      sync.Mutex
+	streams map[netip.AddrPort][]dataplane.Receiver
+	ssrcs   map[netip.AddrPort][]uint32
+}
+
+func (p *plane) SetStream(from netip.AddrPort, ssrcs []uint32, rs []dataplane.Receiver) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.streams[from], p.ssrcs[from] = slices.Clone(rs), slices.Clone(ssrcs)
+	return nil
+}
+
+func (p *plane) RemoveStream(from netip.AddrPort) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.streams[from]; !ok {
+		return errors.New("no stream")
+	}
+	delete(p.streams, from)
+	return nil
+}
+
+func (p *plane) StreamStats(netip.AddrPort) (dataplane.Counter, []dataplane.Counter, error) {
+	return dataplane.Counter{}, nil, nil
+}
+func (p *plane) Outcomes() (map[dataplane.Outcome]dataplane.Counter, error) { return nil, nil }
+func (p *plane) Close() error                                               { return nil }
+
+// inbox collects one participant's messages.
+type inbox struct{ msgs []Message }
+
+func (b *inbox) send(m Message) { b.msgs = append(b.msgs, m) }
+
+func (b *inbox) last(t *testing.T, typ string) Message {
+	t.Helper()
+	for i := len(b.msgs) - 1; i >= 0; i-- {
+		if b.msgs[i].Type == typ {
+			return b.msgs[i]
+		}
+	}
+	t.Fatalf("no %q message in %v", typ, b.msgs)
+	return Message{}
+}
+
+var sfuMedia = netip.MustParseAddrPort("10.0.0.1:40000")
+
+type world struct {
+	c     *Controller
+	ag    *agent.Agent
+	plane *plane
+	now   time.Time
+}
+
+func newWorld(t *testing.T) *world {
+	w := &world{plane: &plane{streams: map[netip.AddrPort][]dataplane.Receiver{}, ssrcs: map[netip.AddrPort][]uint32{}},
+		now: time.Unix(1000, 0)}
+	var err error
+	w.ag, err = agent.New(agent.ICEConfig{OnBinding: func(b agent.Binding) { w.c.OnBinding(b) }, Now: func() time.Time { return w.now }},
+		agent.FeedbackConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.c, err = New(Config{Media: []netip.AddrPort{sfuMedia}, Plane: w.plane, Agent: w.ag}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// check is a browser's connectivity check for the connection described by
+// sdpText (the SFU's answer or offer: its ufrag and password), from addr.
+func (w *world) check(t *testing.T, sdpText, remoteUfrag string, from netip.AddrPort) {
+	t.Helper()
+	var s sdp.SessionDescription
+	if err := s.UnmarshalString(sdpText); err != nil {
+		t.Fatal(err)
+	}
+	ufrag, _ := s.MediaDescriptions[0].Attribute("ice-ufrag")
+	pwd, _ := s.MediaDescriptions[0].Attribute("ice-pwd")
+	m, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.NewUsername(ufrag+":"+remoteUfrag),
+		stun.RawAttribute{Type: stun.AttrUseCandidate}, stun.NewShortTermIntegrity(pwd), stun.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := w.ag.ICE.Handle(m.Raw, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &stun.Message{Raw: resp}
+	if r.Decode() != nil || r.Type != stun.BindingSuccess {
+		t.Fatalf("check refused: %v", r)
+	}
+}
+
+func receiverAnswer(ufrag string) string {
+	return "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=video 9 RTP/AVPF 45\r\nc=IN IP4 0.0.0.0\r\na=ice-ufrag:" +
+		ufrag + "\r\na=ice-pwd:0123456789abcdefghijklmn\r\na=mid:1\r\na=recvonly\r\n"
+}
+
+// A publishes, B joins and answers; as their checks bind them, A's stream
+// goes to B's address from the SFU's; when B leaves, nobody receives it;
+// when A leaves, it is gone.
+func TestMeetingDrivesTheDataPlane(t *testing.T) {
+	w := newWorld(t)
+	offer, err := os.ReadFile("../signaling/testdata/chromium-offer.sdp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b inbox
+	pa, err := w.c.Join("room-1", a.send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Publish(pa, string(offer)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Publish(pa, string(offer)); err == nil {
+		t.Error("published twice")
+	}
+	answerA := a.last(t, "answer").SDP
+	pb, err := w.c.Join("room-1", b.send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offerB := b.last(t, "offer")
+	if offerB.ID != pa.ID || !strings.Contains(offerB.SDP, "a=sendonly") {
+		t.Fatalf("B's offer %+v", offerB)
+	}
+	if err := w.c.Answer(pb, pa.ID, receiverAnswer("bbbb")); err != nil {
+		t.Fatal(err)
+	}
+
+	addrA, addrB := netip.MustParseAddrPort("10.0.0.5:5000"), netip.MustParseAddrPort("10.0.0.6:6000")
+	w.check(t, answerA, "WBQv", addrA) // the fixture's ufrag
+	if rs, ok := w.plane.streams[addrA]; !ok || len(rs) != 0 || len(w.plane.ssrcs[addrA]) != 2 {
+		t.Fatalf("A bound: stream %v %v", rs, w.plane.ssrcs[addrA])
+	}
+	w.check(t, offerB.SDP, "bbbb", addrB)
+	want := []dataplane.Receiver{{From: sfuMedia, To: addrB, TTL: 64}}
+	if rs := w.plane.streams[addrA]; !slices.Equal(rs, want) {
+		t.Fatalf("B bound: receivers %v, want %v", rs, want)
+	}
+
+	if err := w.c.Leave(pb); err != nil {
+		t.Fatal(err)
+	}
+	if rs := w.plane.streams[addrA]; len(rs) != 0 {
+		t.Errorf("after B left: receivers %v", rs)
+	}
+	if err := w.c.Leave(pa); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.plane.streams[addrA]; ok {
+		t.Error("A's stream outlived A")
+	}
+	if len(w.c.rooms) != 0 || len(w.c.conns) != 0 {
+		t.Errorf("left behind: %d rooms, %d connections", len(w.c.rooms), len(w.c.conns))
+	}
+}
+
+// A receiver whose consent lapses stops receiving; its next check brings
+// it back.
+func TestConsentExpiryRemovesReceivers(t *testing.T) {
+	w := newWorld(t)
+	offer, _ := os.ReadFile("../signaling/testdata/chromium-offer.sdp")
+	var a, b inbox
+	pa, _ := w.c.Join("r", a.send)
+	if err := w.c.Publish(pa, string(offer)); err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := w.c.Join("r", b.send)
+	if err := w.c.Answer(pb, pa.ID, receiverAnswer("bbbb")); err != nil {
+		t.Fatal(err)
+	}
+	addrA, addrB := netip.MustParseAddrPort("10.0.0.5:5000"), netip.MustParseAddrPort("10.0.0.6:6000")
+	w.check(t, a.last(t, "answer").SDP, "WBQv", addrA)
+	w.check(t, b.last(t, "offer").SDP, "bbbb", addrB)
+	w.now = w.now.Add(20 * time.Second)
+	w.check(t, a.last(t, "answer").SDP, "WBQv", addrA) // A keeps checking, B does not
+	w.now = w.now.Add(agent.ConsentTimeout - 20*time.Second)
+	w.c.Expired(w.ag.ICE.Expire())
+	if rs := w.plane.streams[addrA]; len(rs) != 0 {
+		t.Fatalf("B's consent lapsed, receivers %v", rs)
+	}
+	w.check(t, b.last(t, "offer").SDP, "bbbb", addrB)
+	if rs := w.plane.streams[addrA]; len(rs) != 1 {
+		t.Errorf("B checked again, receivers %v", rs)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	w := newWorld(t)
+	var a inbox
+	for _, name := range []string{"", "a b", strings.Repeat("x", 65), "../etc"} {
+		if _, err := w.c.Join(name, a.send); err == nil {
+			t.Errorf("joined room %q", name)
+		}
+	}
+	p, _ := w.c.Join("r", a.send)
+	if err := w.c.Publish(p, "garbage"); err == nil {
+		t.Error("published garbage")
+	}
+	if err := w.c.Answer(p, "nobody", receiverAnswer("x")); err == nil {
+		t.Error("answered an offer never made")
+	}
+}
