@@ -64,7 +64,7 @@ func TestBrowserRelayCall(t *testing.T) {
 func browserRelayCall(t *testing.T, tb *testbed.Testbed, seconds int, share float64) {
 	testenv.RequireCommand(t, "chromium")
 	node := testenv.RequireCommand(t, "node")
-	script, _ := filepath.Abs("testdata/browser/relay_call.mjs")
+	script, _ := filepath.Abs("../testbed/browser/relay_call.mjs")
 	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
 		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
 	}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+
+	"github.com/ebrtc/ebrtc/internal/sfu"
+	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
+)
+
+func runSFU(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sfu", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var media, ifaces listValue
+	fs.Var(&media, "media", "media address IP:PORT, one per family: the ICE candidates (repeatable, required)")
+	fs.Var(&ifaces, "iface", "interface media arrives on, for the eBPF data plane (repeatable)")
+	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling")
+	dataplane := fs.String("dataplane", "ebpf", "ebpf (TC ingress) or user (recvmmsg/sendmmsg)")
+	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated")
+	audio := fs.String("audio-codec", signaling.DefaultCodecs.Audio, "the one audio codec negotiated")
+	unencrypted := fs.Bool("unencrypted-media", false, "acknowledge that media is forwarded unencrypted (required: see docs/sfu.md)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: ebrtc sfu --unencrypted-media --media IP:PORT [--iface IFACE] [flags]\n\nA selective forwarding unit whose media forwarding runs in eBPF. Browsers join\nat the web address and must run with --disable-webrtc-encryption. Needs root\nfor the eBPF data plane.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if !*unencrypted {
+		fmt.Fprintln(stderr, "ebrtc sfu: unencrypted-media: media is forwarded as plain RTP, readable and forgeable on the path;\nrun it only where that is acceptable (docs/sfu.md) and say so with --unencrypted-media")
+		return 2
+	}
+	cfg := sfu.Config{Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane,
+		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: slog.New(slog.NewTextHandler(stderr, nil))}
+	for _, m := range media {
+		ap, err := netip.ParseAddrPort(m)
+		if err != nil {
+			fmt.Fprintf(stderr, "ebrtc sfu: media: %v\n", err)
+			return 2
+		}
+		cfg.Media = append(cfg.Media, ap)
+	}
+	var runErr error
+	untilSignal(stderr, func(ctx context.Context) { runErr = sfu.Run(ctx, cfg) })
+	if runErr != nil {
+		fmt.Fprintln(stderr, "ebrtc sfu:", runErr)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,162 @@
+// Package sfu assembles `ebrtc sfu`: the media sockets, a data plane (eBPF
+// or user space), the agent, the controller and the web server.
+package sfu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/agent"
+	"github.com/ebrtc/ebrtc/internal/sfu/controller"
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
+	"github.com/ebrtc/ebrtc/internal/sfu/web"
+)
+
+// Config of an SFU.
+type Config struct {
+	Listen    string           // the web server (page and signaling)
+	Media     []netip.AddrPort // media sockets: the ICE candidates, one per family
+	Ifaces    []string         // where the eBPF data plane runs (TC ingress)
+	Dataplane string           // "ebpf" or "user"
+	Codecs    signaling.Codecs
+	Log       *slog.Logger
+	// Ready, if set, gets the web server's address and the data plane
+	// once it serves.
+	Ready func(addr net.Addr, plane dataplane.Plane)
+}
+
+func (c *Config) validate() error {
+	if len(c.Media) == 0 || len(c.Media) > 2 {
+		return errors.New("sfu: media: want one address per family (1 or 2)")
+	}
+	for _, m := range c.Media {
+		if !m.IsValid() || m.Addr().IsUnspecified() || m.Port() == 0 {
+			return fmt.Errorf("sfu: media: %v: want a specific address and port", m)
+		}
+	}
+	if len(c.Media) == 2 && c.Media[0].Addr().Unmap().Is4() == c.Media[1].Addr().Unmap().Is4() {
+		return errors.New("sfu: media: two addresses of one family")
+	}
+	switch c.Dataplane {
+	case "ebpf":
+		if len(c.Ifaces) == 0 {
+			return errors.New("sfu: iface: the eBPF data plane needs the interfaces media arrives on")
+		}
+	case "user":
+	default:
+		return fmt.Errorf("sfu: dataplane: %q (want ebpf or user)", c.Dataplane)
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return nil
+}
+
+// Run serves until ctx ends, then removes everything it installed.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	var conns []*net.UDPConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for _, m := range cfg.Media {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(m))
+		if err != nil {
+			return fmt.Errorf("sfu: media socket: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	var ctrl *controller.Controller
+	ag, err := agent.New(agent.ICEConfig{OnBinding: func(b agent.Binding) { ctrl.OnBinding(b) }}, agent.FeedbackConfig{}, conns)
+	if err != nil {
+		return err
+	}
+	plane, err := openPlane(cfg, conns, ag)
+	if err != nil {
+		return err
+	}
+	defer plane.Close()
+	if ctrl, err = controller.New(controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, Plane: plane, Agent: ag}); err != nil {
+		return err
+	}
+	if cfg.Dataplane == "ebpf" {
+		for _, c := range conns {
+			go func() { _ = ag.Serve(c, func(err error) { cfg.Log.Debug("agent", "err", err) }) }()
+		}
+	}
+	go expire(ctx, ctrl, ag)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("sfu: listen: %w", err)
+	}
+	srv := &http.Server{Handler: web.Handler(ctrl), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	cfg.Log.Info("sfu serving", "web", ln.Addr().String(), "media", cfg.Media, "dataplane", cfg.Dataplane)
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr(), plane)
+	}
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func openPlane(cfg Config, conns []*net.UDPConn, ag *agent.Agent) (dataplane.Plane, error) {
+	if cfg.Dataplane == "user" {
+		// The user plane reads the sockets; the agent gets what it is owed.
+		return dataplane.NewUser(dataplane.UserConfig{Conns: conns, Upcall: func(p []byte, from netip.AddrPort, c *net.UDPConn) {
+			_ = ag.Handle(p, from, c)
+		}})
+	}
+	var ports []uint16
+	for _, m := range cfg.Media {
+		if !slices.Contains(ports, m.Port()) {
+			ports = append(ports, m.Port())
+		}
+	}
+	d, err := dataplane.Load(dataplane.Config{Ports: ports})
+	if err != nil {
+		return nil, err
+	}
+	for _, iface := range cfg.Ifaces {
+		if err := d.Attach(iface); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// expire checks consent every second (RFC 7675).
+func expire(ctx context.Context, ctrl *controller.Controller, ag *agent.Agent) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if gone := ag.ICE.Expire(); len(gone) > 0 {
+				ctrl.Expired(gone)
+			}
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// N participants join one room of ebrtc sfu in headless Chromium (each in
+// its own browser context, encryption off as the SFU needs), stay for
+// SECONDS, and print one JSON line: each page's inbound stats by publisher.
+//
+// usage: node meeting.mjs URL N SECONDS
+import { chromium } from 'playwright-core';
+
+const [url, nArg, secondsArg] = process.argv.slice(2);
+if (!url) {
+  console.error('usage: node meeting.mjs URL N SECONDS');
+  process.exit(2);
+}
+const n = Number(nArg || 2), seconds = Number(secondsArg || 10);
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: [
+    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
+    '--disable-webrtc-encryption',
+    // The page needs a secure context for the camera; the testbed serves plain HTTP.
+    '--unsafely-treat-insecure-origin-as-secure=' + new URL(url).origin,
+  ],
+});
+try {
+  const pages = [];
+  for (let i = 0; i < n; i++) {
+    const page = await (await browser.newContext()).newPage();
+    page.on('pageerror', (e) => console.error('page', i, e));
+    page.on('console', (m) => console.error('console', i, m.text()));
+    await page.goto(url);
+    pages.push(page);
+  }
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const out = [];
+  for (const p of pages) out.push(await p.evaluate(() => window.meeting.stats));
+  for (const p of pages) console.error("status", await p.evaluate(() => document.getElementById("status").textContent));
+  console.log(JSON.stringify(out));
+} finally {
+  await browser.close();
+}
