@@ -97,6 +97,26 @@ func (f *Feedback) RemoveSender(sender netip.AddrPort) {
 	}
 }
 
+// RequestKeyFrame asks the sender for a key frame of mediaSSRC (a PLI from
+// the SFU, deduplicated with the receivers' own): a receiver that just
+// joined can decode nothing before one.
+func (f *Feedback) RequestKeyFrame(sender, via netip.AddrPort, mediaSSRC uint32) error {
+	f.mu.Lock()
+	fresh := f.firstPLI(sender, mediaSSRC, f.cfg.Now())
+	f.mu.Unlock()
+	if !fresh {
+		return nil
+	}
+	b, err := rtcp.Marshal([]rtcp.Packet{&rtcp.PictureLossIndication{SenderSSRC: sfuSSRC, MediaSSRC: mediaSSRC}})
+	if err != nil {
+		return err
+	}
+	return f.cfg.Send(b, sender, via)
+}
+
+// sfuSSRC is the SSRC the SFU's own RTCP goes out with.
+const sfuSSRC = 0x5f0e7b1c
+
 // Handle routes one RTCP datagram a receiver sent. Feedback from an
 // unknown transport, or that does not parse, is dropped with an error.
 func (f *Feedback) Handle(p []byte, from netip.AddrPort) error {

@@ -94,6 +94,21 @@ func TestFeedbackDeduplicatesPLIs(t *testing.T) {
 	}
 }
 
+// The SFU's own key-frame requests share the receivers' deduplication.
+func TestRequestKeyFrame(t *testing.T) {
+	now := time.Unix(0, 0)
+	f, out := newFeedback(t, &now)
+	f.SetPath(receiver, Path{Sender: senderA, Via: viaA})
+	must(t, f.RequestKeyFrame(senderA, viaA, 1))
+	must(t, f.Handle(marshal(t, &rtcp.PictureLossIndication{SenderSSRC: 9, MediaSSRC: 1}), receiver)) // within the interval
+	if len(*out) != 1 || (*out)[0].to != senderA || (*out)[0].via != viaA {
+		t.Fatalf("sent %+v", *out)
+	}
+	if p, ok := (*out)[0].pkts[0].(*rtcp.PictureLossIndication); !ok || p.MediaSSRC != 1 {
+		t.Errorf("sent %+v, want a PLI for SSRC 1", (*out)[0].pkts)
+	}
+}
+
 // Each sender hears only its best downlink's REMB: a slow receiver does not
 // drag the sender down, and when the best one leaves, the next best speaks.
 func TestFeedbackForwardsTheBestREMB(t *testing.T) {

@@ -59,8 +59,9 @@ type Participant struct {
 	send func(Message)
 
 	publish *signaling.Publish
-	pub     *conn            // its send-only connection
-	recv    map[string]*conn // its receive-only connections, by publisher id
+	pub     *conn                   // its send-only connection
+	recv    map[string]*conn        // its receive-only connections, by publisher id
+	serving map[netip.AddrPort]bool // receivers its stream goes to now
 }
 
 // conn is one PeerConnection between a browser and the SFU.
@@ -247,6 +248,7 @@ func (c *Controller) updateStream(p *Participant) error {
 		ssrcs = append(ssrcs, m.SSRCs...)
 	}
 	var receivers []dataplane.Receiver
+	serving := map[netip.AddrPort]bool{}
 	for _, other := range p.room.parts {
 		cn := other.recv[p.ID]
 		if other == p || cn == nil || !cn.addr.IsValid() {
@@ -257,11 +259,38 @@ func (c *Controller) updateStream(p *Participant) error {
 			continue // the data plane replicates within one family
 		}
 		receivers = append(receivers, dataplane.Receiver{From: from, To: cn.addr, TTL: c.cfg.TTL})
+		serving[cn.addr] = true
 		if via, ok := c.mediaFor(p.pub.addr); ok {
 			c.cfg.Agent.Feedback.SetPath(cn.addr, agent.Path{Sender: p.pub.addr, Via: via})
 		}
 	}
-	return c.cfg.Plane.SetStream(p.pub.addr, ssrcs, receivers)
+	if err := c.cfg.Plane.SetStream(p.pub.addr, ssrcs, receivers); err != nil {
+		return err
+	}
+	// A new receiver decodes nothing before a key frame: ask for one.
+	for addr := range serving {
+		if !p.serving[addr] {
+			c.requestKeyFrames(p)
+			break
+		}
+	}
+	p.serving = serving
+	return nil
+}
+
+// requestKeyFrames sends the publisher a PLI for its video.
+func (c *Controller) requestKeyFrames(p *Participant) {
+	via, ok := c.mediaFor(p.pub.addr)
+	if !ok {
+		return
+	}
+	for _, m := range p.publish.Media {
+		if m.Kind == "video" {
+			for _, ssrc := range m.SSRCs {
+				_ = c.cfg.Agent.Feedback.RequestKeyFrame(p.pub.addr, via, ssrc)
+			}
+		}
+	}
 }
 
 // mediaFor is the SFU's media address of the family of a.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/rtcp"
 	"github.com/pion/sdp/v3"
 	"github.com/pion/stun/v4"
 
@@ -72,19 +74,71 @@ type world struct {
 	now   time.Time
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldOn(t, sfuMedia, nil) }
+
+// newWorldOn: the SFU's media address, and its socket if the test needs
+// the agent to send (nil: nothing is sent).
+func newWorldOn(t *testing.T, media netip.AddrPort, sock *net.UDPConn) *world {
 	w := &world{plane: &plane{streams: map[netip.AddrPort][]dataplane.Receiver{}, ssrcs: map[netip.AddrPort][]uint32{}},
 		now: time.Unix(1000, 0)}
+	var conns []*net.UDPConn
+	if sock != nil {
+		conns = append(conns, sock)
+	}
 	var err error
 	w.ag, err = agent.New(agent.ICEConfig{OnBinding: func(b agent.Binding) { w.c.OnBinding(b) }, Now: func() time.Time { return w.now }},
-		agent.FeedbackConfig{}, nil)
+		agent.FeedbackConfig{Now: func() time.Time { return w.now }}, conns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.c, err = New(Config{Media: []netip.AddrPort{sfuMedia}, Plane: w.plane, Agent: w.ag}); err != nil {
+	if w.c, err = New(Config{Media: []netip.AddrPort{media}, Plane: w.plane, Agent: w.ag}); err != nil {
 		t.Fatal(err)
 	}
 	return w
+}
+
+func loopback(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// When a receiver is added to a stream, the publisher is asked for a key
+// frame of its video (a PLI from the SFU's socket): the newcomer can decode
+// nothing before one.
+func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
+	sfuSock, pubSock := loopback(t), loopback(t)
+	w := newWorldOn(t, sfuSock.LocalAddr().(*net.UDPAddr).AddrPort(), sfuSock)
+	offer, _ := os.ReadFile("../signaling/testdata/chromium-offer.sdp")
+	var a, b inbox
+	pa, _ := w.c.Join("r", a.send)
+	if err := w.c.Publish(pa, string(offer)); err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := w.c.Join("r", b.send)
+	if err := w.c.Answer(pb, pa.ID, receiverAnswer("bbbb")); err != nil {
+		t.Fatal(err)
+	}
+	pubAddr := pubSock.LocalAddr().(*net.UDPAddr).AddrPort()
+	w.check(t, a.last(t, "answer").SDP, "WBQv", pubAddr)
+	w.check(t, b.last(t, "offer").SDP, "bbbb", netip.MustParseAddrPort("127.0.0.1:9"))
+	buf := make([]byte, 1500)
+	if err := pubSock.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	n, from, err := pubSock.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("no key-frame request reached the publisher: %v", err)
+	}
+	pkts, err := rtcp.Unmarshal(buf[:n])
+	video := pa.publish.Media[1].SSRCs[0]
+	if pli, ok := pkts[0].(*rtcp.PictureLossIndication); err != nil || !ok || pli.MediaSSRC != video || from != sfuSock.LocalAddr().(*net.UDPAddr).AddrPort() {
+		t.Errorf("publisher got %v (%v) from %v, want a PLI for its video SSRC %d from the SFU's socket", pkts, err, from, video)
+	}
 }
 
 // check is a browser's connectivity check for the connection described by

@@ -1,6 +1,8 @@
 // N participants join one room of ebrtc sfu in headless Chromium (each in
 // its own browser context, encryption off as the SFU needs), stay for
-// SECONDS, and print one JSON line: each page's inbound stats by publisher.
+// SECONDS; then the first leaves and rejoins (a reload), and the time until
+// it decodes video from every other participant again is measured. Prints
+// one JSON line: {stats: each page's inbound stats by publisher, rejoinMs}.
 //
 // usage: node meeting.mjs URL N SECONDS
 import { chromium } from 'playwright-core';
@@ -34,8 +36,21 @@ try {
   await new Promise((r) => setTimeout(r, seconds * 1000));
   const out = [];
   for (const p of pages) out.push(await p.evaluate(() => window.meeting.stats));
+  // Leave and rejoin: a reload closes the signaling socket and joins anew.
+  const start = Date.now();
+  await pages[0].reload();
+  let rejoinMs = -1;
+  while (Date.now() - start < 15000) {
+    const st = await pages[0].evaluate(() => window.meeting.stats);
+    const streams = Object.values(st);
+    if (streams.length === n - 1 && streams.every((x) => x.video && x.video.framesDecoded > 0)) {
+      rejoinMs = Date.now() - start;
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
   for (const p of pages) console.error("status", await p.evaluate(() => document.getElementById("status").textContent));
-  console.log(JSON.stringify(out));
+  console.log(JSON.stringify({ stats: out, rejoinMs }));
 } finally {
   await browser.close();
 }
