@@ -20,7 +20,8 @@ import (
 )
 
 type inbound struct {
-	PacketsReceived, PacketsLost, FramesDecoded, FreezeCount float64
+	PacketsReceived, PacketsLost, FramesDecoded, FreezeCount, FrameWidth float64
+	Codec                                                                string
 }
 
 // Three headless Chromium participants meet through ebrtc sfu on the
@@ -95,8 +96,10 @@ func TestBrowserMeeting(t *testing.T) {
 		}
 		for from, s := range streams {
 			v, a := s["video"], s["audio"]
+			// The page asks for 320x180 in AV1 (L1T3); the SFU negotiates AV1 and Opus only.
 			if v.FramesDecoded < 5*seconds || a.PacketsReceived < 10*seconds || v.FreezeCount > 0 ||
-				v.PacketsLost+a.PacketsLost > (v.PacketsReceived+a.PacketsReceived)/100 {
+				v.PacketsLost+a.PacketsLost > (v.PacketsReceived+a.PacketsReceived)/100 ||
+				v.Codec != "video/AV1" || a.Codec != "audio/opus" || v.FrameWidth != 320 {
 				t.Errorf("participant %d from %s: video %+v, audio %+v", i, from, v, a)
 			}
 		}
