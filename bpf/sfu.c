@@ -27,6 +27,7 @@
 #include "skb.h"
 #include "sfu.h"
 #include "sfu_outcome.h"
+#include <linux/if_packet.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -92,6 +93,8 @@ struct media {
 	struct udp_info udp;
 	__u32 l4_off;  /* UDP header, from the frame's start */
 	__u32 len;     /* UDP payload bytes */
+	__u32 ip_len;  /* the IP datagram's, for the replicas' MTU checks */
+	__u64 now;     /* CLOCK_MONOTONIC_COARSE, read once per packet */
 };
 
 /* What the headers hold now: the input's, then each replica's in turn. */
@@ -117,18 +120,26 @@ INLINE int outcome(__u32 o, __u32 bytes)
 	return o;
 }
 
-INLINE int is_media_port(const struct sfu_config *cfg, __be16 port)
+/* Whether the datagram is addressed to one of the SFU's media sockets. */
+INLINE int to_media_socket(const struct sfu_config *cfg, const struct media *m)
 {
 #pragma unroll
-	for (int i = 0; i < SFU_MAX_PORTS; i++)
-		if (cfg->ports[i] && cfg->ports[i] == port)
+	for (int i = 0; i < SFU_MAX_MEDIA; i++) {
+		const struct sfu_media *s = &cfg->media[i];
+
+		if (s->port && s->port == m->udp.dport && s->family == m->ip.family &&
+		    s->addr.v6[0] == m->ip.daddr.v6[0] && s->addr.v6[1] == m->ip.daddr.v6[1] &&
+		    s->addr.v6[2] == m->ip.daddr.v6[2] && s->addr.v6[3] == m->ip.daddr.v6[3])
 			return 1;
+	}
 	return 0;
 }
 
 #define HEADERS (ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct udphdr))
 
-/* Ethernet, IP and UDP to one of our media ports, the headers linear. */
+/* Ethernet, IP and UDP to one of our media sockets, the headers linear.
+ * A frame seen only because the interface is promiscuous is another
+ * host's: the kernel drops it, and so must we. */
 INLINE int parse_media(struct __sk_buff *skb, struct media *m)
 {
 	__u32 want = skb->len < HEADERS ? skb->len : HEADERS;
@@ -137,6 +148,8 @@ INLINE int parse_media(struct __sk_buff *skb, struct media *m)
 	void *data, *data_end;
 	__u16 proto;
 
+	if (skb->pkt_type == PACKET_OTHERHOST)
+		return -1;
 	if ((long)skb->data_end - (long)skb->data < want && bpf_skb_pull_data(skb, want))
 		return -1;
 	data = (void *)(long)skb->data;
@@ -155,9 +168,10 @@ INLINE int parse_media(struct __sk_buff *skb, struct media *m)
 	if (udp_parse(data + m->l4_off, data_end, &m->ip, &m->udp) != OUT_CONTINUE)
 		return -1;
 	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg || !is_media_port(cfg, m->udp.dport))
+	if (!cfg || !to_media_socket(cfg, m))
 		return -1;
 	m->len = m->udp.len - sizeof(struct udphdr);
+	m->ip_len = m->l4_off - ETH_HLEN + m->udp.len;
 	return 0;
 }
 
@@ -181,7 +195,7 @@ INLINE struct sender *lookup_sender(const struct media *m, __be32 ssrc)
 INLINE int source_admitted(struct __sk_buff *skb, const struct media *m, struct sender *s)
 {
 	__u32 ingress = skb->ingress_ifindex;
-	__u64 now = coarse_now();
+	__u64 now = m->now;
 
 	if (s->src_ifindex == ingress && s->src_until > now)
 		return 1;
@@ -204,12 +218,12 @@ INLINE int source_admitted(struct __sk_buff *skb, const struct media *m, struct 
  * path asks), cached. NULL: no route, no neighbour, or too long for the
  * MTU; the replica is not sent (the kernel resolves the neighbour when the
  * agent answers the receiver's connectivity checks). */
-INLINE struct replica_path *replica_path(struct __sk_buff *skb, const struct replica *r, __u32 ip_len)
+INLINE struct replica_path *replica_path(struct __sk_buff *skb, const struct replica *r, __u32 ip_len,
+					  __u64 now)
 {
 	struct bpf_fib_lookup fib = {};
 	struct replica_path *p;
 	__u32 slot = r->slot;
-	__u64 now = coarse_now();
 
 	p = bpf_map_lookup_elem(&replica_paths, &slot);
 	if (!p)
@@ -295,7 +309,6 @@ struct fan {
 	struct media *m;
 	struct addressing *cur;
 	__u32 n;      /* replicas to clone: all but the last */
-	__u32 ip_len; /* of the datagram, for the MTU check */
 	int failed;   /* a rewrite failed: stop, drop */
 };
 
@@ -320,7 +333,7 @@ static long clone_one(__u64 i, struct fan *c)
 		outcome(SFU_FAMILY_MISMATCH, c->m->len);
 		return 0;
 	}
-	path = replica_path(c->skb, r, c->ip_len);
+	path = replica_path(c->skb, r, c->m->ip_len, c->m->now);
 	if (!path) {
 		outcome(SFU_NO_ROUTE, c->m->len);
 		return 0;
@@ -341,8 +354,6 @@ static long clone_one(__u64 i, struct fan *c)
  * skb without one, so receivers verify the UDP checksum, which we keep. */
 INLINE int drop_complete_sum(struct __sk_buff *skb)
 {
-	if (skb_ip_summed(skb) != CHECKSUM_COMPLETE)
-		return 0;
 	if (bpf_skb_change_tail(skb, skb->len + 1, 0))
 		return -1;
 	return bpf_skb_change_tail(skb, skb->len - 1, 0) ? -2 : 0;
@@ -357,8 +368,8 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	const struct replica_path *path;
 	const struct replica *last;
 	__u32 id = s->id, slot = s->slot;
-	__u8 ttl;
-	int rc;
+	__u8 ttl, summed;
+	int rc = 0;
 
 	c.f = bpf_map_lookup_elem(&fanouts, &id);
 	if (!c.f || c.f->count == 0 || c.f->count > SFU_MAX_FANOUT) {
@@ -368,25 +379,26 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	if (bpf_skb_load_bytes(skb, m->ip.family == AF_INET ? IP4_TTL_OFF : IP6_HOPS_OFF, &ttl, 1))
 		return TC_ACT_UNSPEC;
 	cur.ttl = ttl;
-	if (skb_ip_summed(skb) == CHECKSUM_PARTIAL && !skb_partial_is_udp(skb, m->l4_off)) {
+	summed = skb_ip_summed(skb);
+	if (summed == CHECKSUM_PARTIAL && !skb_partial_is_udp(skb, m->l4_off)) {
 		outcome(SFU_MALFORMED, m->len);
 		return TC_ACT_UNSPEC;
 	}
-	rc = drop_complete_sum(skb);
+	if (summed == CHECKSUM_COMPLETE)
+		rc = drop_complete_sum(skb);
 	if (rc == -1)
 		return outcome(SFU_MALFORMED, m->len), TC_ACT_UNSPEC;
 	if (rc < 0)
 		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
 	count(bpf_map_lookup_elem(&sender_stats, &slot), m->len);
 	c.n = c.f->count - 1;
-	c.ip_len = m->ip.payload_len + (m->ip.family == AF_INET ? sizeof(struct iphdr) : sizeof(struct ipv6hdr));
 	bpf_loop(c.n, clone_one, &c, 0);
 	if (c.failed)
 		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
 	last = &c.f->r[c.n & (SFU_MAX_FANOUT - 1)];
 	if (last->family != m->ip.family)
 		return outcome(SFU_FAMILY_MISMATCH, m->len), TC_ACT_SHOT;
-	path = replica_path(skb, last, c.ip_len);
+	path = replica_path(skb, last, m->ip_len, m->now);
 	if (!path) {
 		outcome(SFU_NO_ROUTE, m->len);
 		outcome(SFU_REPLICATED, m->len);
@@ -440,6 +452,7 @@ int sfu_ingress(struct __sk_buff *skb)
 	s = lookup_sender(&m, ssrc);
 	if (!s)
 		return outcome(SFU_UNKNOWN_SENDER, m.len), TC_ACT_UNSPEC;
+	m.now = coarse_now();
 	if (!source_admitted(skb, &m, s))
 		return outcome(SFU_SOURCE_REFUSED, m.len), TC_ACT_UNSPEC;
 	return replicate(skb, &m, s);

@@ -5,12 +5,21 @@
 
 #include "common.h"
 
-#define SFU_MAX_PORTS 8
+#define SFU_MAX_MEDIA 8
 #define SFU_MAX_FANOUT 128 /* receivers of one sender (a power of two) */
 #define SFU_MAX_SENDERS 16384
 
+/* One of the SFU's media sockets: only datagrams the kernel would deliver
+ * to it are the data plane's (not ones for another address passing through). */
+struct sfu_media {
+	union ip_addr addr;
+	__be16 port; /* 0: unused */
+	__u8 family;
+	__u8 pad;
+};
+
 struct sfu_config {
-	__be16 ports[SFU_MAX_PORTS]; /* the SFU's media ports; 0 = unused */
+	struct sfu_media media[SFU_MAX_MEDIA];
 };
 
 /* A sender: the address and port it sends from, and its SSRC. */

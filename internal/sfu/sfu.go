@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
@@ -126,13 +125,7 @@ func openPlane(cfg Config, conns []*net.UDPConn, ag *agent.Agent) (dataplane.Pla
 			_ = ag.Handle(p, from, c)
 		}})
 	}
-	var ports []uint16
-	for _, m := range cfg.Media {
-		if !slices.Contains(ports, m.Port()) {
-			ports = append(ports, m.Port())
-		}
-	}
-	d, err := dataplane.Load(dataplane.Config{Ports: ports})
+	d, err := dataplane.Load(dataplane.Config{Media: cfg.Media})
 	if err != nil {
 		return nil, err
 	}

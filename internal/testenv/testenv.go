@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -36,4 +37,16 @@ func RequireCommand(t testing.TB, name string) string {
 		Missing(t, "command %q not found", name)
 	}
 	return p
+}
+
+// LoopbackUDP is a UDP socket on 127.0.0.1 (an ephemeral port), closed
+// when the test ends.
+func LoopbackUDP(t testing.TB) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -8,17 +8,9 @@ import (
 
 	"github.com/pion/rtcp"
 	"github.com/pion/stun/v4"
-)
 
-func loopback(t *testing.T) *net.UDPConn {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
 
 func addr(c *net.UDPConn) netip.AddrPort { return unmap(c.LocalAddr().(*net.UDPAddr).AddrPort()) }
 
@@ -38,7 +30,7 @@ func read(t *testing.T, c *net.UDPConn) ([]byte, netip.AddrPort) {
 // On a real socket (loopback): a browser's check is answered from the
 // SFU's socket, and a receiver's NACK reaches its sender from it.
 func TestAgentServesTheMediaSocket(t *testing.T) {
-	sfu, browser, sender := loopback(t), loopback(t), loopback(t)
+	sfu, browser, sender := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	bound := make(chan Binding, 4)
 	a, err := New(ICEConfig{OnBinding: func(b Binding) { bound <- b }}, FeedbackConfig{}, []*net.UDPConn{sfu})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // plane records what the controller asks of the data plane.
@@ -97,21 +98,11 @@ func newWorldOn(t *testing.T, media netip.AddrPort, sock *net.UDPConn) *world {
 	return w
 }
 
-func loopback(t *testing.T) *net.UDPConn {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // When a receiver is added to a stream, the publisher is asked for a key
 // frame of its video (a PLI from the SFU's socket): the newcomer can decode
 // nothing before one.
 func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
-	sfuSock, pubSock := loopback(t), loopback(t)
+	sfuSock, pubSock := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	w := newWorldOn(t, sfuSock.LocalAddr().(*net.UDPAddr).AddrPort(), sfuSock)
 	offer, _ := os.ReadFile("../signaling/testdata/chromium-offer.sdp")
 	var a, b inbox

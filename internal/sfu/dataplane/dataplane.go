@@ -25,17 +25,19 @@ const maxSenders = 16384 // SFU_MAX_SENDERS
 
 // Config of the data plane.
 type Config struct {
-	// Ports are the SFU's UDP media ports (at most 8).
-	Ports []uint16
+	// Media are the SFU's media sockets' addresses (at most 8): only
+	// datagrams to one of them are the data plane's, as only those would
+	// reach the SFU through the kernel.
+	Media []netip.AddrPort
 }
 
 func (c Config) validate() error {
-	if len(c.Ports) == 0 || len(c.Ports) > len(sfuSfuConfig{}.Ports) {
-		return fmt.Errorf("dataplane: ports: want 1 to %d, got %d", len(sfuSfuConfig{}.Ports), len(c.Ports))
+	if len(c.Media) == 0 || len(c.Media) > len(sfuSfuConfig{}.Media) {
+		return fmt.Errorf("dataplane: media: want 1 to %d addresses, got %d", len(sfuSfuConfig{}.Media), len(c.Media))
 	}
-	for _, p := range c.Ports {
-		if p == 0 {
-			return errors.New("dataplane: ports: 0 is not a port")
+	for _, m := range c.Media {
+		if !m.IsValid() || m.Port() == 0 || m.Addr().IsUnspecified() {
+			return fmt.Errorf("dataplane: media: %v: want a specific address and port", m)
 		}
 	}
 	return nil
@@ -91,8 +93,14 @@ func Load(cfg Config) (*DataPlane, error) {
 		return nil, fmt.Errorf("dataplane: load: %w", err)
 	}
 	var kc sfuSfuConfig
-	for i, p := range cfg.Ports {
-		kc.Ports[i] = be16(p)
+	for i, m := range cfg.Media {
+		m = unmapped(m)
+		kc.Media[i] = sfuSfuMedia{Port: be16(m.Port()), Family: afInet}
+		if m.Addr().Is4() {
+			copy(kc.Media[i].Addr.Bytes[:4], m.Addr().AsSlice())
+		} else {
+			kc.Media[i].Family, kc.Media[i].Addr.Bytes = afInet6, m.Addr().As16()
+		}
 	}
 	if err := d.objs.Config.Put(uint32(0), kc); err != nil {
 		d.objs.Close()
@@ -128,11 +136,8 @@ func (d *DataPlane) Attach(ifname string) error {
 // address family than the sender are refused.
 func (d *DataPlane) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error {
 	from = unmapped(from)
-	if len(ssrcs) == 0 {
-		return errors.New("dataplane: a stream needs an SSRC")
-	}
-	if len(receivers) > MaxFanout {
-		return fmt.Errorf("dataplane: %d receivers, at most %d", len(receivers), MaxFanout)
+	if err := checkStream(from, ssrcs, receivers); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -254,11 +259,25 @@ func (d *DataPlane) fanout(from netip.AddrPort, receivers []Receiver) (sfuFanout
 	return fan, used, nil
 }
 
+// checkStream is what both data planes ask of a stream: an SSRC, at most
+// MaxFanout receivers, all of the sender's address family.
+func checkStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error {
+	if len(ssrcs) == 0 {
+		return errors.New("dataplane: a stream needs an SSRC")
+	}
+	if len(receivers) > MaxFanout {
+		return fmt.Errorf("dataplane: %d receivers, at most %d", len(receivers), MaxFanout)
+	}
+	for i, r := range receivers {
+		if r.From.Addr().Unmap().Is4() != from.Addr().Is4() || r.To.Addr().Unmap().Is4() != from.Addr().Is4() {
+			return fmt.Errorf("dataplane: receiver %d: %v -> %v: not the family of the sender %v", i, r.From, r.To, from)
+		}
+	}
+	return nil
+}
+
 func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
 	src, dst := r.From.Addr().Unmap(), r.To.Addr().Unmap()
-	if src.Is4() != from.Addr().Is4() || dst.Is4() != from.Addr().Is4() {
-		return sfuReplica{}, fmt.Errorf("%v -> %v: not the family of the sender %v", r.From, r.To, from)
-	}
 	if r.TTL == 0 {
 		return sfuReplica{}, fmt.Errorf("%v: needs a TTL", r.To)
 	}

@@ -69,7 +69,7 @@ func newRig(t *testing.T) *rig {
 		if r.far, err = net.InterfaceByName("out1"); err != nil {
 			return err
 		}
-		r.dp, err = Load(Config{Ports: []uint16{mediaPort}})
+		r.dp, err = Load(Config{Media: []netip.AddrPort{netip.AddrPortFrom(sfuV4, mediaPort), netip.AddrPortFrom(sfuV6, mediaPort)}})
 		return err
 	}))
 	t.Cleanup(func() { _ = r.dp.Close() })
@@ -291,15 +291,25 @@ func TestPassesWhatIsNotJoinedMedia(t *testing.T) {
 			}
 		})
 	}
-	// Another port is not the SFU's: not even counted.
-	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: netip.AddrPortFrom(sfu.Addr(), 40001), TTL: 57, Payload: rtpPacket(1, 1, 20)}.Marshal()
-	before := r.outcomes()
-	if ret, out, _ := r.run(in); ret != tcActUnspec || !bytes.Equal(out, in) {
-		t.Errorf("another port: verdict %d, frame changed %v", ret, !bytes.Equal(out, in))
-	}
-	for o, c := range r.outcomes() {
-		if c.Packets != before[o].Packets {
-			t.Errorf("another port counted as %v", o)
+	// Not for the SFU's media socket, or not for this host at all (another
+	// address passing through, another port, a frame seen only because the
+	// interface is promiscuous): the kernel would not deliver it to the
+	// SFU, so the data plane leaves it alone, not even counted.
+	otherMAC := append(net.HardwareAddr(nil), r.in.HardwareAddr...)
+	otherMAC[5] ^= 1
+	for name, in := range map[string][]byte{
+		"another port":    frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: netip.AddrPortFrom(sfu.Addr(), 40001), TTL: 57, Payload: rtpPacket(1, 1, 20)}.Marshal(),
+		"another address": frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: netip.MustParseAddrPort("10.20.2.99:40000"), TTL: 57, Payload: rtpPacket(1, 1, 20)}.Marshal(),
+		"another host":    frame.UDP{SrcMAC: senderMAC, DstMAC: otherMAC, Src: from, Dst: sfu, TTL: 57, Payload: rtpPacket(1, 1, 20)}.Marshal(),
+	} {
+		before := r.outcomes()
+		if ret, out, clones := r.run(in); ret != tcActUnspec || !bytes.Equal(out, in) || len(clones) != 0 {
+			t.Errorf("%s: verdict %d, frame changed %v, %d clones", name, ret, !bytes.Equal(out, in), len(clones))
+		}
+		for o, c := range r.outcomes() {
+			if c.Packets != before[o].Packets {
+				t.Errorf("%s counted as %v", name, o)
+			}
 		}
 	}
 }

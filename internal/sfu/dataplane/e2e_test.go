@@ -40,7 +40,7 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 	var dp Plane
 	if plane == "ebpf" {
 		must(t, tb.Server.Do(func() error {
-			d, err := Load(Config{Ports: []uint16{mediaPort}})
+			d, err := Load(Config{Media: []netip.AddrPort{netip.AddrPortFrom(sfuIn, mediaPort)}})
 			if err != nil {
 				return err
 			}

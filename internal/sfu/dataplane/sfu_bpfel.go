@@ -82,7 +82,18 @@ type sfuSenderKeyV6 struct {
 
 type sfuSfuConfig struct {
 	_     structs.HostLayout
-	Ports [8]uint16
+	Media [8]sfuSfuMedia
+}
+
+type sfuSfuMedia struct {
+	_    structs.HostLayout
+	Addr struct {
+		_     structs.HostLayout
+		Bytes [16]uint8
+	}
+	Port   uint16
+	Family uint8
+	Pad    uint8
 }
 
 type sfuSfuStats struct {

@@ -108,20 +108,14 @@ func NewUser(cfg UserConfig) (*User, error) {
 // sockets' addresses; interfaces, MACs and TTL are the kernel's business.
 func (u *User) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error {
 	from = unmapped(from)
-	if len(ssrcs) == 0 {
-		return errors.New("dataplane: a stream needs an SSRC")
-	}
-	if len(receivers) > MaxFanout {
-		return fmt.Errorf("dataplane: %d receivers, at most %d", len(receivers), MaxFanout)
+	if err := checkStream(from, ssrcs, receivers); err != nil {
+		return err
 	}
 	rs := make([]Receiver, len(receivers))
 	for i, r := range receivers {
 		r.From, r.To = unmapped(r.From), unmapped(r.To)
 		if _, ok := u.conns[r.From]; !ok {
 			return fmt.Errorf("dataplane: receiver %d: no media socket at %v", i, r.From)
-		}
-		if r.From.Addr().Is4() != from.Addr().Is4() || r.To.Addr().Is4() != from.Addr().Is4() {
-			return fmt.Errorf("dataplane: receiver %d: %v -> %v: not the family of the sender %v", i, r.From, r.To, from)
 		}
 		rs[i] = r
 	}

@@ -7,17 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-func listenLoopback(t *testing.T) *net.UDPConn {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
 
 func addrOf(c *net.UDPConn) netip.AddrPort { return unmapped(c.LocalAddr().(*net.UDPAddr).AddrPort()) }
 
@@ -25,8 +17,8 @@ func addrOf(c *net.UDPConn) netip.AddrPort { return unmapped(c.LocalAddr().(*net
 // SFU's socket, STUN and feedback up to the agent, the rest counted as the
 // eBPF data plane counts it.
 func TestUserPlane(t *testing.T) {
-	sfu, sender := listenLoopback(t), listenLoopback(t)
-	rcv := []*net.UDPConn{listenLoopback(t), listenLoopback(t)}
+	sfu, sender := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
+	rcv := []*net.UDPConn{testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)}
 	var mu sync.Mutex
 	var up [][]byte
 	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{sfu}, Upcall: func(p []byte, from netip.AddrPort, c *net.UDPConn) {
