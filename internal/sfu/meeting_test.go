@@ -76,7 +76,8 @@ func TestBrowserMeeting(t *testing.T) {
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	testenv.StartGroup(t, cmd)
+	if err := cmd.Wait(); err != nil {
 		t.Fatalf("meeting: %v\n%s", err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")

@@ -3,10 +3,13 @@
 package testenv
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // InCI reports whether the tests run in CI, where nothing may be skipped.
@@ -49,4 +52,31 @@ func LoopbackUDP(t testing.TB) *net.UDPConn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// StartGroup starts cmd in a process group of its own and, when the test
+// ends, kills the whole group and waits until every member is gone. A
+// browser leaves helper processes (renderer, crash handler) writing into its
+// profile after the main process dies; they must be gone before the test's
+// temporary directories are removed.
+func StartGroup(t testing.TB, cmd *exec.Cmd) {
+	t.Helper()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+				return
+			}
+		}
+		t.Errorf("process group %d (%s) still alive 10 s after SIGKILL", pgid, cmd.Path)
+	})
 }

@@ -98,10 +98,7 @@ func TestChromiumAcceptsTheDescriptions(t *testing.T) {
 	cmd := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
 		"--disable-webrtc-encryption", "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
 		"--user-data-dir="+t.TempDir(), "http://"+ln.Addr().String()+"/")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	testenv.StartGroup(t, cmd)
 	var res map[string]string
 	select {
 	case res = <-results:
