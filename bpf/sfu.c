@@ -27,6 +27,7 @@
 #include "skb.h"
 #include "sfu.h"
 #include "sfu_outcome.h"
+#include "video.h"
 #include <linux/if_packet.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -80,6 +81,16 @@ struct {
 	__type(value, struct replica_path);
 } replica_paths SEC(".maps");
 
+/* Per replica slot: 1 while its receiver waits for the sender's next key
+ * frame (set by user space for a new receiver, cleared here by the first
+ * packet of a key frame). Video only: audio replicas never wait. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4 * SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, __u32);
+} replica_gates SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SFU_OUTCOME_MAX);
@@ -95,6 +106,15 @@ struct media {
 	__u32 len;     /* UDP payload bytes */
 	__u32 ip_len;  /* the IP datagram's, for the replicas' MTU checks */
 	__u64 now;     /* CLOCK_MONOTONIC_COARSE, read once per packet */
+	__u8 gate;     /* enum gate: what a waiting receiver's replica does */
+};
+
+/* Receivers waiting for a key frame: audio and sender reports pass, other
+ * video is held back, and a key frame's first packet lets them in. */
+enum gate {
+	GATE_NONE,
+	GATE_HOLD,
+	GATE_OPEN,
 };
 
 /* What the headers hold now: the input's, then each replica's in turn. */
@@ -303,6 +323,23 @@ INLINE int readdress(struct __sk_buff *skb, const struct media *m, struct addres
 	return 0;
 }
 
+/* Whether r gets this packet, given its receiver's gate. */
+INLINE int gate_passes(const struct replica *r, __u8 gate)
+{
+	__u32 slot = r->slot;
+	__u32 *waiting;
+
+	if (gate == GATE_NONE)
+		return 1;
+	waiting = bpf_map_lookup_elem(&replica_gates, &slot);
+	if (!waiting || !*waiting)
+		return 1;
+	if (gate == GATE_HOLD)
+		return 0;
+	*waiting = 0;
+	return 1;
+}
+
 struct fan {
 	struct __sk_buff *skb;
 	struct fanout *f;
@@ -331,6 +368,10 @@ static long clone_one(__u64 i, struct fan *c)
 	r = &c->f->r[i & (SFU_MAX_FANOUT - 1)];
 	if (r->family != c->m->ip.family) {
 		outcome(SFU_FAMILY_MISMATCH, c->m->len);
+		return 0;
+	}
+	if (!gate_passes(r, c->m->gate)) {
+		outcome(SFU_GATED, c->m->len);
 		return 0;
 	}
 	path = replica_path(c->skb, r, c->m->ip_len, c->m->now);
@@ -398,6 +439,11 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	last = &c.f->r[c.n & (SFU_MAX_FANOUT - 1)];
 	if (last->family != m->ip.family)
 		return outcome(SFU_FAMILY_MISMATCH, m->len), TC_ACT_SHOT;
+	if (!gate_passes(last, m->gate)) {
+		outcome(SFU_GATED, m->len);
+		outcome(SFU_REPLICATED, m->len);
+		return TC_ACT_SHOT;
+	}
 	path = replica_path(skb, last, m->ip_len, m->now);
 	if (!path) {
 		outcome(SFU_NO_ROUTE, m->len);
@@ -411,42 +457,65 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	return bpf_redirect(path->ifindex, 0);
 }
 
+/* What an RTP packet of this codec does to waiting receivers: a key
+ * frame's first packet opens their gates; any other video is held. */
+INLINE __u8 video_gate(struct __sk_buff *skb, const struct media *m, __u8 codec, int hdr,
+			    __u8 peek[VIDEO_PEEK])
+{
+	if (codec == VIDEO_NONE)
+		return GATE_NONE;
+	if ((__u32)hdr > m->len || m->len - (__u32)hdr < VIDEO_PEEK ||
+	    bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr) + hdr, peek, VIDEO_PEEK))
+		return GATE_HOLD;
+	return video_keyframe_start(codec, peek) ? GATE_OPEN : GATE_HOLD;
+}
+
+/* The start of a datagram on a media port, read in turn as its first two
+ * bytes, an RTCP or RTP header, then an RTP payload's first bytes: one
+ * buffer, as the program's stack is short. */
+union media_head {
+	__u8 first[2];
+	struct rtcp_hdr rtcp;
+	struct rtp_fixed rtp;
+	__u8 peek[VIDEO_PEEK];
+};
+
 SEC("tc")
 int sfu_ingress(struct __sk_buff *skb)
 {
 	struct media m = {};
-	struct rtp_fixed rtp;
-	struct rtcp_hdr rtcp;
+	union media_head h;
 	struct sender *s;
-	__u8 first[2];
 	__be32 ssrc;
+	int hdr = -1;
 
 	if (parse_media(skb, &m))
 		return TC_ACT_UNSPEC;
 	/* One rewrite cannot serve several datagrams merged into one skb. */
 	if (skb->gso_segs > 1 || skb->gso_size)
 		return outcome(SFU_SEGMENTED, m.len), TC_ACT_UNSPEC;
-	if (m.len < 2 || bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), first, 2))
+	if (m.len < 2 || bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), h.first, 2))
 		return outcome(SFU_OTHER, m.len), TC_ACT_UNSPEC;
-	switch (media_demux(first[0], first[1])) {
+	switch (media_demux(h.first[0], h.first[1])) {
 	case MEDIA_STUN:
 		return outcome(SFU_STUN, m.len), TC_ACT_UNSPEC;
 	case MEDIA_OTHER:
 		return outcome(SFU_OTHER, m.len), TC_ACT_UNSPEC;
 	case MEDIA_RTCP:
-		if (m.len < sizeof(rtcp) ||
-		    bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), &rtcp, sizeof(rtcp)) ||
-		    (rtcp.vprc >> 6) != RTP_VERSION)
+		if (m.len < sizeof(h.rtcp) ||
+		    bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), &h.rtcp, sizeof(h.rtcp)) ||
+		    (h.rtcp.vprc >> 6) != RTP_VERSION)
 			return outcome(SFU_MALFORMED, m.len), TC_ACT_UNSPEC;
 		/* Sender reports go to the receivers; feedback to the agent. */
-		if (rtcp.pt != RTCP_SR)
+		if (h.rtcp.pt != RTCP_SR)
 			return outcome(SFU_RTCP_TO_AGENT, m.len), TC_ACT_UNSPEC;
-		ssrc = rtcp.ssrc;
+		ssrc = h.rtcp.ssrc;
 		break;
 	case MEDIA_RTP:
-		if (rtp_parse(skb, m.l4_off + sizeof(struct udphdr), m.len, &rtp) < 0)
+		hdr = rtp_parse(skb, m.l4_off + sizeof(struct udphdr), m.len, &h.rtp);
+		if (hdr < 0)
 			return outcome(SFU_MALFORMED, m.len), TC_ACT_UNSPEC;
-		ssrc = rtp.ssrc;
+		ssrc = h.rtp.ssrc;
 		break;
 	}
 	s = lookup_sender(&m, ssrc);
@@ -455,5 +524,7 @@ int sfu_ingress(struct __sk_buff *skb)
 	m.now = coarse_now();
 	if (!source_admitted(skb, &m, s))
 		return outcome(SFU_SOURCE_REFUSED, m.len), TC_ACT_UNSPEC;
+	if (hdr >= 0)
+		m.gate = video_gate(skb, &m, s->video, hdr, h.peek);
 	return replicate(skb, &m, s);
 }

@@ -44,7 +44,8 @@ struct sender {
 	 * on this interface, until then: written by any CPU, only ever with a
 	 * passing verdict, so a torn pair is still a passing one. */
 	__u32 src_ifindex;
-	__u32 pad;
+	__u8 video; /* enum video_codec of this SSRC: its new receivers wait for a key frame */
+	__u8 pad[3];
 	__u64 src_until;
 };
 

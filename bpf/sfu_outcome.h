@@ -17,8 +17,9 @@ enum sfu_outcome {
 	SFU_REWRITE_FAILED, /* headers could not be rewritten: dropped */
 	SFU_FAMILY_MISMATCH, /* a receiver of the other family (user space never installs one) */
 	SFU_SEGMENTED,      /* several datagrams in one skb (GSO, GRO): to the stack */
-	SFU_SOURCE_REFUSED,
-	SFU_NO_ROUTE,       /* a replica with no route, neighbour or MTU room towards its receiver: not sent */ /* a martian source or one not routed back through its interface: to the stack */
+	SFU_SOURCE_REFUSED, /* a martian source or one not routed back through its interface: to the stack */
+	SFU_NO_ROUTE,       /* a replica with no route, neighbour or MTU room towards its receiver: not sent */
+	SFU_GATED,          /* a video replica held back: its receiver waits for a key frame */
 	SFU_OUTCOME_MAX,
 };
 

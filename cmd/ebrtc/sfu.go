@@ -20,7 +20,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&ifaces, "iface", "interface media arrives on, for the eBPF data plane (repeatable)")
 	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling")
 	dataplane := fs.String("dataplane", "ebpf", "ebpf (TC ingress) or user (recvmmsg/sendmmsg)")
-	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated")
+	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")
 	audio := fs.String("audio-codec", signaling.DefaultCodecs.Audio, "the one audio codec negotiated")
 	unencrypted := fs.Bool("unencrypted-media", false, "acknowledge that media is forwarded unencrypted (required: see docs/sfu.md)")
 	fs.Usage = func() {

@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg Config) error {
 			go func() { _ = ag.Serve(c, func(err error) { cfg.Log.Debug("agent", "err", err) }) }()
 		}
 	}
-	go expire(ctx, ctrl, ag)
+	go housekeeping(ctx, ctrl, ag)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -138,8 +138,9 @@ func openPlane(cfg Config, conns []*net.UDPConn, ag *agent.Agent) (dataplane.Pla
 	return d, nil
 }
 
-// expire checks consent every second (RFC 7675).
-func expire(ctx context.Context, ctrl *controller.Controller, ag *agent.Agent) {
+// housekeeping checks consent every second (RFC 7675) and asks again for
+// key frames receivers still wait for.
+func housekeeping(ctx context.Context, ctrl *controller.Controller, ag *agent.Agent) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -150,6 +151,7 @@ func expire(ctx context.Context, ctrl *controller.Controller, ag *agent.Agent) {
 			if gone := ag.ICE.Expire(); len(gone) > 0 {
 				ctrl.Expired(gone)
 			}
+			ctrl.Tick()
 		}
 	}
 }

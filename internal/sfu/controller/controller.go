@@ -40,7 +40,8 @@ type Config struct {
 
 // Controller holds the rooms.
 type Controller struct {
-	cfg Config
+	cfg   Config
+	video dataplane.Codec // cfg.Codecs.Video, as the data plane sees its key frames
 
 	mu    sync.Mutex
 	rooms map[string]*room
@@ -83,7 +84,11 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.TTL == 0 {
 		cfg.TTL = 64
 	}
-	return &Controller{cfg: cfg, rooms: map[string]*room{}, conns: map[string]*conn{}}, nil
+	video, ok := dataplane.VideoCodec(cfg.Codecs.Video)
+	if !ok {
+		return nil, fmt.Errorf("controller: video codec %q: the data plane finds key frames of AV1, VP8, VP9 and H264 only", cfg.Codecs.Video)
+	}
+	return &Controller{cfg: cfg, video: video, rooms: map[string]*room{}, conns: map[string]*conn{}}, nil
 }
 
 var roomName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -243,9 +248,15 @@ func (c *Controller) updateStream(p *Participant) error {
 	if p.pub == nil || !p.pub.addr.IsValid() {
 		return nil
 	}
-	var ssrcs []uint32
+	var sources []dataplane.Source
 	for _, m := range p.publish.Media {
-		ssrcs = append(ssrcs, m.SSRCs...)
+		for _, ssrc := range m.SSRCs {
+			src := dataplane.Source{SSRC: ssrc}
+			if m.Kind == "video" {
+				src.Video = c.video
+			}
+			sources = append(sources, src)
+		}
 	}
 	var receivers []dataplane.Receiver
 	serving := map[netip.AddrPort]bool{}
@@ -264,7 +275,7 @@ func (c *Controller) updateStream(p *Participant) error {
 			c.cfg.Agent.Feedback.SetPath(cn.addr, agent.Path{Sender: p.pub.addr, Via: via})
 		}
 	}
-	if err := c.cfg.Plane.SetStream(p.pub.addr, ssrcs, receivers); err != nil {
+	if err := c.cfg.Plane.SetStream(p.pub.addr, sources, receivers); err != nil {
 		return err
 	}
 	// A new receiver decodes nothing before a key frame: ask for one.
@@ -276,6 +287,23 @@ func (c *Controller) updateStream(p *Participant) error {
 	}
 	p.serving = serving
 	return nil
+}
+
+// Tick asks again for key frames that receivers still wait for (a PLI or
+// the key frame itself may have been lost); call it every second.
+func (c *Controller) Tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.rooms {
+		for _, p := range r.parts {
+			if p.pub == nil || !p.pub.addr.IsValid() || len(p.serving) == 0 {
+				continue
+			}
+			if n, err := c.cfg.Plane.Waiting(p.pub.addr); err == nil && n > 0 {
+				c.requestKeyFrames(p)
+			}
+		}
+	}
 }
 
 // requestKeyFrames sends the publisher a PLI for its video.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
@@ -24,14 +25,21 @@ import (
 type plane struct {
 	mu      sync.Mutex
 	streams map[netip.AddrPort][]dataplane.Receiver
-	ssrcs   map[netip.AddrPort][]uint32
+	ssrcs   map[netip.AddrPort][]dataplane.Source
+	waiting int // receivers every stream says wait for a key frame
 }
 
-func (p *plane) SetStream(from netip.AddrPort, ssrcs []uint32, rs []dataplane.Receiver) error {
+func (p *plane) SetStream(from netip.AddrPort, ssrcs []dataplane.Source, rs []dataplane.Receiver) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.streams[from], p.ssrcs[from] = slices.Clone(rs), slices.Clone(ssrcs)
 	return nil
+}
+
+func (p *plane) Waiting(netip.AddrPort) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiting, nil
 }
 
 func (p *plane) RemoveStream(from netip.AddrPort) error {
@@ -80,7 +88,7 @@ func newWorld(t *testing.T) *world { return newWorldOn(t, sfuMedia, nil) }
 // newWorldOn: the SFU's media address, and its socket if the test needs
 // the agent to send (nil: nothing is sent).
 func newWorldOn(t *testing.T, media netip.AddrPort, sock *net.UDPConn) *world {
-	w := &world{plane: &plane{streams: map[netip.AddrPort][]dataplane.Receiver{}, ssrcs: map[netip.AddrPort][]uint32{}},
+	w := &world{plane: &plane{streams: map[netip.AddrPort][]dataplane.Receiver{}, ssrcs: map[netip.AddrPort][]dataplane.Source{}},
 		now: time.Unix(1000, 0)}
 	var conns []*net.UDPConn
 	if sock != nil {
@@ -100,7 +108,8 @@ func newWorldOn(t *testing.T, media netip.AddrPort, sock *net.UDPConn) *world {
 
 // When a receiver is added to a stream, the publisher is asked for a key
 // frame of its video (a PLI from the SFU's socket): the newcomer can decode
-// nothing before one.
+// nothing before one, and the data plane holds its video back until then.
+// While it still waits, every Tick asks again; then no more.
 func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	sfuSock, pubSock := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	w := newWorldOn(t, sfuSock.LocalAddr().(*net.UDPAddr).AddrPort(), sfuSock)
@@ -117,8 +126,31 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	pubAddr := pubSock.LocalAddr().(*net.UDPAddr).AddrPort()
 	w.check(t, a.last(t, "answer").SDP, "WBQv", pubAddr)
 	w.check(t, b.last(t, "offer").SDP, "bbbb", netip.MustParseAddrPort("127.0.0.1:9"))
+	video := pa.publish.Media[1].SSRCs[0]
+	want := []dataplane.Source{{SSRC: pa.publish.Media[0].SSRCs[0]}, {SSRC: video, Video: dataplane.AV1}}
+	if got := w.plane.ssrcs[pubAddr]; !slices.Equal(got, want) {
+		t.Errorf("sources %v, want %v (video gated as AV1, audio not)", got, want)
+	}
+	expectPLI(t, pubSock, sfuSock, video, 2*time.Second)
+	w.plane.waiting = 1
+	w.now = w.now.Add(time.Second)
+	w.c.Tick()
+	expectPLI(t, pubSock, sfuSock, video, 2*time.Second)
+	w.plane.waiting = 0
+	w.now = w.now.Add(time.Second)
+	w.c.Tick()
+	if err := pubSock.SetReadDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pubSock.Read(make([]byte, 1500)); err == nil {
+		t.Error("a key frame was asked for with nobody waiting")
+	}
+}
+
+func expectPLI(t *testing.T, pubSock, sfuSock *net.UDPConn, video uint32, within time.Duration) {
+	t.Helper()
 	buf := make([]byte, 1500)
-	if err := pubSock.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+	if err := pubSock.SetReadDeadline(time.Now().Add(within)); err != nil {
 		t.Fatal(err)
 	}
 	n, from, err := pubSock.ReadFromUDPAddrPort(buf)
@@ -126,7 +158,6 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 		t.Fatalf("no key-frame request reached the publisher: %v", err)
 	}
 	pkts, err := rtcp.Unmarshal(buf[:n])
-	video := pa.publish.Media[1].SSRCs[0]
 	if pli, ok := pkts[0].(*rtcp.PictureLossIndication); err != nil || !ok || pli.MediaSSRC != video || from != sfuSock.LocalAddr().(*net.UDPAddr).AddrPort() {
 		t.Errorf("publisher got %v (%v) from %v, want a PLI for its video SSRC %d from the SFU's socket", pkts, err, from, video)
 	}
@@ -267,5 +298,12 @@ func TestRefusals(t *testing.T) {
 	}
 	if err := w.c.Answer(p, "nobody", receiverAnswer("x")); err == nil {
 		t.Error("answered an offer never made")
+	}
+	// A video codec whose key frames the data plane cannot find would
+	// leave every new receiver waiting: refused at start, naming it.
+	_, err := New(Config{Media: []netip.AddrPort{sfuMedia}, Plane: w.plane, Agent: w.ag,
+		Codecs: signaling.Codecs{Audio: "opus", Video: "H265"}})
+	if err == nil || !strings.Contains(err.Error(), "video codec \"H265\"") {
+		t.Errorf("H265 video: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -65,9 +66,21 @@ type DataPlane struct {
 
 // stream is one sender's transport: its SSRCs share one list of receivers.
 type stream struct {
-	id       uint32
-	ssrcs    []uint32
-	replicas []uint32 // replica_stats slots, one per receiver
+	id        uint32
+	sources   []Source
+	receivers []Receiver
+	replicas  []uint32 // replica slots (counters, path, gate), one per receiver
+}
+
+// slotOf is the replica slot the stream has for a receiver, if any: a
+// receiver keeps its slot, counters and gate across SetStream calls.
+func (s *stream) slotOf(r Receiver) (uint32, bool) {
+	for i, have := range s.receivers {
+		if have.From == r.From && have.To == r.To {
+			return s.replicas[i], true
+		}
+	}
+	return 0, false
 }
 
 // Load loads the program and its maps; it attaches nothing. The
@@ -132,13 +145,16 @@ func (d *DataPlane) Attach(ifname string) error {
 // SetStream makes the data plane replicate what the sender at from sends
 // with these SSRCs (RTP, and RTCP sender reports) to the receivers, in
 // this order. Called again, it replaces SSRCs and receivers at once: a
-// packet sees the old list or the new, never a mix. Receivers of the other
+// packet sees the old list or the new, never a mix. A receiver new to the
+// stream gets its video from the sender's next key frame on (audio at
+// once); one it already had keeps its counters. Receivers of the other
 // address family than the sender are refused.
-func (d *DataPlane) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error {
+func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers []Receiver) error {
 	from = unmapped(from)
-	if err := checkStream(from, ssrcs, receivers); err != nil {
+	if err := checkStream(from, sources, receivers); err != nil {
 		return err
 	}
+	receivers = unmappedReceivers(receivers)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, existed := d.streams[from]
@@ -154,36 +170,63 @@ func (d *DataPlane) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []R
 		}
 		s = &stream{id: id}
 	}
-	fan, used, err := d.fanout(from, receivers)
+	fan, slots, fresh, err := d.fanout(from, s, receivers)
+	if err == nil {
+		if err = d.objs.Fanouts.Put(s.id, fan); err != nil {
+			err = fmt.Errorf("dataplane: fanout: %w", err)
+		}
+	}
 	if err != nil {
+		d.releaseReplicas(fresh)
 		if !existed {
 			d.ids.Put(s.id)
 		}
 		return err
 	}
-	if err := d.objs.Fanouts.Put(s.id, fan); err != nil {
-		d.releaseReplicas(used)
-		if !existed {
-			d.ids.Put(s.id)
+	for _, old := range s.replicas {
+		if !contains(slots, old) {
+			d.replicaSl.Put(old)
 		}
-		return fmt.Errorf("dataplane: fanout: %w", err)
 	}
-	d.releaseReplicas(s.replicas)
-	s.replicas = used
+	s.receivers, s.replicas = receivers, slots
 	// New SSRCs first, then drop the ones no longer sent.
-	for _, ssrc := range ssrcs {
-		if err := d.putSender(from, ssrc, s.id); err != nil {
+	for _, src := range sources {
+		if err := d.putSender(from, src, s.id); err != nil {
 			return err
 		}
 	}
-	for _, old := range s.ssrcs {
-		if !contains(ssrcs, old) {
-			_ = d.deleteSender(from, old)
+	for _, old := range s.sources {
+		if !hasSSRC(sources, old.SSRC) {
+			_ = d.deleteSender(from, old.SSRC)
 		}
 	}
-	s.ssrcs = append([]uint32(nil), ssrcs...)
+	s.sources = append([]Source(nil), sources...)
 	d.streams[from] = s
 	return nil
+}
+
+// Waiting is how many of the stream's receivers still wait for a key frame.
+func (d *DataPlane) Waiting(from netip.AddrPort) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.streams[unmapped(from)]
+	if !ok {
+		return 0, fmt.Errorf("dataplane: no stream from %v", from)
+	}
+	if !hasVideo(s.sources) {
+		return 0, nil
+	}
+	n := 0
+	for _, slot := range s.replicas {
+		var waiting uint32
+		if err := d.objs.ReplicaGates.Lookup(slot, &waiting); err != nil {
+			return 0, err
+		}
+		if waiting != 0 {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // StreamStats are what the sender at from sent into the data plane and
@@ -219,8 +262,8 @@ func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
 		return fmt.Errorf("dataplane: no stream from %v", from)
 	}
 	var errs []error
-	for _, ssrc := range s.ssrcs {
-		errs = append(errs, d.deleteSender(from, ssrc))
+	for _, src := range s.sources {
+		errs = append(errs, d.deleteSender(from, src.SSRC))
 	}
 	errs = append(errs, d.objs.Fanouts.Delete(s.id))
 	d.releaseReplicas(s.replicas)
@@ -229,51 +272,82 @@ func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
 	return errors.Join(errs...)
 }
 
-func (d *DataPlane) fanout(from netip.AddrPort, receivers []Receiver) (sfuFanout, []uint32, error) {
-	var fan sfuFanout
-	var used []uint32
+// fanout lays the receivers out for the kernel: receivers the stream had
+// keep their slots, new ones get fresh slots (zeroed counters, no cached
+// path, waiting for a key frame), returned as fresh.
+func (d *DataPlane) fanout(from netip.AddrPort, s *stream, receivers []Receiver) (fan sfuFanout, used, fresh []uint32, err error) {
 	for i, r := range receivers {
 		rep, err := replicaOf(from, r)
 		if err != nil {
-			d.releaseReplicas(used)
-			return fan, nil, fmt.Errorf("dataplane: receiver %d: %w", i, err)
+			d.releaseReplicas(fresh)
+			return fan, nil, nil, fmt.Errorf("dataplane: receiver %d: %w", i, err)
 		}
-		slot, ok := d.replicaSl.Get()
+		slot, ok := s.slotOf(r)
 		if !ok {
-			d.releaseReplicas(used)
-			return fan, nil, errors.New("dataplane: out of receiver counters")
-		}
-		// A reused slot starts from zero, and from no cached path.
-		err = errors.Join(d.objs.ReplicaStats.Put(slot, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
-			d.objs.ReplicaPaths.Put(slot, make([]sfuReplicaPath, ebpf.MustPossibleCPU())))
-		if err != nil {
-			d.replicaSl.Put(slot)
-			d.releaseReplicas(used)
-			return fan, nil, err
+			if slot, err = d.newReplicaSlot(); err != nil {
+				d.releaseReplicas(fresh)
+				return fan, nil, nil, err
+			}
+			fresh = append(fresh, slot)
 		}
 		rep.Slot = slot
 		used = append(used, slot)
 		fan.R[i] = rep
 	}
 	fan.Count = uint32(len(receivers))
-	return fan, used, nil
+	return fan, used, fresh, nil
+}
+
+// newReplicaSlot takes a slot and resets what a previous receiver left in it.
+func (d *DataPlane) newReplicaSlot() (uint32, error) {
+	slot, ok := d.replicaSl.Get()
+	if !ok {
+		return 0, errors.New("dataplane: out of receiver counters")
+	}
+	err := errors.Join(d.objs.ReplicaStats.Put(slot, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
+		d.objs.ReplicaPaths.Put(slot, make([]sfuReplicaPath, ebpf.MustPossibleCPU())),
+		d.objs.ReplicaGates.Put(slot, uint32(1)))
+	if err != nil {
+		d.replicaSl.Put(slot)
+		return 0, fmt.Errorf("dataplane: receiver slot: %w", err)
+	}
+	return slot, nil
 }
 
 // checkStream is what both data planes ask of a stream: an SSRC, at most
 // MaxFanout receivers, all of the sender's address family.
-func checkStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error {
-	if len(ssrcs) == 0 {
+func checkStream(from netip.AddrPort, sources []Source, receivers []Receiver) error {
+	if len(sources) == 0 {
 		return errors.New("dataplane: a stream needs an SSRC")
+	}
+	for _, src := range sources {
+		if int(src.Video) >= len(codecNames) {
+			return fmt.Errorf("dataplane: SSRC %d: unknown %v", src.SSRC, src.Video)
+		}
 	}
 	if len(receivers) > MaxFanout {
 		return fmt.Errorf("dataplane: %d receivers, at most %d", len(receivers), MaxFanout)
 	}
+	seen := map[Receiver]bool{}
 	for i, r := range receivers {
+		key := Receiver{From: unmapped(r.From), To: unmapped(r.To)}
+		if seen[key] {
+			return fmt.Errorf("dataplane: receiver %d: %v -> %v listed twice", i, r.From, r.To)
+		}
+		seen[key] = true
 		if r.From.Addr().Unmap().Is4() != from.Addr().Is4() || r.To.Addr().Unmap().Is4() != from.Addr().Is4() {
 			return fmt.Errorf("dataplane: receiver %d: %v -> %v: not the family of the sender %v", i, r.From, r.To, from)
 		}
 	}
 	return nil
+}
+
+func unmappedReceivers(rs []Receiver) []Receiver {
+	out := make([]Receiver, len(rs))
+	for i, r := range rs {
+		out[i] = Receiver{From: unmapped(r.From), To: unmapped(r.To), TTL: r.TTL}
+	}
+	return out
 }
 
 func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
@@ -298,8 +372,9 @@ func (d *DataPlane) releaseReplicas(used []uint32) {
 	}
 }
 
-func (d *DataPlane) putSender(from netip.AddrPort, ssrc, id uint32) error {
-	v := sfuSender{Id: id, Slot: id}
+func (d *DataPlane) putSender(from netip.AddrPort, src Source, id uint32) error {
+	v := sfuSender{Id: id, Slot: id, Video: uint8(src.Video)}
+	ssrc := src.SSRC
 	var err error
 	if from.Addr().Is4() {
 		err = d.objs.SendersV4.Put(sfuSenderKeyV4{Addr: wire32(from.Addr().As4()), Ssrc: be32(ssrc), Port: be16(from.Port())}, v)
@@ -349,11 +424,12 @@ func be32(v uint32) uint32 { return binary.NativeEndian.Uint32(binary.BigEndian.
 
 func wire32(b [4]byte) uint32 { return binary.NativeEndian.Uint32(b[:]) }
 
-func contains(s []uint32, v uint32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
+func contains(s []uint32, v uint32) bool { return slices.Contains(s, v) }
+
+func hasSSRC(sources []Source, ssrc uint32) bool {
+	return slices.ContainsFunc(sources, func(s Source) bool { return s.SSRC == ssrc })
+}
+
+func hasVideo(sources []Source) bool {
+	return slices.ContainsFunc(sources, func(s Source) bool { return s.Video != NoVideo })
 }

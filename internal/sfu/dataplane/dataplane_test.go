@@ -219,7 +219,7 @@ func TestReplicatesToEveryReceiver(t *testing.T) {
 			}
 			const ssrc = 0x1234abcd
 			rcv := r.receivers(v6, 5)
-			must(t, r.dp.SetStream(from, []uint32{ssrc, ssrc + 1}, rcv))
+			must(t, r.dp.SetStream(from, audio(ssrc, ssrc+1), rcv))
 			for name, payload := range map[string][]byte{
 				"rtp": rtpPacket(ssrc, 7, 160), "rtp-odd": rtpPacket(ssrc+1, 8, 41), "sr": senderSR(ssrc),
 			} {
@@ -247,7 +247,7 @@ func TestReplicatesToEveryReceiver(t *testing.T) {
 func TestPassesWhatIsNotJoinedMedia(t *testing.T) {
 	r := newRig(t)
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
-	must(t, r.dp.SetStream(from, []uint32{1}, r.receivers(false, 2)))
+	must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
 	stun := []byte{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
 	shortExt := rtpPacket(1, 1, 0)[:16]                          // X set, the extension header cut off
 	longExt := append(rtpPacket(1, 1, 0)[:20], 0xbe, 0xde, 0, 9) // 9 words announced, none there
@@ -322,8 +322,8 @@ func TestRefusesWhatTheKernelWould(t *testing.T) {
 	r := newRig(t)
 	sfu := netip.AddrPortFrom(sfuV4, mediaPort)
 	from, martian := netip.MustParseAddrPort("10.20.0.5:61000"), netip.MustParseAddrPort("127.0.0.1:61000")
-	must(t, r.dp.SetStream(from, []uint32{1}, r.receivers(false, 2)))
-	must(t, r.dp.SetStream(martian, []uint32{1}, r.receivers(false, 2)))
+	must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
+	must(t, r.dp.SetStream(martian, audio(1), r.receivers(false, 2)))
 	for _, c := range []struct {
 		name    string
 		ingress *net.Interface
@@ -354,7 +354,7 @@ func TestSkipsReceiversWithoutRoute(t *testing.T) {
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
 	rcv := r.receivers(false, 2)
 	lost := Receiver{From: rcv[0].From, To: netip.MustParseAddrPort("10.99.0.1:5000"), TTL: 64} // no route
-	must(t, r.dp.SetStream(from, []uint32{1}, []Receiver{rcv[0], lost, rcv[1]}))
+	must(t, r.dp.SetStream(from, audio(1), []Receiver{rcv[0], lost, rcv[1]}))
 	payload := rtpPacket(1, 1, 40)
 	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: payload}.Marshal()
 	before := r.outcomes()
@@ -374,7 +374,7 @@ func TestSkipsReceiversWithoutRoute(t *testing.T) {
 func TestLeavesSegmentedSkbsToTheStack(t *testing.T) {
 	r := newRig(t)
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
-	must(t, r.dp.SetStream(from, []uint32{1}, r.receivers(false, 2)))
+	must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
 	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: rtpPacket(1, 1, 600)}.Marshal()
 	before := r.outcomes()
 	var ret uint32
@@ -401,8 +401,8 @@ func TestStreamLifecycle(t *testing.T) {
 	from := netip.MustParseAddrPort("10.20.0.5:61000")
 	sfu := netip.AddrPortFrom(sfuV4, mediaPort)
 	rcv := r.receivers(false, 3)
-	must(t, r.dp.SetStream(from, []uint32{1, 2}, rcv))
-	must(t, r.dp.SetStream(from, []uint32{2}, rcv[:1])) // one SSRC and one receiver left
+	must(t, r.dp.SetStream(from, audio(1, 2), rcv))
+	must(t, r.dp.SetStream(from, audio(2), rcv[:1])) // one SSRC and one receiver left
 	send := func(ssrc uint32) (uint32, int) {
 		in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: rtpPacket(ssrc, 1, 20)}.Marshal()
 		ret, _, clones := r.run(in)
@@ -424,13 +424,13 @@ func TestStreamLifecycle(t *testing.T) {
 	// Bad receivers are refused with the field named.
 	bad := rcv[0]
 	bad.To = netip.MustParseAddrPort("[fd20:2::1]:5000")
-	if err := r.dp.SetStream(from, []uint32{1}, []Receiver{bad}); err == nil {
+	if err := r.dp.SetStream(from, audio(1), []Receiver{bad}); err == nil {
 		t.Error("an IPv6 receiver of an IPv4 sender was accepted")
 	}
 	if err := r.dp.SetStream(from, nil, rcv); err == nil {
 		t.Error("a stream without SSRCs was accepted")
 	}
-	if err := r.dp.SetStream(from, []uint32{1}, make([]Receiver, MaxFanout+1)); err == nil {
+	if err := r.dp.SetStream(from, audio(1), make([]Receiver, MaxFanout+1)); err == nil {
 		t.Error("more receivers than a fanout holds were accepted")
 	}
 	var n int
@@ -470,4 +470,13 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// audio is sources of these SSRCs that are never held back.
+func audio(ssrcs ...uint32) []Source {
+	out := make([]Source, len(ssrcs))
+	for i, s := range ssrcs {
+		out[i] = Source{SSRC: s}
+	}
+	return out
 }

@@ -77,7 +77,7 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 	}
 	const ssrc, packets = 0x5eed, 200
 	from := sender.LocalAddr().(*net.UDPAddr).AddrPort()
-	must(t, dp.SetStream(netip.AddrPortFrom(clientIP, from.Port()), []uint32{ssrc}, rcv))
+	must(t, dp.SetStream(netip.AddrPortFrom(clientIP, from.Port()), audio(ssrc), rcv))
 	sfu := net.UDPAddrFromAddrPort(netip.AddrPortFrom(sfuIn, mediaPort))
 	var sent [][]byte
 	for i := range packets {

@@ -26,12 +26,14 @@ const (
 	Segmented
 	SourceRefused
 	NoRoute
+	Gated
 	outcomeMax
 )
 
 var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
 	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused", "no_route",
+	"gated",
 }
 
 func (o Outcome) String() string {

@@ -60,7 +60,8 @@ type sfuSender struct {
 	Id         uint32
 	Slot       uint32
 	SrcIfindex uint32
-	Pad        uint32
+	Video      uint8
+	Pad        [3]uint8
 	SrcUntil   uint64
 }
 
@@ -110,6 +111,7 @@ const (
 	sfuMapConfig       = "config"
 	sfuMapFanouts      = "fanouts"
 	sfuMapOutcomes     = "outcomes"
+	sfuMapReplicaGates = "replica_gates"
 	sfuMapReplicaPaths = "replica_paths"
 	sfuMapReplicaStats = "replica_stats"
 	sfuMapSenderStats  = "sender_stats"
@@ -171,6 +173,7 @@ type sfuMapSpecs struct {
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Fanouts      *ebpf.MapSpec `ebpf:"fanouts"`
 	Outcomes     *ebpf.MapSpec `ebpf:"outcomes"`
+	ReplicaGates *ebpf.MapSpec `ebpf:"replica_gates"`
 	ReplicaPaths *ebpf.MapSpec `ebpf:"replica_paths"`
 	ReplicaStats *ebpf.MapSpec `ebpf:"replica_stats"`
 	SenderStats  *ebpf.MapSpec `ebpf:"sender_stats"`
@@ -208,6 +211,7 @@ type sfuMaps struct {
 	Config       *ebpf.Map `ebpf:"config"`
 	Fanouts      *ebpf.Map `ebpf:"fanouts"`
 	Outcomes     *ebpf.Map `ebpf:"outcomes"`
+	ReplicaGates *ebpf.Map `ebpf:"replica_gates"`
 	ReplicaPaths *ebpf.Map `ebpf:"replica_paths"`
 	ReplicaStats *ebpf.Map `ebpf:"replica_stats"`
 	SenderStats  *ebpf.Map `ebpf:"sender_stats"`
@@ -221,6 +225,7 @@ func (m *sfuMaps) Close() error {
 		m.Config,
 		m.Fanouts,
 		m.Outcomes,
+		m.ReplicaGates,
 		m.ReplicaPaths,
 		m.ReplicaStats,
 		m.SenderStats,

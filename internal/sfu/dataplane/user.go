@@ -13,9 +13,10 @@ import (
 
 // Plane is what the SFU asks of a data plane, in the kernel or not.
 type Plane interface {
-	SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error
+	SetStream(from netip.AddrPort, sources []Source, receivers []Receiver) error
 	RemoveStream(from netip.AddrPort) error
 	StreamStats(from netip.AddrPort) (in Counter, out []Counter, err error)
+	Waiting(from netip.AddrPort) (int, error)
 	Outcomes() (map[Outcome]Counter, error)
 	Close() error
 }
@@ -63,10 +64,25 @@ type userKey struct {
 }
 
 type userStream struct {
-	ssrcs     []uint32
-	receivers []Receiver
-	in        counter
-	out       []counter // per receiver
+	sources   []Source
+	receivers []*userReceiver
+	in        *counter
+}
+
+type userReceiver struct {
+	Receiver
+	out     counter
+	waiting atomic.Bool // for a key frame (video only)
+}
+
+// receiver is the stream's entry for r, if it has one.
+func (s *userStream) receiver(r Receiver) *userReceiver {
+	for _, have := range s.receivers {
+		if have.From == r.From && have.To == r.To {
+			return have
+		}
+	}
+	return nil
 }
 
 type counter struct{ packets, bytes atomic.Uint64 }
@@ -106,32 +122,60 @@ func NewUser(cfg UserConfig) (*User, error) {
 
 // SetStream is DataPlane.SetStream's: receivers' From must be one of the
 // sockets' addresses; interfaces, MACs and TTL are the kernel's business.
-func (u *User) SetStream(from netip.AddrPort, ssrcs []uint32, receivers []Receiver) error {
+func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Receiver) error {
 	from = unmapped(from)
-	if err := checkStream(from, ssrcs, receivers); err != nil {
+	if err := checkStream(from, sources, receivers); err != nil {
 		return err
 	}
-	rs := make([]Receiver, len(receivers))
+	receivers = unmappedReceivers(receivers)
 	for i, r := range receivers {
-		r.From, r.To = unmapped(r.From), unmapped(r.To)
 		if _, ok := u.conns[r.From]; !ok {
 			return fmt.Errorf("dataplane: receiver %d: no media socket at %v", i, r.From)
 		}
-		rs[i] = r
 	}
-	s := &userStream{ssrcs: append([]uint32(nil), ssrcs...), receivers: rs, out: make([]counter, len(rs))}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if old := u.streams[from]; old != nil {
-		for _, ssrc := range old.ssrcs {
-			delete(u.senders, userKey{from, ssrc})
+	old := u.streams[from]
+	s := &userStream{sources: append([]Source(nil), sources...), in: &counter{}}
+	if old != nil {
+		s.in = old.in
+		for _, src := range old.sources {
+			delete(u.senders, userKey{from, src.SSRC})
 		}
 	}
-	for _, ssrc := range ssrcs {
-		u.senders[userKey{from, ssrc}] = s
+	for _, r := range receivers {
+		var have *userReceiver
+		if old != nil {
+			have = old.receiver(r)
+		}
+		if have == nil {
+			have = &userReceiver{Receiver: r}
+			have.waiting.Store(true)
+		}
+		s.receivers = append(s.receivers, have)
+	}
+	for _, src := range sources {
+		u.senders[userKey{from, src.SSRC}] = s
 	}
 	u.streams[from] = s
 	return nil
+}
+
+// Waiting is DataPlane.Waiting.
+func (u *User) Waiting(from netip.AddrPort) (int, error) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	s, ok := u.streams[unmapped(from)]
+	if !ok {
+		return 0, fmt.Errorf("dataplane: no stream from %v", from)
+	}
+	n := 0
+	for _, r := range s.receivers {
+		if r.waiting.Load() && hasVideo(s.sources) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // RemoveStream stops replicating the sender at from.
@@ -143,8 +187,8 @@ func (u *User) RemoveStream(from netip.AddrPort) error {
 	if !ok {
 		return fmt.Errorf("dataplane: no stream from %v", from)
 	}
-	for _, ssrc := range s.ssrcs {
-		delete(u.senders, userKey{from, ssrc})
+	for _, src := range s.sources {
+		delete(u.senders, userKey{from, src.SSRC})
 	}
 	delete(u.streams, from)
 	return nil
@@ -167,9 +211,9 @@ func (u *User) StreamStats(from netip.AddrPort) (Counter, []Counter, error) {
 	if !ok {
 		return Counter{}, nil, fmt.Errorf("dataplane: no stream from %v", from)
 	}
-	out := make([]Counter, len(s.out))
-	for i := range s.out {
-		out[i] = s.out[i].load()
+	out := make([]Counter, len(s.receivers))
+	for i, r := range s.receivers {
+		out[i] = r.out.load()
 	}
 	return s.in.load(), out, nil
 }
@@ -210,16 +254,16 @@ func (u *User) serve(c *userConn) {
 // handle judges one datagram and replicates it where the eBPF data plane would.
 func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Message) []ipv4.Message {
 	from := unmapped(src.AddrPort())
-	o, ssrc, replicate := Classify(p)
-	if !replicate {
-		u.count(o, len(p))
-		if (o == Stun || o == RTCPToAgent) && u.cfg.Upcall != nil {
+	cl := Classify(p)
+	if !cl.Replicate {
+		u.count(cl.Outcome, len(p))
+		if (cl.Outcome == Stun || cl.Outcome == RTCPToAgent) && u.cfg.Upcall != nil {
 			u.cfg.Upcall(p, from, c.conn)
 		}
 		return out
 	}
 	u.mu.RLock()
-	s := u.senders[userKey{from, ssrc}]
+	s := u.senders[userKey{from, cl.SSRC}]
 	u.mu.RUnlock()
 	if s == nil {
 		u.count(UnknownSender, len(p))
@@ -230,18 +274,29 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 		return out
 	}
 	s.in.add(len(p))
+	gate := s.gate(cl)
 	// Replicas leave by their From socket; runs of one socket go in one sendmmsg.
+	var to []*userReceiver
 	for i := 0; i < len(s.receivers); {
-		first, via := i, s.receivers[i].From
-		out = out[:0]
+		via := s.receivers[i].From
+		out, to = out[:0], to[:0]
 		for ; i < len(s.receivers) && s.receivers[i].From == via; i++ {
-			out = append(out, ipv4.Message{Buffers: [][]byte{p}, Addr: net.UDPAddrFromAddrPort(s.receivers[i].To)})
+			r := s.receivers[i]
+			if !gate.passes(r) {
+				u.count(Gated, len(p))
+				continue
+			}
+			out = append(out, ipv4.Message{Buffers: [][]byte{p}, Addr: net.UDPAddrFromAddrPort(r.To)})
+			to = append(to, r)
+		}
+		if len(out) == 0 {
+			continue
 		}
 		sent, _ := u.conns[via].batch.WriteBatch(out, 0)
-		for k := range out {
+		for k, r := range to {
 			if k < sent {
 				u.count(Replica, len(p))
-				s.out[first+k].add(len(p))
+				r.out.add(len(p))
 			} else {
 				u.count(CloneFailed, len(p))
 			}
@@ -249,6 +304,43 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 	}
 	u.count(Replicated, len(p))
 	return out
+}
+
+// gate is what a packet does to receivers waiting for a key frame
+// (bpf/sfu.c enum gate).
+type gate uint8
+
+const (
+	gateNone gate = iota // audio, sender reports
+	gateHold             // video, not a key frame's start
+	gateOpen             // a key frame's first packet
+)
+
+func (s *userStream) gate(cl Classified) gate {
+	var codec Codec
+	for _, src := range s.sources {
+		if src.SSRC == cl.SSRC {
+			codec = src.Video
+		}
+	}
+	switch {
+	case codec == NoVideo || cl.Payload == nil:
+		return gateNone
+	case KeyFrameStart(codec, cl.Payload):
+		return gateOpen
+	}
+	return gateHold
+}
+
+func (g gate) passes(r *userReceiver) bool {
+	if g == gateNone || !r.waiting.Load() {
+		return true
+	}
+	if g == gateHold {
+		return false
+	}
+	r.waiting.Store(false)
+	return true
 }
 
 func unmapped(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }

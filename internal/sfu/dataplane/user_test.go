@@ -30,8 +30,8 @@ func TestUserPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	must(t, u.SetStream(addrOf(sender), []uint32{7}, []Receiver{{From: addrOf(sfu), To: addrOf(rcv[0])}, {From: addrOf(sfu), To: addrOf(rcv[1])}}))
-	if u.SetStream(addrOf(sender), []uint32{7}, []Receiver{{From: netip.MustParseAddrPort("127.0.0.1:1"), To: addrOf(rcv[0])}}) == nil {
+	must(t, u.SetStream(addrOf(sender), audio(7), []Receiver{{From: addrOf(sfu), To: addrOf(rcv[0])}, {From: addrOf(sfu), To: addrOf(rcv[1])}}))
+	if u.SetStream(addrOf(sender), audio(7), []Receiver{{From: netip.MustParseAddrPort("127.0.0.1:1"), To: addrOf(rcv[0])}}) == nil {
 		t.Error("a receiver from an address with no socket was accepted")
 	}
 	send := func(p []byte) {

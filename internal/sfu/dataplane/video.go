@@ -1,0 +1,104 @@
+package dataplane
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Codec is the video payload format of one of a sender's SSRCs, by which
+// the data planes see where a key frame starts (bpf/video.h, enum
+// video_codec): a receiver that joins mid-stream gets the sender's video
+// from its next key frame on, not undecodable frames before it.
+type Codec uint8
+
+// In the order of enum video_codec.
+const (
+	NoVideo Codec = iota // audio: never held back
+	AV1
+	VP8
+	VP9
+	H264
+)
+
+var codecNames = [...]string{"", "AV1", "VP8", "VP9", "H264"}
+
+func (c Codec) String() string {
+	if int(c) < len(codecNames) && c != NoVideo {
+		return codecNames[c]
+	}
+	if c == NoVideo {
+		return "none"
+	}
+	return fmt.Sprintf("codec(%d)", uint8(c))
+}
+
+// VideoCodec is the codec of an rtpmap encoding name (case-insensitive),
+// or false when the data planes cannot see its key frames.
+func VideoCodec(name string) (Codec, bool) {
+	for c := AV1; int(c) < len(codecNames); c++ {
+		if strings.EqualFold(name, codecNames[c]) {
+			return c, true
+		}
+	}
+	return NoVideo, false
+}
+
+// Source is one SSRC a sender sends, and its video codec (NoVideo for audio).
+type Source struct {
+	SSRC  uint32
+	Video Codec
+}
+
+// videoPeek is how much of the payload the key-frame test reads; shorter
+// payloads never start a key frame (VIDEO_PEEK).
+const videoPeek = 8
+
+// KeyFrameStart reports whether an RTP payload (padding included) of
+// codec c is the first packet of a key frame, as bpf/video.h judges it.
+func KeyFrameStart(c Codec, payload []byte) bool {
+	if len(payload) < videoPeek {
+		return false
+	}
+	p := payload[:videoPeek]
+	switch c {
+	case AV1: // aggregation header: N, a new coded video sequence
+		return p[0]&0x08 != 0
+	case VP8: // S, partition 0, then the payload header's P bit clear
+		if p[0]&0x1f != 0x10 {
+			return false
+		}
+		off := 1
+		if p[0]&0x80 != 0 {
+			off = 2
+			if p[1]&0x80 != 0 {
+				off += 1 + int(p[2]>>7)
+			}
+			if p[1]&0x40 != 0 {
+				off++
+			}
+			if p[1]&0x30 != 0 {
+				off++
+			}
+		}
+		return p[off]&0x01 == 0
+	case VP9: // B set, P clear, spatial layer 0
+		if p[0]&0x48 != 0x08 {
+			return false
+		}
+		if p[0]&0x20 == 0 {
+			return true
+		}
+		off := 1
+		if p[0]&0x80 != 0 {
+			off += 1 + int(p[1]>>7)
+		}
+		return (p[off]>>1)&0x07 == 0
+	case H264: // a sequence parameter set, alone or first in a STAP-A
+		t := p[0] & 0x1f
+		if t == 24 {
+			t = p[3] & 0x1f
+		}
+		return t == 7
+	}
+	return false
+}
