@@ -22,6 +22,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	dataplane := fs.String("dataplane", "ebpf", "ebpf (TC ingress) or user (recvmmsg/sendmmsg)")
 	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")
 	audio := fs.String("audio-codec", signaling.DefaultCodecs.Audio, "the one audio codec negotiated")
+	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT (empty: off)")
 	unencrypted := fs.Bool("unencrypted-media", false, "acknowledge that media is forwarded unencrypted (required: see docs/sfu.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ebrtc sfu --unencrypted-media --media IP:PORT [--iface IFACE] [flags]\n\nA selective forwarding unit whose media forwarding runs in eBPF. Browsers join\nat the web address and must run with --disable-webrtc-encryption. Needs root\nfor the eBPF data plane.\n\nFlags:")
@@ -37,7 +38,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ebrtc sfu: unencrypted-media: media is forwarded as plain RTP, readable and forgeable on the path;\nrun it only where that is acceptable (docs/sfu.md) and say so with --unencrypted-media")
 		return 2
 	}
-	cfg := sfu.Config{Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane,
+	cfg := sfu.Config{Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, MetricsListen: *metricsListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	for _, m := range media {
 		ap, err := netip.ParseAddrPort(m)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,6 +15,11 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
@@ -50,9 +56,10 @@ func TestBrowserMeeting(t *testing.T) {
 	go func() {
 		done <- tb.Server.Do(func() error {
 			return Run(ctx, Config{Listen: testbed.ServerClientIP4.String() + ":8088", Dataplane: "ebpf",
-				Media:  []netip.AddrPort{netip.AddrPortFrom(testbed.ServerClientIP4, 40000)},
-				Ifaces: []string{testbed.ServerCliIface},
-				Ready:  func(_ net.Addr, p dataplane.Plane) { ready <- p }})
+				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
+				Media:         []netip.AddrPort{netip.AddrPortFrom(testbed.ServerClientIP4, 40000)},
+				Ifaces:        []string{testbed.ServerCliIface},
+				Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }})
 		})
 	}()
 	t.Cleanup(func() {
@@ -77,7 +84,12 @@ func TestBrowserMeeting(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	testenv.StartGroup(t, cmd)
-	if err := cmd.Wait(); err != nil {
+	scraped := make(chan sfuScrape, 1)
+	meeting, ended := context.WithCancel(run)
+	go func() { scraped <- scrapeDuringMeeting(t, tb.Client, meeting) }()
+	err = cmd.Wait()
+	ended()
+	if err != nil {
 		t.Fatalf("meeting: %v\n%s", err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
@@ -118,6 +130,17 @@ func TestBrowserMeeting(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("data plane: %v", o)
+	m := <-scraped
+	t.Logf("metrics, the fullest scrape: %v participants, receiver series %v", m.participants, m.receivers)
+	if m.participants != float64(participants) || len(m.receivers) != participants*(participants-1) || m.replicas == 0 {
+		t.Errorf("metrics: %v participants in the room, %d receiver series (want %d, each with packets), %v replicas",
+			m.participants, len(m.receivers), participants*(participants-1), m.replicas)
+	}
+	for pair, n := range m.receivers {
+		if n == 0 {
+			t.Errorf("metrics: receiver %s got no packets", pair)
+		}
+	}
 	// Media that reached the SFU before its receiver's connection was bound
 	// is dropped (no_receivers); everything else is the data plane's.
 	fwd := float64(o[dataplane.Replicated].Packets)
@@ -129,4 +152,69 @@ func TestBrowserMeeting(t *testing.T) {
 	if fwd < 500 || fwd/(fwd+notFwd) < 0.95 {
 		t.Errorf("the eBPF data plane forwarded %v media datagrams and not %v, want >= 95%%", fwd, notFwd)
 	}
+}
+
+// sfuScrape is what one scrape of ebrtc sfu's metrics said of the room.
+type sfuScrape struct {
+	participants float64
+	receivers    map[string]float64 // "sender->receiver" -> packets
+	replicas     float64
+}
+
+// scrapeDuringMeeting reads the SFU's metrics from the client namespace
+// every 2 s while the meeting runs and keeps the scrape with the most
+// receiver series with packets.
+func scrapeDuringMeeting(t *testing.T, client *netns.NS, ctx context.Context) sfuScrape {
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, network, addr string) (c net.Conn, err error) {
+			err = client.Do(func() error { c, err = net.Dial(network, addr); return err })
+			return c, err
+		}}}
+	url := "http://" + testbed.ServerClientIP4.String() + ":9108/metrics"
+	var best sfuScrape
+	for i := 0; i < 60; i++ {
+		select {
+		case <-ctx.Done():
+			return best
+		case <-time.After(2 * time.Second):
+		}
+		resp, err := hc.Get(url)
+		if err != nil {
+			continue
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Errorf("metrics: %v", err)
+			return best
+		}
+		s := sfuScrape{receivers: map[string]float64{}}
+		for _, m := range fams["ebrtc_sfu_participants"].GetMetric() {
+			s.participants = m.GetGauge().GetValue()
+		}
+		for _, m := range fams["ebrtc_sfu_datagrams_total"].GetMetric() {
+			if label(m, "outcome") == "replica" {
+				s.replicas = m.GetCounter().GetValue()
+			}
+		}
+		for _, m := range fams["ebrtc_sfu_receiver_packets_total"].GetMetric() {
+			if n := m.GetCounter().GetValue(); n > 0 {
+				s.receivers[label(m, "sender")+"->"+label(m, "receiver")] = n
+			}
+		}
+		if len(s.receivers) >= len(best.receivers) {
+			best = s
+		}
+	}
+	return best
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }

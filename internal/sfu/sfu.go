@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
@@ -26,7 +27,10 @@ type Config struct {
 	Ifaces    []string         // where the eBPF data plane runs (TC ingress)
 	Dataplane string           // "ebpf" or "user"
 	Codecs    signaling.Codecs
-	Log       *slog.Logger
+	// MetricsListen, if set, serves Prometheus metrics (ebrtc_sfu_*) at
+	// http://MetricsListen/metrics.
+	MetricsListen string
+	Log           *slog.Logger
 	// Ready, if set, gets the web server's address and the data plane
 	// once it serves.
 	Ready func(addr net.Addr, plane dataplane.Plane)
@@ -89,6 +93,13 @@ func Run(ctx context.Context, cfg Config) error {
 	defer plane.Close()
 	if ctrl, err = controller.New(controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, Plane: plane, Agent: ag}); err != nil {
 		return err
+	}
+	if cfg.MetricsListen != "" {
+		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl))
+		if err != nil {
+			return fmt.Errorf("sfu: %w", err)
+		}
+		defer m.Close()
 	}
 	if cfg.Dataplane == "ebpf" {
 		for _, c := range conns {

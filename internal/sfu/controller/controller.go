@@ -289,6 +289,47 @@ func (c *Controller) updateStream(p *Participant) error {
 	return nil
 }
 
+// Stream is a published stream as an observer sees it: where it comes
+// from and which participant each receiver address belongs to.
+type Stream struct {
+	Room, Sender string
+	From         netip.AddrPort
+	Receivers    map[netip.AddrPort]string // receiver's address -> participant id
+}
+
+// Rooms are the participants in each room.
+func (c *Controller) Rooms() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.rooms))
+	for name, r := range c.rooms {
+		out[name] = len(r.parts)
+	}
+	return out
+}
+
+// Streams are the streams the data plane carries now.
+func (c *Controller) Streams() []Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Stream
+	for _, r := range c.rooms {
+		for _, p := range r.parts {
+			if p.pub == nil || !p.pub.addr.IsValid() {
+				continue
+			}
+			st := Stream{Room: r.name, Sender: p.ID, From: p.pub.addr, Receivers: map[netip.AddrPort]string{}}
+			for _, other := range r.parts {
+				if cn := other.recv[p.ID]; cn != nil && cn.addr.IsValid() {
+					st.Receivers[cn.addr] = other.ID
+				}
+			}
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // Tick asks again for key frames that receivers still wait for (a PLI or
 // the key frame itself may have been lost); call it every second.
 func (c *Controller) Tick() {
@@ -299,7 +340,7 @@ func (c *Controller) Tick() {
 			if p.pub == nil || !p.pub.addr.IsValid() || len(p.serving) == 0 {
 				continue
 			}
-			if n, err := c.cfg.Plane.Waiting(p.pub.addr); err == nil && n > 0 {
+			if st, err := c.cfg.Plane.StreamStats(p.pub.addr); err == nil && st.Waiting() > 0 {
 				c.requestKeyFrames(p)
 			}
 		}

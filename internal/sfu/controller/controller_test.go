@@ -36,12 +36,6 @@ func (p *plane) SetStream(from netip.AddrPort, ssrcs []dataplane.Source, rs []da
 	return nil
 }
 
-func (p *plane) Waiting(netip.AddrPort) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.waiting, nil
-}
-
 func (p *plane) RemoveStream(from netip.AddrPort) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -52,8 +46,14 @@ func (p *plane) RemoveStream(from netip.AddrPort) error {
 	return nil
 }
 
-func (p *plane) StreamStats(netip.AddrPort) (dataplane.Counter, []dataplane.Counter, error) {
-	return dataplane.Counter{}, nil, nil
+func (p *plane) StreamStats(from netip.AddrPort) (dataplane.StreamStats, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var st dataplane.StreamStats
+	for i, r := range p.streams[from] {
+		st.Out = append(st.Out, dataplane.ReceiverStats{To: r.To, Waiting: i < p.waiting})
+	}
+	return st, nil
 }
 func (p *plane) Outcomes() (map[dataplane.Outcome]dataplane.Counter, error) { return nil, nil }
 func (p *plane) Close() error                                               { return nil }

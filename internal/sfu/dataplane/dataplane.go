@@ -205,51 +205,33 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 	return nil
 }
 
-// Waiting is how many of the stream's receivers still wait for a key frame.
-func (d *DataPlane) Waiting(from netip.AddrPort) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.streams[unmapped(from)]
-	if !ok {
-		return 0, fmt.Errorf("dataplane: no stream from %v", from)
-	}
-	if !hasVideo(s.sources) {
-		return 0, nil
-	}
-	n := 0
-	for _, slot := range s.replicas {
-		var waiting uint32
-		if err := d.objs.ReplicaGates.Lookup(slot, &waiting); err != nil {
-			return 0, err
-		}
-		if waiting != 0 {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// StreamStats are what the sender at from sent into the data plane and
-// what went out to each receiver, in SetStream's order.
-func (d *DataPlane) StreamStats(from netip.AddrPort) (Counter, []Counter, error) {
+// StreamStats is what the sender at from sent into the data plane, and
+// what went out to each receiver.
+func (d *DataPlane) StreamStats(from netip.AddrPort) (StreamStats, error) {
 	from = unmapped(from)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, ok := d.streams[from]
 	if !ok {
-		return Counter{}, nil, fmt.Errorf("dataplane: no stream from %v", from)
+		return StreamStats{}, fmt.Errorf("dataplane: no stream from %v", from)
 	}
 	in, err := sumStats(d.objs.SenderStats, s.id)
 	if err != nil {
-		return Counter{}, nil, err
+		return StreamStats{}, err
 	}
-	out := make([]Counter, len(s.replicas))
+	st := StreamStats{In: in, Out: make([]ReceiverStats, len(s.replicas))}
+	video := hasVideo(s.sources)
 	for i, slot := range s.replicas {
-		if out[i], err = sumStats(d.objs.ReplicaStats, slot); err != nil {
-			return Counter{}, nil, err
+		var waiting uint32
+		if err := d.objs.ReplicaGates.Lookup(slot, &waiting); err != nil {
+			return StreamStats{}, err
+		}
+		st.Out[i] = ReceiverStats{To: s.receivers[i].To, Waiting: video && waiting != 0}
+		if st.Out[i].Counter, err = sumStats(d.objs.ReplicaStats, slot); err != nil {
+			return StreamStats{}, err
 		}
 	}
-	return in, out, nil
+	return st, nil
 }
 
 // RemoveStream stops replicating the sender at from; its map entries go.

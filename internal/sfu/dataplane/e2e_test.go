@@ -104,13 +104,14 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 			}
 		}
 	}
-	in, out, err := dp.StreamStats(netip.AddrPortFrom(clientIP, from.Port()))
+	st, err := dp.StreamStats(netip.AddrPortFrom(clientIP, from.Port()))
 	must(t, err)
+	in, out := st.In, st.Out
 	if in.Packets != packets || len(out) != len(rcv) {
 		t.Errorf("stream stats: %d in, %d receivers", in.Packets, len(out))
 	}
 	for i, c := range out {
-		if c.Packets != packets || c.Bytes != in.Bytes {
+		if c.Packets != packets || c.Bytes != in.Bytes || c.To != rcv[i].To {
 			t.Errorf("receiver %d: %+v out, %+v in", i, c, in)
 		}
 	}

@@ -78,8 +78,8 @@ func gating(t *testing.T, p Plane, from netip.AddrPort, rcv []Receiver, send fun
 	must(t, p.SetStream(from, sources, rcv[:2]))
 	waiting := func(want int) {
 		t.Helper()
-		if n, err := p.Waiting(from); err != nil || n != want {
-			t.Fatalf("waiting %d (%v), want %d", n, err, want)
+		if st, err := p.StreamStats(from); err != nil || st.Waiting() != want {
+			t.Fatalf("waiting %d (%v), want %d", st.Waiting(), err, want)
 		}
 	}
 	waiting(2)
@@ -120,10 +120,10 @@ func TestNewReceiversWaitForAKeyFrame(t *testing.T) {
 }
 
 func (r *rig) replicas(from netip.AddrPort) []uint64 {
-	_, out, err := r.dp.StreamStats(from)
+	st, err := r.dp.StreamStats(from)
 	must(r.t, err)
-	n := make([]uint64, len(out))
-	for i, c := range out {
+	n := make([]uint64, len(st.Out))
+	for i, c := range st.Out {
 		n[i] = c.Packets
 	}
 	return n
@@ -149,10 +149,10 @@ func TestUserPlaneNewReceiversWaitForAKeyFrame(t *testing.T) {
 		t.Helper()
 		var got []uint64
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			_, out, err := u.StreamStats(from)
+			st, err := u.StreamStats(from)
 			must(t, err)
 			got = got[:0]
-			for _, c := range out {
+			for _, c := range st.Out {
 				got = append(got, c.Packets)
 			}
 			if slices.Equal(got, want) {

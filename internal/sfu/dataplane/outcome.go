@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 )
@@ -45,6 +46,31 @@ func (o Outcome) String() string {
 
 // Counter is packets and UDP payload bytes.
 type Counter struct{ Packets, Bytes uint64 }
+
+// StreamStats is what a sender sent into a data plane, and what went out
+// to each of its receivers (in SetStream's order).
+type StreamStats struct {
+	In  Counter
+	Out []ReceiverStats
+}
+
+// ReceiverStats is what one receiver of a stream was sent.
+type ReceiverStats struct {
+	To netip.AddrPort
+	Counter
+	Waiting bool // for the sender's next key frame (video streams only)
+}
+
+// Waiting is how many receivers wait for a key frame.
+func (s StreamStats) Waiting() int {
+	n := 0
+	for _, r := range s.Out {
+		if r.Waiting {
+			n++
+		}
+	}
+	return n
+}
 
 // Outcomes sums the per-CPU outcome counters.
 func (d *DataPlane) Outcomes() (map[Outcome]Counter, error) {

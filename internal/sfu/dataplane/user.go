@@ -15,8 +15,7 @@ import (
 type Plane interface {
 	SetStream(from netip.AddrPort, sources []Source, receivers []Receiver) error
 	RemoveStream(from netip.AddrPort) error
-	StreamStats(from netip.AddrPort) (in Counter, out []Counter, err error)
-	Waiting(from netip.AddrPort) (int, error)
+	StreamStats(from netip.AddrPort) (StreamStats, error)
 	Outcomes() (map[Outcome]Counter, error)
 	Close() error
 }
@@ -161,23 +160,6 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 	return nil
 }
 
-// Waiting is DataPlane.Waiting.
-func (u *User) Waiting(from netip.AddrPort) (int, error) {
-	u.mu.RLock()
-	defer u.mu.RUnlock()
-	s, ok := u.streams[unmapped(from)]
-	if !ok {
-		return 0, fmt.Errorf("dataplane: no stream from %v", from)
-	}
-	n := 0
-	for _, r := range s.receivers {
-		if r.waiting.Load() && hasVideo(s.sources) {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // RemoveStream stops replicating the sender at from.
 func (u *User) RemoveStream(from netip.AddrPort) error {
 	from = unmapped(from)
@@ -204,18 +186,19 @@ func (u *User) Outcomes() (map[Outcome]Counter, error) {
 }
 
 // StreamStats is DataPlane.StreamStats.
-func (u *User) StreamStats(from netip.AddrPort) (Counter, []Counter, error) {
+func (u *User) StreamStats(from netip.AddrPort) (StreamStats, error) {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	s, ok := u.streams[unmapped(from)]
 	if !ok {
-		return Counter{}, nil, fmt.Errorf("dataplane: no stream from %v", from)
+		return StreamStats{}, fmt.Errorf("dataplane: no stream from %v", from)
 	}
-	out := make([]Counter, len(s.receivers))
+	st := StreamStats{In: s.in.load(), Out: make([]ReceiverStats, len(s.receivers))}
+	video := hasVideo(s.sources)
 	for i, r := range s.receivers {
-		out[i] = r.out.load()
+		st.Out[i] = ReceiverStats{To: r.To, Counter: r.out.load(), Waiting: video && r.waiting.Load()}
 	}
-	return s.in.load(), out, nil
+	return st, nil
 }
 
 // Close closes the sockets and waits for the readers.

@@ -16,10 +16,9 @@ import (
 type nopPlane struct{}
 
 func (nopPlane) SetStream(netip.AddrPort, []dataplane.Source, []dataplane.Receiver) error { return nil }
-func (nopPlane) Waiting(netip.AddrPort) (int, error)                                      { return 0, nil }
 func (nopPlane) RemoveStream(netip.AddrPort) error                                        { return nil }
-func (nopPlane) StreamStats(netip.AddrPort) (dataplane.Counter, []dataplane.Counter, error) {
-	return dataplane.Counter{}, nil, nil
+func (nopPlane) StreamStats(netip.AddrPort) (dataplane.StreamStats, error) {
+	return dataplane.StreamStats{}, nil
 }
 func (nopPlane) Outcomes() (map[dataplane.Outcome]dataplane.Counter, error) { return nil, nil }
 func (nopPlane) Close() error                                               { return nil }
