@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,10 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
@@ -35,73 +30,22 @@ type inbound struct {
 // decoded, without freezes or loss; the media is forwarded by the eBPF data
 // plane; one leaves and rejoins and decodes everyone again within 2 s.
 func TestBrowserMeeting(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "chromium")
-	node := testenv.RequireCommand(t, "node")
-	script, _ := filepath.Abs("../testbed/browser/meeting.mjs")
-	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
-		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
-	}
-	// As a container host has it: the browsers' veths send partial
-	// checksums and run no XDP.
-	tb, err := testbed.NewWith(testbed.Options{Unprepared: true})
-	if err != nil {
-		testenv.Missing(t, "testbed: %v", err)
-	}
-	t.Cleanup(func() { _ = tb.Close() })
-
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan dataplane.Plane, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- tb.Server.Do(func() error {
-			return Run(ctx, Config{Listen: testbed.ServerClientIP4.String() + ":8088", Dataplane: "ebpf",
-				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
-				Media:         []netip.AddrPort{netip.AddrPortFrom(testbed.ServerClientIP4, 40000)},
-				Ifaces:        []string{testbed.ServerCliIface},
-				Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }})
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sfu: %v", err)
-		}
-	})
-	var plane dataplane.Plane
-	select {
-	case plane = <-ready:
-	case err := <-done:
-		t.Fatalf("sfu: %v", err)
-	}
-
+	tb, plane := meetingSFU(t)
 	const participants, seconds = 3, 30
-	run, stop := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer stop()
-	cmd := exec.CommandContext(run, "ip", "netns", "exec", tb.Client.Name, node, script,
-		"http://"+testbed.ServerClientIP4.String()+":8088/?room=test", strconv.Itoa(participants), strconv.Itoa(seconds))
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	testenv.StartGroup(t, cmd)
 	scraped := make(chan sfuScrape, 1)
-	meeting, ended := context.WithCancel(run)
-	go func() { scraped <- scrapeDuringMeeting(t, tb.Client, meeting) }()
-	err = cmd.Wait()
-	ended()
-	if err != nil {
-		t.Fatalf("meeting: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	stdout, stderr := browserMeeting(t, tb, participants, seconds, func(meeting context.Context) {
+		scraped <- scrapeDuringMeeting(tb.Client, meeting)
+	})
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var res struct {
 		Stats    []map[string]map[string]inbound
 		RejoinMs float64
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("meeting output %q: %v", stdout.String(), err)
+		t.Fatalf("meeting output %q: %v", stdout, err)
 	}
 	pages := res.Stats
-	t.Logf("pages: %+v\nbrowser log:\n%s", pages, stderr.String())
+	t.Logf("pages: %+v\nbrowser log:\n%s", pages, stderr)
 	if len(pages) != participants {
 		t.Fatalf("%d pages", len(pages))
 	}
@@ -157,20 +101,14 @@ func TestBrowserMeeting(t *testing.T) {
 // sfuScrape is what one scrape of ebrtc sfu's metrics said of the room.
 type sfuScrape struct {
 	participants float64
-	receivers    map[string]float64 // "sender->receiver" -> packets
+	receivers    map[string]float64 // "ebrtc_sfu_receiver_packets_total{labels}" -> packets, when > 0
 	replicas     float64
 }
 
 // scrapeDuringMeeting reads the SFU's metrics from the client namespace
 // every 2 s while the meeting runs and keeps the scrape with the most
 // receiver series with packets.
-func scrapeDuringMeeting(t *testing.T, client *netns.NS, ctx context.Context) sfuScrape {
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(_ context.Context, network, addr string) (c net.Conn, err error) {
-			err = client.Do(func() error { c, err = net.Dial(network, addr); return err })
-			return c, err
-		}}}
-	url := "http://" + testbed.ServerClientIP4.String() + ":9108/metrics"
+func scrapeDuringMeeting(client *netns.NS, ctx context.Context) sfuScrape {
 	var best sfuScrape
 	for i := 0; i < 60; i++ {
 		select {
@@ -178,29 +116,15 @@ func scrapeDuringMeeting(t *testing.T, client *netns.NS, ctx context.Context) sf
 			return best
 		case <-time.After(2 * time.Second):
 		}
-		resp, err := hc.Get(url)
+		m, err := testbed.ScrapeMetrics(client, testbed.ServerClientIP4.String()+":9108")
 		if err != nil {
 			continue
 		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Errorf("metrics: %v", err)
-			return best
-		}
-		s := sfuScrape{receivers: map[string]float64{}}
-		for _, m := range fams["ebrtc_sfu_participants"].GetMetric() {
-			s.participants = m.GetGauge().GetValue()
-		}
-		for _, m := range fams["ebrtc_sfu_datagrams_total"].GetMetric() {
-			if label(m, "outcome") == "replica" {
-				s.replicas = m.GetCounter().GetValue()
-			}
-		}
-		for _, m := range fams["ebrtc_sfu_receiver_packets_total"].GetMetric() {
-			if n := m.GetCounter().GetValue(); n > 0 {
-				s.receivers[label(m, "sender")+"->"+label(m, "receiver")] = n
+		s := sfuScrape{receivers: map[string]float64{}, participants: m.Labeled("ebrtc_sfu_participants", nil),
+			replicas: m.Labeled("ebrtc_sfu_datagrams_total", map[string]string{"outcome": "replica"})}
+		for key, n := range m {
+			if strings.HasPrefix(key, "ebrtc_sfu_receiver_packets_total{") && n > 0 {
+				s.receivers[key] = n
 			}
 		}
 		if len(s.receivers) >= len(best.receivers) {
@@ -210,11 +134,76 @@ func scrapeDuringMeeting(t *testing.T, client *netns.NS, ctx context.Context) sf
 	return best
 }
 
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
+// meetingSFU is ebrtc sfu with the eBPF data plane on a testbed set up as
+// a container host has it (the browsers' veths send partial checksums and
+// run no XDP): the web server at ServerClientIP4:8088, metrics at :9108,
+// media at :40000.
+func meetingSFU(t *testing.T) (*testbed.Testbed, dataplane.Plane) { return testbedSFU(t, "ebpf") }
+
+// testbedSFU is meetingSFU with either data plane.
+func testbedSFU(t *testing.T, plane string) (*testbed.Testbed, dataplane.Plane) {
+	testenv.RequireRoot(t)
+	tb, err := testbed.NewWith(testbed.Options{Unprepared: true})
+	if err != nil {
+		testenv.Missing(t, "testbed: %v", err)
 	}
-	return ""
+	t.Cleanup(func() { _ = tb.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan dataplane.Plane, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- tb.Server.Do(func() error {
+			return Run(ctx, Config{Listen: testbed.ServerClientIP4.String() + ":8088", Dataplane: plane,
+				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
+				Media:         []netip.AddrPort{netip.AddrPortFrom(testbed.ServerClientIP4, 40000)},
+				Ifaces:        []string{testbed.ServerCliIface},
+				Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }})
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sfu: %v", err)
+		}
+	})
+	select {
+	case plane := <-ready:
+		return tb, plane
+	case err := <-done:
+		t.Fatalf("sfu: %v", err)
+	}
+	return nil, nil
+}
+
+// browserMeeting runs meeting.mjs: n headless Chromium participants in
+// room "test" for the given seconds, then a rejoin. during runs meanwhile,
+// until the browsers are done. It returns what the script printed.
+func browserMeeting(t *testing.T, tb *testbed.Testbed, n, seconds int, during func(meeting context.Context)) (stdout, stderr string) {
+	testenv.RequireCommand(t, "chromium")
+	node := testenv.RequireCommand(t, "node")
+	script, _ := filepath.Abs("../testbed/browser/meeting.mjs")
+	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
+		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
+	}
+	run, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stop()
+	cmd := exec.CommandContext(run, "ip", "netns", "exec", tb.Client.Name, node, script,
+		"http://"+testbed.ServerClientIP4.String()+":8088/?room=test", strconv.Itoa(n), strconv.Itoa(seconds))
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	testenv.StartGroup(t, cmd)
+	meeting, ended := context.WithCancel(run)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		during(meeting)
+	}()
+	err := cmd.Wait()
+	ended()
+	<-finished
+	if err != nil {
+		t.Fatalf("meeting: %v\n%s", err, errOut.String())
+	}
+	return out.String(), errOut.String()
 }

@@ -79,14 +79,17 @@ func (tb *Testbed) StartRelay(bin string, args ...string) (*Relay, error) {
 func (r *Relay) Output() string { return r.out.String() }
 
 // Metrics scrapes the relay's Prometheus endpoint into "name{labels}" -> value.
-func (r *Relay) Metrics() (Metrics, error) {
-	conn, err := DialTCP(r.ns, MetricsAddr)
+func (r *Relay) Metrics() (Metrics, error) { return ScrapeMetrics(r.ns, MetricsAddr) }
+
+// ScrapeMetrics reads http://addr/metrics from inside ns.
+func ScrapeMetrics(ns *netns.NS, addr string) (Metrics, error) {
+	conn, err := DialTCP(ns, addr)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(conn, "GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", MetricsAddr)
+	fmt.Fprintf(conn, "GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", addr)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
+	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
@@ -113,10 +113,10 @@ func newWorldOn(t *testing.T, media netip.AddrPort, sock *net.UDPConn) *world {
 func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	sfuSock, pubSock := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	w := newWorldOn(t, sfuSock.LocalAddr().(*net.UDPAddr).AddrPort(), sfuSock)
-	offer, _ := os.ReadFile("../signaling/testdata/chromium-offer.sdp")
+	offer := synth.ChromiumOffer
 	var a, b inbox
 	pa, _ := w.c.Join("r", a.send)
-	if err := w.c.Publish(pa, string(offer)); err != nil {
+	if err := w.c.Publish(pa, offer); err != nil {
 		t.Fatal(err)
 	}
 	pb, _ := w.c.Join("r", b.send)
@@ -198,19 +198,16 @@ func receiverAnswer(ufrag string) string {
 // when A leaves, it is gone.
 func TestMeetingDrivesTheDataPlane(t *testing.T) {
 	w := newWorld(t)
-	offer, err := os.ReadFile("../signaling/testdata/chromium-offer.sdp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	offer := synth.ChromiumOffer
 	var a, b inbox
 	pa, err := w.c.Join("room-1", a.send)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.c.Publish(pa, string(offer)); err != nil {
+	if err := w.c.Publish(pa, offer); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.c.Publish(pa, string(offer)); err == nil {
+	if err := w.c.Publish(pa, offer); err == nil {
 		t.Error("published twice")
 	}
 	answerA := a.last(t, "answer").SDP
@@ -258,10 +255,10 @@ func TestMeetingDrivesTheDataPlane(t *testing.T) {
 // it back.
 func TestConsentExpiryRemovesReceivers(t *testing.T) {
 	w := newWorld(t)
-	offer, _ := os.ReadFile("../signaling/testdata/chromium-offer.sdp")
+	offer := synth.ChromiumOffer
 	var a, b inbox
 	pa, _ := w.c.Join("r", a.send)
-	if err := w.c.Publish(pa, string(offer)); err != nil {
+	if err := w.c.Publish(pa, offer); err != nil {
 		t.Fatal(err)
 	}
 	pb, _ := w.c.Join("r", b.send)

@@ -2,25 +2,21 @@ package signaling
 
 import (
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/pion/sdp/v3"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 )
 
-// testdata/chromium-offer.sdp: Chromium 156's offer for a send-only
-// PeerConnection (fake camera and microphone, AV1 L1T3 asked for) with
-// --disable-webrtc-encryption.
+// chromiumOffer is Chromium 156's offer for a send-only PeerConnection
+// (synth.ChromiumOffer).
 func chromiumOffer(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("testdata/chromium-offer.sdp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return synth.ChromiumOffer
 }
 
 var sfuICE = ICE{Ufrag: "sfu0", Pwd: "0123456789abcdefghijkl",
@@ -130,8 +126,7 @@ func TestParsePublishRefuses(t *testing.T) {
 // Whatever a participant sends, ParsePublish refuses it or yields
 // descriptions that parse.
 func FuzzParsePublish(f *testing.F) {
-	b, _ := os.ReadFile("testdata/chromium-offer.sdp")
-	f.Add(string(b))
+	f.Add(synth.ChromiumOffer)
 	f.Fuzz(func(t *testing.T, offer string) {
 		p, err := ParsePublish(offer, DefaultCodecs)
 		if err != nil {

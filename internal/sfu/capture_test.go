@@ -1,0 +1,109 @@
+package sfu
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/synth"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+var captureTo = flag.String("capture", "", "TestCaptureChromiumStream writes the capture to this rtpdump file")
+
+// TestCaptureChromiumStream is a tool, not a check: it records what one
+// headless Chromium participant of a two-party meeting sends the SFU (its
+// RTP: Opus and AV1 with the dependency descriptor, 12 s) as an rtpdump
+// file, the stream the synthetic senders replay. Run it with
+//
+//	sudo go test -count=1 -run TestCaptureChromiumStream ./internal/sfu -capture internal/sfu/synth/testdata/chromium-av1.rtpdump
+func TestCaptureChromiumStream(t *testing.T) {
+	if *captureTo == "" {
+		t.Skip("a tool: give -capture FILE to record")
+	}
+	tb, _ := meetingSFU(t)
+	type captured struct {
+		from netip.AddrPort
+		pkt  synth.Packet
+	}
+	var got []captured
+	browserMeeting(t, tb, 2, 12, func(meeting context.Context) {
+		err := tb.Server.Do(func() error {
+			const all = unix.ETH_P_ALL>>8 | unix.ETH_P_ALL&0xff<<8 // in network order
+			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, all)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			ifi, err := net.InterfaceByName(testbed.ServerCliIface)
+			if err != nil {
+				return err
+			}
+			if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: all, Ifindex: ifi.Index}); err != nil {
+				return err
+			}
+			tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
+			_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+			start, buf := time.Now(), make([]byte, 65536)
+			for meeting.Err() == nil {
+				n, _, err := unix.Recvfrom(fd, buf, 0)
+				if err != nil {
+					continue
+				}
+				src, dport, payload, ok := ipv4UDP(buf[:n])
+				// RTP only (RFC 7983, 5761): the replay sends its own RTCP.
+				if !ok || dport != 40000 || len(payload) < 12 || payload[0]>>6 != 2 || (payload[1] >= 192 && payload[1] <= 223) {
+					continue
+				}
+				got = append(got, captured{src, synth.Packet{At: time.Since(start), Data: append([]byte(nil), payload...)}})
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	// The participant that joined first, from its first packet on.
+	if len(got) == 0 {
+		t.Fatal("nothing captured")
+	}
+	first := got[0].from
+	var pkts []synth.Packet
+	for _, c := range got {
+		if c.from == first {
+			c.pkt.At -= got[0].pkt.At
+			pkts = append(pkts, c.pkt)
+		}
+	}
+	f, err := os.Create(*captureTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := synth.WriteRTPDump(f, first, time.Now(), pkts); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d packets from %v over %v", len(pkts), first, pkts[len(pkts)-1].At)
+}
+
+// ipv4UDP reads an Ethernet frame's IPv4 UDP addressing and payload, not
+// its checksum: the browsers' veths send partial ones.
+func ipv4UDP(b []byte) (src netip.AddrPort, dport uint16, payload []byte, ok bool) {
+	if len(b) < 14+20+8 || binary.BigEndian.Uint16(b[12:]) != 0x0800 || b[14+9] != 17 {
+		return src, 0, nil, false
+	}
+	ihl := int(b[14]&0x0f) * 4
+	udp := b[14+ihl:]
+	if len(udp) < 8 || int(binary.BigEndian.Uint16(udp[4:])) > len(udp) {
+		return src, 0, nil, false
+	}
+	src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[14+12:14+16])), binary.BigEndian.Uint16(udp))
+	return src, binary.BigEndian.Uint16(udp[2:]), udp[8:binary.BigEndian.Uint16(udp[4:])], true
+}

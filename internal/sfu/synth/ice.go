@@ -1,0 +1,141 @@
+package synth
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/pion/sdp/v3"
+	"github.com/pion/stun/v4"
+)
+
+// localICE is a participant's own ICE credentials (RFC 8445 5.3: a ufrag
+// of at least 4 characters, a password of at least 22).
+type localICE struct{ Ufrag, Pwd string }
+
+func newLocalICE() localICE {
+	return localICE{Ufrag: rand.Text()[:8], Pwd: rand.Text()}
+}
+
+// bindingRequest is a connectivity check from us (controlling, nominating:
+// the SFU is ICE-lite) to the SFU, signed with the SFU's password.
+func bindingRequest(local localICE, remote remoteICE) ([]byte, error) {
+	m, err := stun.Build(stun.TransactionID, stun.BindingRequest,
+		stun.NewUsername(remote.Ufrag+":"+local.Ufrag),
+		stun.RawAttribute{Type: stun.AttrUseCandidate},
+		stun.RawAttribute{Type: stun.AttrICEControlling, Value: make([]byte, 8)},
+		stun.RawAttribute{Type: stun.AttrPriority, Value: []byte{0x6e, 0, 0x1e, 0xff}},
+		stun.NewShortTermIntegrity(remote.Pwd), stun.Fingerprint)
+	if err != nil {
+		return nil, err
+	}
+	return m.Raw, nil
+}
+
+// connect runs connectivity checks from conn until one succeeds (every
+// 100 ms, for 5 s): then the SFU has bound this address. A refusal is
+// retried too: the check may overtake our answer on its way through
+// signaling, as a browser's may.
+func connect(conn *net.UDPConn, local localICE, remote remoteICE) error {
+	req, err := bindingRequest(local, remote)
+	if err != nil {
+		return err
+	}
+	refused := errors.New("synth: no answer to connectivity checks within 5 s")
+	buf := make([]byte, 1500)
+	defer conn.SetReadDeadline(time.Time{})
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if _, err := conn.WriteToUDPAddrPort(req, remote.Candidate); err != nil {
+			return fmt.Errorf("synth: check: %w", err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				break
+			}
+			m := &stun.Message{Raw: buf[:n]}
+			if !stun.IsMessage(buf[:n]) || m.Decode() != nil {
+				continue // media, already
+			}
+			if m.Type == stun.BindingSuccess && stun.NewShortTermIntegrity(remote.Pwd).Check(m) == nil {
+				return nil
+			}
+			if m.Type.Class == stun.ClassErrorResponse {
+				var code stun.ErrorCodeAttribute
+				_ = code.GetFrom(m)
+				refused = fmt.Errorf("synth: the SFU refused every check for 5 s: %v", code)
+			}
+		}
+	}
+	return refused
+}
+
+// consentEvery is how often a participant refreshes consent (RFC 7675 asks
+// for 4-6 s; the SFU expires after 30 s).
+const consentEvery = 5 * time.Second
+
+// offer is ChromiumOffer made a virtual sender's: its ICE credentials and
+// SSRCs, no retransmission SSRCs.
+func offer(local localICE, s *Stream) (string, error) {
+	var sd sdp.SessionDescription
+	if err := sd.UnmarshalString(ChromiumOffer); err != nil {
+		return "", err
+	}
+	for _, md := range sd.MediaDescriptions {
+		ssrc := s.AudioSSRC
+		if md.MediaName.Media == "video" {
+			ssrc = s.VideoSSRC
+		}
+		var attrs []sdp.Attribute
+		for _, a := range md.Attributes {
+			switch a.Key {
+			case "ice-ufrag":
+				a.Value = local.Ufrag
+			case "ice-pwd":
+				a.Value = local.Pwd
+			case "ssrc", "ssrc-group", "candidate":
+				continue
+			}
+			attrs = append(attrs, a)
+		}
+		md.Attributes = append(attrs, sdp.Attribute{Key: "ssrc", Value: fmt.Sprintf("%d cname:synth", ssrc)})
+	}
+	b, err := sd.Marshal()
+	return string(b), err
+}
+
+// answer accepts the SFU's receive offer: every section received, with
+// our ICE credentials.
+func answer(local localICE, offerSDP string) (string, error) {
+	var o sdp.SessionDescription
+	if err := o.UnmarshalString(offerSDP); err != nil {
+		return "", fmt.Errorf("synth: the SFU's offer: %w", err)
+	}
+	a := &sdp.SessionDescription{
+		Origin:      sdp.Origin{Username: "-", SessionID: 1, SessionVersion: 2, NetworkType: "IN", AddressType: "IP4", UnicastAddress: "127.0.0.1"},
+		SessionName: "-", TimeDescriptions: []sdp.TimeDescription{{}},
+	}
+	var mids []string
+	for _, om := range o.MediaDescriptions {
+		md := &sdp.MediaDescription{MediaName: sdp.MediaName{Media: om.MediaName.Media, Port: sdp.RangedPort{Value: 9},
+			Protos: om.MediaName.Protos, Formats: om.MediaName.Formats},
+			ConnectionInformation: &sdp.ConnectionInformation{NetworkType: "IN", AddressType: "IP4", Address: &sdp.Address{Address: "0.0.0.0"}}}
+		mid, _ := om.Attribute("mid")
+		mids = append(mids, mid)
+		md.WithValueAttribute("ice-ufrag", local.Ufrag).WithValueAttribute("ice-pwd", local.Pwd).
+			WithValueAttribute("mid", mid).WithPropertyAttribute("recvonly").WithPropertyAttribute("rtcp-mux")
+		for _, at := range om.Attributes {
+			if at.Key == "rtpmap" || at.Key == "fmtp" || at.Key == "extmap" {
+				md.Attributes = append(md.Attributes, at)
+			}
+		}
+		a.WithMedia(md)
+	}
+	a.WithValueAttribute("group", "BUNDLE "+strings.Join(mids, " "))
+	b, err := a.Marshal()
+	return string(b), err
+}

@@ -1,0 +1,389 @@
+package synth
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pion/stun/v4"
+)
+
+// Participant is one synthetic member of a room: it may publish a
+// recording's stream, and it receives every other publisher's, each on a
+// connection of its own (as a browser's receive-only PeerConnections).
+type Participant struct {
+	ID   string
+	net  Net
+	sess *session
+	v4   bool
+
+	// Ledger, if set, is where publishers record what they sent and
+	// receivers compare what they got, byte for byte.
+	Ledger *Ledger
+
+	mu       sync.Mutex
+	pub      *connection
+	stream   *Stream
+	incoming map[string]*Incoming // by publisher id
+	answer   chan message         // to our publish
+	errs     []error
+	wg       sync.WaitGroup
+	done     chan struct{}
+}
+
+// connection is one ICE-bound socket to the SFU.
+type connection struct {
+	conn   *net.UDPConn
+	local  localICE
+	remote remoteICE
+}
+
+// Join enters the room through the SFU's signaling at server (host:port);
+// media goes over IPv4 or IPv6 as v4 says. It answers every stream the SFU
+// offers it from then on.
+func Join(n Net, server, room string, v4 bool, ledger *Ledger) (*Participant, error) {
+	s, err := join(n, server, room)
+	if err != nil {
+		return nil, err
+	}
+	p := &Participant{ID: s.ID, net: n, sess: s, v4: v4, Ledger: ledger, incoming: map[string]*Incoming{},
+		answer: make(chan message, 1), done: make(chan struct{})}
+	p.wg.Add(1)
+	go p.signaling()
+	return p, nil
+}
+
+func (p *Participant) listen() (*net.UDPConn, error) {
+	ip := net.IPv4zero
+	if !p.v4 {
+		ip = net.IPv6unspecified
+	}
+	return p.net.ListenUDP(&net.UDPAddr{IP: ip})
+}
+
+// bind opens a socket and runs connectivity checks to the SFU until bound.
+func (p *Participant) bind(local localICE, desc string) (*connection, error) {
+	remote, err := iceOf(desc, p.v4)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := p.listen()
+	if err != nil {
+		return nil, err
+	}
+	if err := connect(conn, local, remote); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c := &connection{conn: conn, local: local, remote: remote}
+	p.wg.Add(1)
+	go p.keepConsent(c)
+	return c, nil
+}
+
+// keepConsent refreshes the SFU's consent on c until the participant leaves.
+func (p *Participant) keepConsent(c *connection) {
+	defer p.wg.Done()
+	t := time.NewTicker(consentEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+			if req, err := bindingRequest(c.local, c.remote); err == nil {
+				_, _ = c.conn.WriteToUDPAddrPort(req, c.remote.Candidate)
+			}
+		}
+	}
+}
+
+// Publish offers the stream; when Publish returns, the SFU has bound the
+// publisher's address and will replicate what Send sends.
+func (p *Participant) Publish(s *Stream) error {
+	local := newLocalICE()
+	o, err := offer(local, s)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.stream = s
+	p.mu.Unlock()
+	if err := p.sess.send(message{Type: "publish", SDP: o}); err != nil {
+		return err
+	}
+	var ans message
+	select {
+	case ans = <-p.answer:
+	case <-time.After(10 * time.Second):
+		return errors.New("synth: no answer to the publish within 10 s")
+	}
+	c, err := p.bind(local, ans.SDP)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.pub = c
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.drain(c.conn) // feedback and consent answers
+	return nil
+}
+
+// signaling answers offers and hands the publish answer over.
+func (p *Participant) signaling() {
+	defer p.wg.Done()
+	for m := range p.sess.in {
+		switch m.Type {
+		case "answer":
+			select {
+			case p.answer <- m:
+			default:
+				p.fail(errors.New("an answer nobody asked for"))
+			}
+		case "offer":
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				if err := p.accept(m); err != nil {
+					p.fail(fmt.Errorf("stream of %s: %w", m.ID, err))
+				}
+			}()
+		case "error":
+			p.fail(fmt.Errorf("the SFU says: %s", m.Text))
+		}
+	}
+}
+
+func (p *Participant) fail(err error) {
+	p.mu.Lock()
+	p.errs = append(p.errs, err)
+	p.mu.Unlock()
+}
+
+// Err is what went wrong so far.
+func (p *Participant) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return errors.Join(p.errs...)
+}
+
+// accept answers the SFU's offer of a publisher's stream and receives it.
+func (p *Participant) accept(m message) error {
+	local := newLocalICE()
+	a, err := answer(local, m.SDP)
+	if err != nil {
+		return err
+	}
+	if err := p.sess.send(message{Type: "answer", ID: m.ID, SDP: a}); err != nil {
+		return err
+	}
+	c, err := p.bind(local, m.SDP)
+	if err != nil {
+		return err
+	}
+	in := &Incoming{From: m.ID, ledger: p.Ledger, streams: map[uint32]*ssrcStats{}}
+	p.mu.Lock()
+	p.incoming[m.ID] = in
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		in.receive(c.conn)
+	}()
+	return nil
+}
+
+// Incoming returns the streams received so far, by publisher id.
+func (p *Participant) Incoming() map[string]*Incoming {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]*Incoming, len(p.incoming))
+	for k, v := range p.incoming {
+		out[k] = v
+	}
+	return out
+}
+
+// drain reads a socket until it is closed.
+func (p *Participant) drain(c *net.UDPConn) {
+	defer p.wg.Done()
+	buf := make([]byte, 1500)
+	for {
+		if _, err := c.Read(buf); err != nil && errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+}
+
+// Send replays the published stream from packet first on, paced as
+// captured (speed times faster), until ctx ends or count packets went.
+// It returns how many it sent.
+func (p *Participant) Send(ctx context.Context, first, count int, speed float64) (int, error) {
+	p.mu.Lock()
+	c, s := p.pub, p.stream
+	p.mu.Unlock()
+	if c == nil {
+		return 0, errors.New("synth: not publishing")
+	}
+	start := time.Now()
+	_, origin, err := s.Packet(first)
+	if err != nil {
+		return 0, err
+	}
+	for k := first; k < first+count; k++ {
+		b, at, err := s.Packet(k)
+		if err != nil {
+			return k - first, err
+		}
+		due := start.Add(time.Duration(float64(at-origin) / speed))
+		if wait := time.Until(due); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return k - first, nil
+			case <-time.After(wait):
+			}
+		} else if ctx.Err() != nil {
+			return k - first, nil
+		}
+		if p.Ledger != nil {
+			p.Ledger.record(b)
+		}
+		if _, err := c.conn.WriteToUDPAddrPort(b, c.remote.Candidate); err != nil {
+			return k - first, err
+		}
+	}
+	return count, nil
+}
+
+// Leave closes signaling and every socket.
+func (p *Participant) Leave() {
+	close(p.done)
+	p.sess.Close()
+	p.mu.Lock()
+	if p.pub != nil {
+		p.pub.conn.Close()
+	}
+	for _, in := range p.incoming {
+		in.close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// Ledger holds what publishers sent, for receivers to check against.
+type Ledger struct{ m sync.Map } // ssrc<<16|seq -> []byte
+
+func ledgerKey(b []byte) uint64 {
+	return uint64(binary.BigEndian.Uint32(b[8:]))<<16 | uint64(binary.BigEndian.Uint16(b[2:]))
+}
+
+func (l *Ledger) record(b []byte) { l.m.Store(ledgerKey(b), b) }
+
+// Incoming is one publisher's stream as a participant received it.
+type Incoming struct {
+	From   string
+	ledger *Ledger
+	conn   atomic.Pointer[net.UDPConn]
+
+	mu       sync.Mutex
+	streams  map[uint32]*ssrcStats
+	mismatch int // RTP not as the publisher sent it
+	reports  int // RTCP sender reports
+}
+
+// ssrcStats is one SSRC's reception: distinct packets and RFC 3550 jitter.
+type ssrcStats struct {
+	seen      map[uint16]bool
+	jitter    float64 // in timestamp units
+	clock     float64 // timestamp units per second
+	lastTrans float64
+	started   bool
+}
+
+// Stat is one SSRC's reception.
+type Stat struct {
+	Packets int
+	Jitter  time.Duration
+}
+
+func (in *Incoming) receive(c *net.UDPConn) {
+	in.conn.Store(c)
+	buf := make([]byte, 1500)
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		in.handle(buf[:n], time.Now())
+	}
+}
+
+func (in *Incoming) close() {
+	if c := in.conn.Load(); c != nil {
+		c.Close()
+	}
+}
+
+func (in *Incoming) handle(b []byte, now time.Time) {
+	if len(b) < 12 || b[0]>>6 != 2 || stun.IsMessage(b) {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if b[1] == 200 {
+		in.reports++
+		return
+	}
+	if b[1] >= 192 && b[1] <= 223 {
+		return
+	}
+	if in.ledger != nil {
+		want, ok := in.ledger.m.Load(ledgerKey(b))
+		if !ok || !bytes.Equal(want.([]byte), b) {
+			in.mismatch++
+			return
+		}
+	}
+	ssrc := binary.BigEndian.Uint32(b[8:])
+	st := in.streams[ssrc]
+	if st == nil {
+		st = &ssrcStats{seen: map[uint16]bool{}, clock: 90000}
+		if b[1]&0x7f == 111 {
+			st.clock = 48000
+		}
+		in.streams[ssrc] = st
+	}
+	st.seen[binary.BigEndian.Uint16(b[2:])] = true
+	// RFC 3550 A.8: transit time's variation, smoothed by 1/16.
+	transit := float64(now.UnixNano())/1e9*st.clock - float64(binary.BigEndian.Uint32(b[4:]))
+	if st.started {
+		d := transit - st.lastTrans
+		if d < 0 {
+			d = -d
+		}
+		st.jitter += (d - st.jitter) / 16
+	}
+	st.lastTrans, st.started = transit, true
+}
+
+// Stats are the packets and jitter per SSRC, the RTP that did not match
+// what the publisher sent, and the sender reports.
+func (in *Incoming) Stats() (per map[uint32]Stat, mismatched, reports int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	per = map[uint32]Stat{}
+	for ssrc, st := range in.streams {
+		per[ssrc] = Stat{Packets: len(st.seen), Jitter: time.Duration(st.jitter / st.clock * 1e9)}
+	}
+	return per, in.mismatch, in.reports
+}

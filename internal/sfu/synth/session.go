@@ -1,0 +1,153 @@
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/pion/sdp/v3"
+	"golang.org/x/net/websocket"
+)
+
+// Net opens a participant's connections, in the namespace it lives in.
+type Net struct {
+	DialTCP   func(addr string) (net.Conn, error)
+	ListenUDP func(laddr *net.UDPAddr) (*net.UDPConn, error)
+}
+
+// Local is the process's own network.
+var Local = Net{
+	DialTCP:   func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) },
+	ListenUDP: func(laddr *net.UDPAddr) (*net.UDPConn, error) { return net.ListenUDP("udp", laddr) },
+}
+
+// message is ebrtc sfu's signaling, as a browser speaks it
+// (internal/sfu/web).
+type message struct {
+	Type string `json:"type"`
+	Room string `json:"room,omitempty"`
+	ID   string `json:"id,omitempty"`
+	SDP  string `json:"sdp,omitempty"`
+	Text string `json:"text,omitempty"`
+}
+
+// session is one participant's signaling WebSocket.
+type session struct {
+	ws  *websocket.Conn
+	ID  string
+	in  chan message
+	err chan error
+}
+
+// join opens signaling at server (host:port) and joins the room.
+func join(n Net, server, room string) (*session, error) {
+	conn, err := n.DialTCP(server)
+	if err != nil {
+		return nil, fmt.Errorf("synth: signaling: %w", err)
+	}
+	cfg, err := websocket.NewConfig("ws://"+server+"/ws", "http://"+server+"/")
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	ws, err := websocket.NewClient(cfg, conn)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("synth: signaling: %w", err)
+	}
+	s := &session{ws: ws, in: make(chan message, 16), err: make(chan error, 1)}
+	go s.read()
+	if err := s.send(message{Type: "join", Room: room}); err != nil {
+		ws.Close()
+		return nil, err
+	}
+	m, err := s.expect(context.Background(), "joined")
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	s.ID = m.ID
+	return s, nil
+}
+
+func (s *session) read() {
+	for {
+		var m message
+		if err := websocket.JSON.Receive(s.ws, &m); err != nil {
+			s.err <- err
+			close(s.in)
+			return
+		}
+		s.in <- m
+	}
+}
+
+func (s *session) send(m message) error { return websocket.JSON.Send(s.ws, m) }
+
+// expect waits for a message of this type (others are skipped), for 10 s.
+func (s *session) expect(ctx context.Context, typ string) (message, error) {
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m, ok := <-s.in:
+			if !ok {
+				return m, fmt.Errorf("synth: signaling closed: %v", <-s.err)
+			}
+			if m.Type == "error" {
+				return m, fmt.Errorf("synth: the SFU says: %s", m.Text)
+			}
+			if m.Type == typ {
+				return m, nil
+			}
+		case <-timeout:
+			return message{}, fmt.Errorf("synth: no %q message within 10 s", typ)
+		case <-ctx.Done():
+			return message{}, ctx.Err()
+		}
+	}
+}
+
+func (s *session) Close() error { return s.ws.Close() }
+
+// remoteICE is the SFU's side of a connection: credentials and the host
+// candidate of the family wanted.
+type remoteICE struct {
+	Ufrag, Pwd string
+	Candidate  netip.AddrPort
+}
+
+func iceOf(desc string, v4 bool) (remoteICE, error) {
+	var sd sdp.SessionDescription
+	if err := sd.UnmarshalString(desc); err != nil {
+		return remoteICE{}, fmt.Errorf("synth: the SFU's description: %w", err)
+	}
+	if len(sd.MediaDescriptions) == 0 {
+		return remoteICE{}, errors.New("synth: the SFU's description has no media")
+	}
+	md := sd.MediaDescriptions[0]
+	var r remoteICE
+	r.Ufrag, _ = md.Attribute("ice-ufrag")
+	r.Pwd, _ = md.Attribute("ice-pwd")
+	for _, a := range md.Attributes {
+		if a.Key != "candidate" {
+			continue
+		}
+		var f [8]string
+		if _, err := fmt.Sscan(a.Value, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7]); err != nil {
+			continue
+		}
+		addr, err := netip.ParseAddr(f[4])
+		var port uint16
+		if _, perr := fmt.Sscan(f[5], &port); err == nil && perr == nil && addr.Is4() == v4 {
+			r.Candidate = netip.AddrPortFrom(addr, port)
+			break
+		}
+	}
+	if r.Ufrag == "" || r.Pwd == "" || !r.Candidate.IsValid() {
+		return r, errors.New("synth: the SFU's description lacks ICE credentials or a candidate of our family")
+	}
+	return r, nil
+}

@@ -1,0 +1,128 @@
+package sfu
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/synth"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// clientNet opens synthetic participants' connections in the testbed's
+// client namespace.
+func clientNet(tb *testbed.Testbed) synth.Net {
+	return synth.Net{
+		DialTCP: func(addr string) (net.Conn, error) { return testbed.DialTCP(tb.Client, addr) },
+		ListenUDP: func(laddr *net.UDPAddr) (c *net.UDPConn, err error) {
+			err = tb.Client.Do(func() error { c, err = net.ListenUDP("udp", laddr); return err })
+			return c, err
+		},
+	}
+}
+
+// One synthetic publisher replays the captured Chromium stream (Opus and
+// AV1) to 100 synthetic receivers, all joined through the SFU's signaling
+// and ICE: each receiver gets every packet, byte for byte as sent, with
+// both data planes.
+func TestSyntheticOneToHundred(t *testing.T) {
+	for _, plane := range []string{"ebpf", "user"} {
+		t.Run(plane, func(t *testing.T) { oneToMany(t, plane, 100) })
+	}
+}
+
+func oneToMany(t *testing.T, plane string, receivers int) {
+	tb, dp := testbedSFU(t, plane)
+	rec, err := synth.Chromium()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, server, ledger := clientNet(tb), testbed.ServerClientIP4.String()+":8088", &synth.Ledger{}
+	pub, err := synth.Join(n, server, "scale", true, ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Leave)
+	stream := rec.NewStream(1)
+	if err := pub.Publish(stream); err != nil {
+		t.Fatal(err)
+	}
+	var rcv []*synth.Participant
+	for range receivers {
+		r, err := synth.Join(n, server, "scale", true, ledger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Leave)
+		rcv = append(rcv, r)
+	}
+	// Bound: each receiver has its connection for the publisher's stream.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		bound := 0
+		for _, r := range rcv {
+			if r.Err() != nil {
+				t.Fatal(r.Err())
+			}
+			if r.Incoming()[pub.ID] != nil {
+				bound++
+			}
+		}
+		if bound == receivers {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d receivers bound after 30 s", bound, receivers)
+		}
+	}
+	// One pass of the capture, 1.5 times as fast as captured.
+	count := len(rec.Packets)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sent, err := pub.Send(ctx, 0, count, 1.5)
+	if err != nil || sent != count {
+		t.Fatalf("sent %d of %d: %v", sent, count, err)
+	}
+	want := map[uint32]int{}
+	for k := range count {
+		b, _, _ := stream.Packet(k)
+		want[binary.BigEndian.Uint32(b[8:])]++
+	}
+	var missing int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		missing = 0
+		for _, r := range rcv {
+			per, _, _ := r.Incoming()[pub.ID].Stats()
+			for ssrc, w := range want {
+				missing += w - per[ssrc].Packets
+			}
+		}
+		if missing == 0 {
+			break
+		}
+	}
+	var worst time.Duration
+	for i, r := range rcv {
+		per, mismatched, _ := r.Incoming()[pub.ID].Stats()
+		if mismatched != 0 {
+			t.Errorf("receiver %d: %d packets not as sent", i, mismatched)
+		}
+		for ssrc, w := range want {
+			if per[ssrc].Packets != w {
+				t.Errorf("receiver %d, SSRC %#x: %d of %d packets", i, ssrc, per[ssrc].Packets, w)
+			}
+			worst = max(worst, per[ssrc].Jitter)
+		}
+	}
+	o, err := dp.Outcomes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d packets to %d receivers, %d missing, worst jitter %v; data plane: replicated %d, replicas %d, gated %d",
+		plane, count, receivers, missing, worst, o[dataplane.Replicated].Packets, o[dataplane.Replica].Packets, o[dataplane.Gated].Packets)
+	if o[dataplane.Replica].Packets < uint64(count*receivers) {
+		t.Errorf("data plane counted %d replicas, want %d", o[dataplane.Replica].Packets, count*receivers)
+	}
+}
