@@ -28,7 +28,7 @@ int xdp_send(struct xdp_md *ctx)
  * the payload length of one such datagram. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, 16384);
 	__type(key, __be16);
 	__type(value, __u16);
 } sink_ports SEC(".maps");

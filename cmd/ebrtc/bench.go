@@ -24,6 +24,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	plotPath := fs.String("plot", "", "write a PNG chart (throughput bars, latency CDF) to this file")
 	maxLoss := fs.Float64("max-loss", 0, "loss allowed at the loss-free rate, in percent (default 0.1)")
 	verbose := fs.Bool("v", false, "show the relays' output")
+	sfu := fs.Bool("sfu", false, "benchmark SFUs (ebrtc sfu, both data planes) instead of TURN relays")
+	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, or all")
+	fanout := fs.Int("fanout", 0, "with --sfu, receivers of the replication trials' sender (default 50, at most 128)")
 	isolate := fs.Bool("isolate", runtime.NumCPU() >= 2, "run the relay under test, with its interfaces' NAPI threads, alone on the last CPU and report its core's time per packet")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\n\nFlags:")
@@ -34,6 +37,32 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
+		return 1
+	}
+	if *sfu {
+		o := bench.FullSFUOptions()
+		if *quick {
+			o = bench.QuickSFUOptions()
+		}
+		if *fanout != 0 {
+			if *fanout < 2 || *fanout > 128 {
+				fmt.Fprintln(stderr, "ebrtc bench: --fanout must be 2-128")
+				return 2
+			}
+			o.Fanout = *fanout
+		}
+		o.SFUs, o.Isolate, o.Progress = strings.Split(*sfus, ","), *isolate, stderr
+		if *maxLoss != 0 {
+			o.MaxLoss = *maxLoss / 100
+		}
+		if *verbose {
+			o.Log = stderr
+		}
+		return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return bench.RunSFU(ctx, bin, o) })
 	}
 	o := bench.FullOptions()
 	if *quick {
@@ -72,17 +101,25 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		o.Log = stderr
 	}
-	bin, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
-		return 1
-	}
+	return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return bench.Run(ctx, bin, o) })
+}
+
+// report is what a benchmark run prints and writes.
+type report interface {
+	WriteTable(io.Writer)
+	WriteJSON(path string) error
+	WritePlot(path string) error
+}
+
+// runReport runs a benchmark until it ends or a signal comes, then prints
+// its table and writes its JSON and chart where asked.
+func runReport(stdout, stderr io.Writer, jsonPath, plotPath string, run func(context.Context) (report, error)) int {
 	var res struct {
-		rep *bench.Report
+		rep report
 		err error
 	}
 	interrupted := untilSignal(stderr, func(ctx context.Context) {
-		res.rep, res.err = bench.Run(ctx, bin, o)
+		res.rep, res.err = run(ctx)
 	})
 	if interrupted {
 		return 130
@@ -92,14 +129,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	res.rep.WriteTable(stdout)
-	if *jsonPath != "" {
-		if err := res.rep.WriteJSON(*jsonPath); err != nil {
+	if jsonPath != "" {
+		if err := res.rep.WriteJSON(jsonPath); err != nil {
 			fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
 			return 1
 		}
 	}
-	if *plotPath != "" {
-		if err := res.rep.WritePlot(*plotPath); err != nil {
+	if plotPath != "" {
+		if err := res.rep.WritePlot(plotPath); err != nil {
 			fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
 			return 1
 		}

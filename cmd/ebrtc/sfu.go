@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 
 	"github.com/ebrtc/ebrtc/internal/sfu"
+	sfudataplane "github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 )
 
@@ -38,7 +40,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ebrtc sfu: unencrypted-media: media is forwarded as plain RTP, readable and forgeable on the path;\nrun it only where that is acceptable (docs/sfu.md) and say so with --unencrypted-media")
 		return 2
 	}
-	cfg := sfu.Config{Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, MetricsListen: *metricsListen,
+	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, MetricsListen: *metricsListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	for _, m := range media {
 		ap, err := netip.ParseAddrPort(m)

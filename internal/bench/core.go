@@ -257,3 +257,26 @@ func strayNs(before, after coreSample, relay []int) uint64 {
 	}
 	return sum
 }
+
+// prioritizeFarNAPI gives the far ends' NAPI threads a real-time priority
+// over the generator sharing their CPU, and returns what undoes it. An SFU
+// sends every receiver's replica of a packet at once, all to the one far
+// veth here; its ring (256 frames) overflows unless its consumer runs as
+// soon as it fills, which a busy generator would otherwise delay. The
+// price: woken for every burst, it costs the sender's core more wakeups.
+func prioritizeFarNAPI() (func(), error) {
+	tids, err := napiThreads(farIfaces)
+	if err != nil {
+		return nil, err
+	}
+	for _, tid := range tids {
+		if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
+			return nil, fmt.Errorf("SCHED_FIFO for NAPI thread %d: %w", tid, err)
+		}
+	}
+	return func() {
+		for _, tid := range tids {
+			_ = unix.SchedSetAttr(tid, &unix.SchedAttr{Policy: 0}, 0) // SCHED_OTHER
+		}
+	}, nil
+}

@@ -102,3 +102,48 @@ func savePNG(img *vgimg.Canvas, path string) error {
 	}
 	return f.Close()
 }
+
+// WritePlot writes a PNG: each SFU's relay-core time per replica (bars)
+// beside its ramp (p99 jitter against participants).
+func (rep *SFUReport) WritePlot(path string) error {
+	bars := plot.New()
+	bars.Title.Text = fmt.Sprintf("Relay core per replica, saturated (fanout %d)", rep.Fanout)
+	bars.Y.Label.Text = "ns per replica"
+	values := make(plotter.Values, len(rep.SFUs))
+	names := make([]string, len(rep.SFUs))
+	for i, s := range rep.SFUs {
+		values[i], names[i] = s.RelayCoreNsPerReplica, s.Name
+	}
+	b, err := plotter.NewBarChart(values, vg.Points(40))
+	if err != nil {
+		return err
+	}
+	b.Color = palette[0]
+	bars.Add(b)
+	bars.NominalX(names...)
+
+	ramp := plot.New()
+	ramp.Title.Text = "Ramp: 10-party meetings on one core"
+	ramp.X.Label.Text = "participants"
+	ramp.Y.Label.Text = "p99 jitter of sampled receivers (ms)"
+	for i, s := range rep.SFUs {
+		pts := make(plotter.XYs, len(s.Ramp))
+		for j, st := range s.Ramp {
+			pts[j].X, pts[j].Y = float64(st.Participants), st.JitterP99ms
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		line.Color = palette[i%len(palette)]
+		line.Width = vg.Points(2)
+		ramp.Add(line)
+		ramp.Legend.Add(s.Name, line)
+	}
+	img := vgimg.New(14*vg.Inch, 5*vg.Inch)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 3, PadTop: vg.Inch / 6, PadBottom: vg.Inch / 6, PadLeft: vg.Inch / 6, PadRight: vg.Inch / 6}
+	canvases := plot.Align([][]*plot.Plot{{bars, ramp}}, tiles, draw.New(img))
+	bars.Draw(canvases[0][0])
+	ramp.Draw(canvases[0][1])
+	return savePNG(img, path)
+}

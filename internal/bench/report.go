@@ -291,8 +291,10 @@ func (rep *Report) writeCoreTable(w io.Writer) {
 }
 
 // WriteJSON writes the report as JSON.
-func (rep *Report) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
+func (rep *Report) WriteJSON(path string) error { return writeJSON(path, rep) }
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -155,21 +155,27 @@ type saturation struct {
 // saturate runs the in-kernel generator over every flow, both directions,
 // for d, and reads the relay core around it.
 func saturate(e *env, flows []*flow, size int, d time.Duration) (*saturation, error) {
+	fwd, rev, ports, err := templates(e.tb, flows, size)
+	if err != nil {
+		return nil, err
+	}
+	return saturateWith(e, []*liveSender{
+		{ns: e.tb.Client, iface: testbed.ClientIface, frames: fwd},
+		{ns: e.tb.Peer, iface: testbed.PeerIface, frames: rev},
+	}, ports, d)
+}
+
+// saturateWith sends the senders' frames for d with the in-kernel
+// generator, the far ends' sinks counting what reaches these ports (with
+// these payload lengths), and reads the relay core around it.
+func saturateWith(e *env, senders []*liveSender, ports map[uint16]uint16, d time.Duration) (*saturation, error) {
 	lt, err := newLiveTraffic(e.tb)
 	if err != nil {
 		return nil, err
 	}
 	defer lt.close()
-	fwd, rev, ports, err := templates(e.tb, flows, size)
-	if err != nil {
-		return nil, err
-	}
 	if err := lt.sink(ports); err != nil {
 		return nil, err
-	}
-	senders := []*liveSender{
-		{ns: e.tb.Client, iface: testbed.ClientIface, frames: fwd},
-		{ns: e.tb.Peer, iface: testbed.PeerIface, frames: rev},
 	}
 	before, err := e.core.sample(e.relayTasks)
 	if err != nil {

@@ -3,7 +3,6 @@ package sfu
 import (
 	"context"
 	"encoding/binary"
-	"net"
 	"testing"
 	"time"
 
@@ -11,18 +10,6 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
-
-// clientNet opens synthetic participants' connections in the testbed's
-// client namespace.
-func clientNet(tb *testbed.Testbed) synth.Net {
-	return synth.Net{
-		DialTCP: func(addr string) (net.Conn, error) { return testbed.DialTCP(tb.Client, addr) },
-		ListenUDP: func(laddr *net.UDPAddr) (c *net.UDPConn, err error) {
-			err = tb.Client.Do(func() error { c, err = net.ListenUDP("udp", laddr); return err })
-			return c, err
-		},
-	}
-}
 
 // One synthetic publisher replays the captured Chromium stream (Opus and
 // AV1) to 100 synthetic receivers, all joined through the SFU's signaling
@@ -40,8 +27,9 @@ func oneToMany(t *testing.T, plane string, receivers int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, server, ledger := clientNet(tb), testbed.ServerClientIP4.String()+":8088", &synth.Ledger{}
-	pub, err := synth.Join(n, server, "scale", true, ledger)
+	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.ServerClientIP4.String() + ":8088", Room: "scale",
+		Ledger: &synth.Ledger{}}
+	pub, err := synth.Join(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +40,7 @@ func oneToMany(t *testing.T, plane string, receivers int) {
 	}
 	var rcv []*synth.Participant
 	for range receivers {
-		r, err := synth.Join(n, server, "scale", true, ledger)
+		r, err := synth.Join(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

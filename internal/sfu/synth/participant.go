@@ -7,25 +7,38 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/pion/stun/v4"
+	"golang.org/x/sys/unix"
 )
+
+// Config of a participant.
+type Config struct {
+	Net    Net
+	Server string // the SFU's web server, host:port
+	Room   string
+	IPv6   bool // media over IPv6 (else IPv4)
+	// Ledger, if set, is where publishers record what they sent and
+	// receivers compare what they got, byte for byte.
+	Ledger *Ledger
+	// RecordArrivals keeps each RTP packet's arrival time (skew).
+	RecordArrivals bool
+}
 
 // Participant is one synthetic member of a room: it may publish a
 // recording's stream, and it receives every other publisher's, each on a
 // connection of its own (as a browser's receive-only PeerConnections).
 type Participant struct {
 	ID   string
-	net  Net
+	cfg  Config
 	sess *session
-	v4   bool
 
-	// Ledger, if set, is where publishers record what they sent and
-	// receivers compare what they got, byte for byte.
-	Ledger *Ledger
+	sent atomic.Uint64 // RTP packets Send sent
+	late atomic.Uint64 // of them, sent over 20 ms after they were due
 
 	mu       sync.Mutex
 	pub      *connection
@@ -44,32 +57,47 @@ type connection struct {
 	remote remoteICE
 }
 
-// Join enters the room through the SFU's signaling at server (host:port);
-// media goes over IPv4 or IPv6 as v4 says. It answers every stream the SFU
-// offers it from then on.
-func Join(n Net, server, room string, v4 bool, ledger *Ledger) (*Participant, error) {
-	s, err := join(n, server, room)
+// Join enters the room through the SFU's signaling. It answers every
+// stream the SFU offers it from then on.
+func Join(cfg Config) (*Participant, error) {
+	s, err := join(cfg.Net, cfg.Server, cfg.Room)
 	if err != nil {
 		return nil, err
 	}
-	p := &Participant{ID: s.ID, net: n, sess: s, v4: v4, Ledger: ledger, incoming: map[string]*Incoming{},
+	p := &Participant{ID: s.ID, cfg: cfg, sess: s, incoming: map[string]*Incoming{},
 		answer: make(chan message, 1), done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.signaling()
 	return p, nil
 }
 
+// listen opens a socket that stamps what it receives with the kernel's
+// arrival time (SO_TIMESTAMPNS): jitter and skew measured without this
+// process's scheduling in them.
 func (p *Participant) listen() (*net.UDPConn, error) {
 	ip := net.IPv4zero
-	if !p.v4 {
+	if p.cfg.IPv6 {
 		ip = net.IPv6unspecified
 	}
-	return p.net.ListenUDP(&net.UDPAddr{IP: ip})
+	c, err := p.cfg.Net.ListenUDP(&net.UDPAddr{IP: ip})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.SyscallConn()
+	if err == nil {
+		cerr := raw.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("synth: SO_TIMESTAMPNS: %w", err)
+	}
+	return c, nil
 }
 
 // bind opens a socket and runs connectivity checks to the SFU until bound.
 func (p *Participant) bind(local localICE, desc string) (*connection, error) {
-	remote, err := iceOf(desc, p.v4)
+	remote, err := iceOf(desc, !p.cfg.IPv6)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +216,10 @@ func (p *Participant) accept(m message) error {
 	if err != nil {
 		return err
 	}
-	in := &Incoming{From: m.ID, ledger: p.Ledger, streams: map[uint32]*ssrcStats{}}
+	in := &Incoming{From: m.ID, ledger: p.cfg.Ledger, streams: map[uint32]*ssrcStats{}, port: c.conn.LocalAddr().(*net.UDPAddr).Port}
+	if p.cfg.RecordArrivals {
+		in.arrivals = map[uint64]time.Time{}
+	}
 	p.mu.Lock()
 	p.incoming[m.ID] = in
 	p.mu.Unlock()
@@ -243,7 +274,11 @@ func (p *Participant) Send(ctx context.Context, first, count int, speed float64)
 			return k - first, err
 		}
 		due := start.Add(time.Duration(float64(at-origin) / speed))
-		if wait := time.Until(due); wait > 0 {
+		wait := time.Until(due)
+		if wait < -20*time.Millisecond {
+			p.late.Add(1)
+		}
+		if wait > 0 {
 			select {
 			case <-ctx.Done():
 				return k - first, nil
@@ -252,14 +287,30 @@ func (p *Participant) Send(ctx context.Context, first, count int, speed float64)
 		} else if ctx.Err() != nil {
 			return k - first, nil
 		}
-		if p.Ledger != nil {
-			p.Ledger.record(b)
+		if p.cfg.Ledger != nil {
+			p.cfg.Ledger.record(b)
 		}
 		if _, err := c.conn.WriteToUDPAddrPort(b, c.remote.Candidate); err != nil {
 			return k - first, err
 		}
+		p.sent.Add(1)
 	}
 	return count, nil
+}
+
+// Sent is how many RTP packets Send sent, in all, and how many of them
+// over 20 ms late (the generator fell behind).
+func (p *Participant) Sent() (sent, late uint64) { return p.sent.Load(), p.late.Load() }
+
+// Publishing is the publisher's bound socket and the SFU's media address
+// it sends to (to send other traffic from the same address).
+func (p *Participant) Publishing() (*net.UDPConn, netip.AddrPort) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pub == nil {
+		return nil, netip.AddrPort{}
+	}
+	return p.pub.conn, p.pub.remote.Candidate
 }
 
 // Leave closes signaling and every socket.
@@ -292,10 +343,25 @@ type Incoming struct {
 	ledger *Ledger
 	conn   atomic.Pointer[net.UDPConn]
 
+	port int // the local port it arrives on
+
 	mu       sync.Mutex
 	streams  map[uint32]*ssrcStats
-	mismatch int // RTP not as the publisher sent it
-	reports  int // RTCP sender reports
+	arrivals map[uint64]time.Time // ssrc<<16|seq -> arrival, if recorded
+	mismatch int                  // RTP not as the publisher sent it
+	reports  int                  // RTCP sender reports
+}
+
+// Port is the local UDP port the stream arrives on.
+func (in *Incoming) Port() uint16 { return uint16(in.port) }
+
+// Arrival is when the packet with this SSRC and sequence number arrived,
+// if arrivals are recorded and it did.
+func (in *Incoming) Arrival(ssrc uint32, seq uint16) (time.Time, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	t, ok := in.arrivals[uint64(ssrc)<<16|uint64(seq)]
+	return t, ok
 }
 
 // ssrcStats is one SSRC's reception: distinct packets and RFC 3550 jitter.
@@ -315,17 +381,30 @@ type Stat struct {
 
 func (in *Incoming) receive(c *net.UDPConn) {
 	in.conn.Store(c)
-	buf := make([]byte, 1500)
+	buf, oob := make([]byte, 1500), make([]byte, 128)
 	for {
-		n, err := c.Read(buf)
+		n, oobn, _, _, err := c.ReadMsgUDP(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		in.handle(buf[:n], time.Now())
+		in.handle(buf[:n], arrival(oob[:oobn]))
 	}
+}
+
+// arrival is the kernel's receive timestamp in oob, or now.
+func arrival(oob []byte) time.Time {
+	msgs, _ := unix.ParseSocketControlMessage(oob)
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(m.Data))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:]))
+			return time.Unix(sec, nsec)
+		}
+	}
+	return time.Now()
 }
 
 func (in *Incoming) close() {
@@ -355,6 +434,9 @@ func (in *Incoming) handle(b []byte, now time.Time) {
 		}
 	}
 	ssrc := binary.BigEndian.Uint32(b[8:])
+	if in.arrivals != nil {
+		in.arrivals[ledgerKey(b)] = now
+	}
 	st := in.streams[ssrc]
 	if st == nil {
 		st = &ssrcStats{seen: map[uint16]bool{}, clock: 90000}

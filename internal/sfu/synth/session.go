@@ -10,6 +10,8 @@ import (
 
 	"github.com/pion/sdp/v3"
 	"golang.org/x/net/websocket"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
 )
 
 // Net opens a participant's connections, in the namespace it lives in.
@@ -20,8 +22,23 @@ type Net struct {
 
 // Local is the process's own network.
 var Local = Net{
-	DialTCP:   func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) },
+	DialTCP:   func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, 2*time.Second) },
 	ListenUDP: func(laddr *net.UDPAddr) (*net.UDPConn, error) { return net.ListenUDP("udp", laddr) },
+}
+
+// NetIn opens connections inside a network namespace (a socket stays in
+// the namespace it was made in).
+func NetIn(ns *netns.NS) Net {
+	return Net{
+		DialTCP: func(addr string) (c net.Conn, err error) {
+			err = ns.Do(func() error { c, err = Local.DialTCP(addr); return err })
+			return c, err
+		},
+		ListenUDP: func(laddr *net.UDPAddr) (c *net.UDPConn, err error) {
+			err = ns.Do(func() error { c, err = Local.ListenUDP(laddr); return err })
+			return c, err
+		},
+	}
 }
 
 // message is ebrtc sfu's signaling, as a browser speaks it

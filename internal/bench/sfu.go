@@ -1,0 +1,803 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/sfu/synth"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// SFU is one SFU under test: ebrtc sfu with one data plane or the other,
+// started in the server namespace with its media on the client side.
+type SFU struct {
+	Name     string
+	Describe string
+	args     []string
+}
+
+var (
+	sfuWeb   = netip.AddrPortFrom(testbed.ServerClientIP4, 8088)
+	sfuMedia = netip.AddrPortFrom(testbed.ServerClientIP4, 40000)
+)
+
+// SFUs returns every SFU kind, in report order.
+func SFUs() []SFU {
+	return []SFU{
+		{Name: "ebrtc-sfu-ebpf", Describe: "ebrtc sfu --dataplane ebpf: TC ingress, bpf_clone_redirect per replica",
+			args: []string{"--dataplane", "ebpf", "--iface", testbed.ServerCliIface}},
+		{Name: "ebrtc-sfu-user", Describe: "ebrtc sfu --dataplane user: recvmmsg, sendmmsg per socket run",
+			args: []string{"--dataplane", "user"}},
+	}
+}
+
+// SFUOptions of an SFU run.
+type SFUOptions struct {
+	SFUs    []string // names from SFUs(); empty: all
+	Fanout  int      // receivers of the replication trials' one sender
+	Trial   time.Duration
+	MaxLoss float64
+	// The loss-free search's input rates (RTP packets/s into the SFU).
+	StartRate, MaxRate float64
+	Steps              int
+	// The ramp: meetings of MeetingSize participants, one more every
+	// RampStep, up to RampMax participants.
+	MeetingSize int
+	RampStep    time.Duration
+	RampMax     int
+	// RampJitter and RampLoss end the ramp (the paper's: p99 jitter over
+	// 30 ms, loss over 0.1%).
+	RampJitter time.Duration
+	RampLoss   float64
+	Isolate    bool
+	Progress   io.Writer
+	Log        io.Writer
+}
+
+// QuickSFUOptions finish in under 4 minutes for both SFUs.
+func QuickSFUOptions() SFUOptions {
+	return SFUOptions{Fanout: 50, Trial: time.Second, MaxLoss: 0.001, StartRate: 1000, MaxRate: 200000, Steps: 7,
+		MeetingSize: 10, RampStep: 2 * time.Second, RampMax: 400, RampJitter: 30 * time.Millisecond, RampLoss: 0.001}
+}
+
+// FullSFUOptions take longer trials and a longer ramp.
+func FullSFUOptions() SFUOptions {
+	o := QuickSFUOptions()
+	o.Trial, o.Steps, o.RampStep, o.RampMax = 3*time.Second, 9, 5*time.Second, 800
+	return o
+}
+
+// SFUReport is one run of the selected SFUs.
+type SFUReport struct {
+	Machine  Machine        `json:"machine"`
+	Started  time.Time      `json:"started"`
+	Elapsed  time.Duration  `json:"elapsed_ns"`
+	Isolated bool           `json:"isolated"`
+	Fanout   int            `json:"fanout"`
+	SFUs     []SFUResult    `json:"sfus"`
+	Targets  []TargetResult `json:"targets,omitempty"`
+	Options  SFUOptions     `json:"-"`
+}
+
+// SFUResult is one SFU.
+type SFUResult struct {
+	Name     string `json:"name"`
+	Describe string `json:"describe"`
+	// Saturated (the in-kernel generator): the relay core's time per
+	// replica the SFU sent (its own counter), the replicas it sent and
+	// those the far end took per second with the SFU on one core, and the
+	// share of that core busy.
+	RelayCoreNsPerReplica float64 `json:"relay_core_ns_per_replica"`
+	SaturatedReplicasPPS  float64 `json:"saturated_replicas_pps"`
+	SaturatedDeliveredPPS float64 `json:"saturated_delivered_pps"`
+	SaturatedCoreBusy     float64 `json:"saturated_core_busy"`
+	// The highest paced rate with loss at most MaxLoss, in replicas/s, the
+	// core's time per replica there, and whether the sender fell short.
+	OneCoreMaxLossFreeReplicasPPS float64 `json:"one_core_max_loss_free_replicas_pps"`
+	RelayCoreNsPerReplicaAtMax    float64 `json:"relay_core_ns_per_replica_at_max"`
+	GeneratorLimited              bool    `json:"generator_limited"`
+	FarEndLossAtMax               float64 `json:"far_end_loss_at_max"`
+	// First-to-last replica of one packet, over the Fanout receivers'
+	// kernel receive timestamps, unloaded (the captured stream's pace).
+	SkewP50us float64 `json:"skew_p50_us"`
+	SkewP99us float64 `json:"skew_p99_us"`
+	// The ramp: participants in 10-party meetings the SFU carried on its
+	// one core within the jitter and loss limits, and why the ramp ended.
+	ParticipantsPerCore int `json:"participants_per_core"`
+	// ParticipantsPerCoreProjected: the last good step's participants over
+	// the share of the core they kept busy; where the generator ended the
+	// ramp, the measured figure is a lower bound and this one the estimate.
+	ParticipantsPerCoreProjected float64    `json:"participants_per_core_projected,omitempty"`
+	RampEnded                    string     `json:"ramp_ended"`
+	Ramp                []RampStep `json:"ramp"`
+}
+
+// RampStep is one step of the ramp.
+type RampStep struct {
+	Participants  int     `json:"participants"`
+	JitterP99ms   float64 `json:"jitter_p99_ms"`
+	Loss          float64 `json:"loss"`
+	RelayCoreBusy float64 `json:"relay_core_busy"`
+	LateSends     uint64  `json:"late_sends"`
+}
+
+// RunSFU measures the selected SFUs with bin as the ebrtc binary.
+func RunSFU(ctx context.Context, bin string, o SFUOptions) (*SFUReport, error) {
+	sfus, err := selectSFUs(o.SFUs)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := synth.Chromium()
+	if err != nil {
+		return nil, err
+	}
+	tb, err := testbed.New()
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	defer tb.Close()
+	log := o.Log
+	if log == nil {
+		log = io.Discard
+	}
+	// A veth with TSO on hands the replicas eBPF clones (no local socket
+	// behind them) to netif_rx: the far end's receive work would run on
+	// the SFU's core, behind a 1,000-packet backlog. With TSO off they go
+	// to the far end's NAPI ring, as the user-space SFU's datagrams do.
+	if out, err := tb.Server.Output("ethtool", "-K", testbed.ServerCliIface, "tso", "off"); err != nil {
+		return nil, fmt.Errorf("tso off on %s: %v %s", testbed.ServerCliIface, err, out)
+	}
+	rep := &SFUReport{Machine: machineFacts(), Started: time.Now(), Isolated: o.Isolate, Fanout: o.Fanout, Options: o}
+	e := &env{ctx: ctx, tb: tb, ebrtc: bin, log: log}
+	if o.Isolate {
+		if e.core, err = newRelayCore(tb); err != nil {
+			return nil, fmt.Errorf("isolate: %w", err)
+		}
+		defer e.core.release()
+	}
+	for _, s := range sfus {
+		res, err := measureSFU(e, s, rec, o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		rep.SFUs = append(rep.SFUs, *res)
+	}
+	rep.Elapsed = time.Since(rep.Started)
+	rep.compare()
+	return rep, nil
+}
+
+func selectSFUs(names []string) ([]SFU, error) {
+	all := SFUs()
+	if len(names) == 0 || (len(names) == 1 && names[0] == "all") {
+		return all, nil
+	}
+	var out []SFU
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(s SFU) bool { return s.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown SFU %q (have ebrtc-sfu-ebpf, ebrtc-sfu-user)", n)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+func sfuProgress(o SFUOptions, format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}
+
+func measureSFU(e *env, s SFU, rec *synth.Recording, o SFUOptions) (*SFUResult, error) {
+	sfuProgress(o, "%-15s starting", s.Name)
+	args := append([]string{"sfu", "--unencrypted-media", "--media", sfuMedia.String(), "--listen", sfuWeb.String(),
+		"--metrics-listen", testbed.MetricsAddr}, s.args...)
+	r, err := e.tb.StartRelay(e.ebrtc, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Stop(5 * time.Second)
+	e.started = []int{r.Pid()}
+	if e.core != nil {
+		if e.relayTasks, err = e.core.pin(e.started); err != nil {
+			return nil, err
+		}
+	}
+	res := &SFUResult{Name: s.Name, Describe: s.Describe}
+	// What the SFU itself sent: the far end's veth may drop some of it.
+	sentReplicas := func() (uint64, error) {
+		m, err := r.Metrics()
+		return uint64(m[`ebrtc_sfu_datagrams_total{outcome="replica"}`]), err
+	}
+	if err := replicationTrials(e, rec, o, res, sentReplicas); err != nil {
+		return nil, err
+	}
+	if m, err := r.Metrics(); err == nil {
+		fmt.Fprintf(e.log, "%s outcomes after the replication trials: %v\n", s.Name, sfuOutcomes(m))
+	}
+	if err := e.ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ramp(e, rec, o, res); err != nil {
+		return nil, err
+	}
+	if m, err := r.Metrics(); err == nil {
+		fmt.Fprintf(e.log, "%s outcomes after the ramp: %v\n", s.Name, sfuOutcomes(m))
+	}
+	sfuProgress(o, "%-15s done: %.0f ns/replica saturated (%.0f replicas/s), %.0f replicas/s loss-free, skew p50 %.0f µs p99 %.0f µs, %d participants/core (%s)",
+		s.Name, res.RelayCoreNsPerReplica, res.SaturatedReplicasPPS, res.OneCoreMaxLossFreeReplicasPPS, res.SkewP50us, res.SkewP99us,
+		res.ParticipantsPerCore, res.RampEnded)
+	return res, nil
+}
+
+// meeting is synthetic participants in one room.
+type meeting struct {
+	parts []*synth.Participant
+}
+
+func (m *meeting) leave() {
+	var wg sync.WaitGroup
+	for _, p := range m.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Leave()
+		}()
+	}
+	wg.Wait()
+}
+
+// bound waits until every participant receives want streams.
+func (m *meeting) bound(want int, within time.Duration) error {
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		ok := 0
+		for _, p := range m.parts {
+			if err := p.Err(); err != nil {
+				return err
+			}
+			if len(p.Incoming()) >= want {
+				ok++
+			}
+		}
+		if ok == len(m.parts) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d participants received %d streams after %v", ok, len(m.parts), want, within)
+		}
+	}
+}
+
+// replicationTrials: one publisher, o.Fanout receivers.
+func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult, sentReplicas func() (uint64, error)) error {
+	cfg := synth.Config{Net: synth.NetIn(e.tb.Client), Server: sfuWeb.String(), Room: "replication", RecordArrivals: true}
+	var m meeting
+	defer m.leave()
+	pub, err := synth.Join(cfg)
+	if err != nil {
+		return err
+	}
+	m.parts = append(m.parts, pub)
+	stream := rec.NewStream(0)
+	if err := pub.Publish(stream); err != nil {
+		return err
+	}
+	var receivers []*synth.Participant
+	for range o.Fanout {
+		p, err := synth.Join(cfg)
+		if err != nil {
+			return err
+		}
+		m.parts = append(m.parts, p)
+		receivers = append(receivers, p)
+	}
+	if err := (&meeting{parts: receivers}).bound(1, 30*time.Second); err != nil {
+		return err
+	}
+	// The skew trial first, at the stream's own pace: its first packets
+	// carry the key frame that lets the receivers' video in.
+	skewPackets := len(rec.Packets) / 6 // about 2 s
+	if _, err := pub.Send(e.ctx, 0, skewPackets, 1); err != nil {
+		return err
+	}
+	time.Sleep(200 * time.Millisecond)
+	res.SkewP50us, res.SkewP99us = skew(stream, receivers, pub.ID, skewPackets)
+	sfuProgress(o, "%-15s skew over %d receivers: p50 %.0f µs, p99 %.0f µs", res.Name, o.Fanout, res.SkewP50us, res.SkewP99us)
+
+	// The later trials count replicas at the client's veth (tc_sink), as
+	// the receivers' sockets could not keep up.
+	tmpl, size, err := replicaTemplate(e.tb, pub, stream, skewPackets)
+	if err != nil {
+		return err
+	}
+	ports := map[uint16]uint16{}
+	for _, p := range receivers {
+		ports[p.Incoming()[pub.ID].Port()] = uint16(size)
+	}
+	if e.core != nil {
+		sfuProgress(o, "%-15s saturation trial: in-kernel generator, one %d-byte AV1 packet to %d receivers", res.Name, size, o.Fanout)
+		before, err := sentReplicas()
+		if err != nil {
+			return err
+		}
+		sat, err := saturateWith(e, []*liveSender{{ns: e.tb.Client, iface: testbed.ClientIface, frames: [][]byte{tmpl}}}, ports,
+			max(o.Trial, 2*time.Second))
+		if err != nil {
+			return err
+		}
+		after, err := sentReplicas()
+		if err != nil {
+			return err
+		}
+		res.SaturatedReplicasPPS = float64(after-before) / sat.duration.Seconds()
+		res.SaturatedDeliveredPPS = float64(sat.delivered) / sat.duration.Seconds()
+		if after > before {
+			res.RelayCoreNsPerReplica = float64(sat.relayNs) / float64(after-before)
+		}
+		res.SaturatedCoreBusy = float64(sat.relayNs) / float64(sat.duration.Nanoseconds())
+		sfuProgress(o, "%-15s saturated: %.0f replicas/s sent (%.0f delivered), core %.0f%% busy, %.0f ns/replica", res.Name,
+			res.SaturatedReplicasPPS, res.SaturatedDeliveredPPS, 100*res.SaturatedCoreBusy, res.RelayCoreNsPerReplica)
+	}
+	return searchReplicas(e, pub, tmpl[len(tmpl)-size:], ports, o, res, sentReplicas)
+}
+
+// skew is the first-to-last spread of each RTP packet's arrival over the
+// receivers, in µs: p50 and p99 over the packets every receiver got.
+func skew(stream *synth.Stream, receivers []*synth.Participant, pubID string, packets int) (p50, p99 float64) {
+	var spreads []float64
+	for k := range packets {
+		b, _, err := stream.Packet(k)
+		if err != nil {
+			continue
+		}
+		ssrc, seq := binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint16(b[2:])
+		var first, last time.Time
+		all := true
+		for _, r := range receivers {
+			in := r.Incoming()[pubID]
+			t, ok := in.Arrival(ssrc, seq)
+			if !ok {
+				all = false
+				break
+			}
+			if first.IsZero() || t.Before(first) {
+				first = t
+			}
+			if t.After(last) {
+				last = t
+			}
+		}
+		if all {
+			spreads = append(spreads, float64(last.Sub(first).Nanoseconds())/1000)
+		}
+	}
+	return quantile(spreads, 0.5), quantile(spreads, 0.99)
+}
+
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// replicaTemplate is one of the stream's AV1 packets that starts no key
+// frame, as a frame from the publisher's address to the SFU, and its UDP
+// payload length.
+func replicaTemplate(tb *testbed.Testbed, pub *synth.Participant, stream *synth.Stream, from int) ([]byte, int, error) {
+	conn, sfu := pub.Publishing()
+	src := netip.AddrPortFrom(testbed.ClientIP4, addrPort(conn.LocalAddr()).Port()) // the socket is bound to 0.0.0.0
+	cliMAC, err1 := ifaceMAC(tb.Client, testbed.ClientIface)
+	srvMAC, err2 := ifaceMAC(tb.Server, testbed.ServerCliIface)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, 0, err
+	}
+	for k := from; k < from+1000; k++ {
+		b, _, err := stream.Packet(k)
+		if err != nil {
+			return nil, 0, err
+		}
+		if binary.BigEndian.Uint32(b[8:]) == stream.VideoSSRC && len(b) > 800 && b[0]&0x20 == 0 {
+			f := frame.UDP{SrcMAC: cliMAC, DstMAC: srvMAC, Src: src, Dst: sfu, TTL: 64, DF: true, Payload: b}.Marshal()
+			return f, len(b), nil
+		}
+	}
+	return nil, 0, errors.New("no AV1 packet of over 800 bytes in the capture")
+}
+
+// searchReplicas finds the highest paced input rate the SFU replicates
+// with loss at most o.MaxLoss (doubling, then bisecting). Loss is what
+// the SFU did not send of sent x fanout: what the testbed's far end then
+// drops (one veth ring, 256 frames, for every receiver) is reported
+// beside it, not charged to the SFU.
+func searchReplicas(e *env, pub *synth.Participant, payload []byte, ports map[uint16]uint16, o SFUOptions, res *SFUResult,
+	sentReplicas func() (uint64, error)) error {
+	lt, err := newLiveTraffic(e.tb)
+	if err != nil {
+		return err
+	}
+	defer lt.close()
+	if err := lt.sink(ports); err != nil {
+		return err
+	}
+	conn, sfu := pub.Publishing()
+	fanout := float64(len(ports))
+	lo, hi := 0.0, 0.0
+	rate := o.StartRate
+	for step := 0; step < o.Steps && e.ctx.Err() == nil; step++ {
+		before, err := sentReplicas()
+		if err != nil {
+			return err
+		}
+		t, err := pacedTrial(e, lt, conn, sfu, payload, rate, o.Trial)
+		if err != nil {
+			return err
+		}
+		after, err := sentReplicas()
+		if err != nil {
+			return err
+		}
+		replicated := after - before
+		loss := 1 - float64(replicated)/(float64(t.sent)*fanout)
+		farLoss := 1 - float64(t.delivered)/float64(max(replicated, 1))
+		limited := float64(t.sent) < 0.97*rate*o.Trial.Seconds()
+		sfuProgress(o, "%-15s %8.0f packets/s in: %9.0f replicas/s out, loss %.3f%% (then %.3f%% at the far end)%s", res.Name, rate,
+			float64(replicated)/t.duration.Seconds(), 100*max(0, loss), 100*max(0, farLoss), map[bool]string{true: " (sender short)", false: ""}[limited])
+		if loss <= o.MaxLoss {
+			lo = rate
+			replicas := float64(replicated) / t.duration.Seconds()
+			if replicas > res.OneCoreMaxLossFreeReplicasPPS {
+				res.OneCoreMaxLossFreeReplicasPPS = replicas
+				res.GeneratorLimited = limited
+				res.FarEndLossAtMax = max(0, farLoss)
+				if replicated > 0 {
+					res.RelayCoreNsPerReplicaAtMax = float64(t.relayNs) / float64(replicated)
+				}
+			}
+			if limited {
+				break
+			}
+		} else {
+			hi = rate
+		}
+		switch {
+		case hi == 0:
+			rate = min(2*rate, o.MaxRate)
+		default:
+			rate = (lo + hi) / 2
+		}
+		if hi == 0 && lo == o.MaxRate {
+			break
+		}
+	}
+	return nil
+}
+
+type pacedResult struct {
+	sent, delivered uint64
+	duration        time.Duration
+	relayNs         uint64
+}
+
+// pacedTrial sends payload from the publisher's socket at rate for d, in
+// batches every millisecond (sendmmsg), and counts the replicas sunk.
+func pacedTrial(e *env, lt *liveTraffic, conn *net.UDPConn, to netip.AddrPort, payload []byte, rate float64, d time.Duration) (*pacedResult, error) {
+	var before coreSample
+	var err error
+	if e.core != nil {
+		if before, err = e.core.sample(e.relayTasks); err != nil {
+			return nil, err
+		}
+	}
+	sunkBefore, err := lt.sunk()
+	if err != nil {
+		return nil, err
+	}
+	pc := ipv4.NewPacketConn(conn)
+	batch := make([]ipv4.Message, 64)
+	dst := net.UDPAddrFromAddrPort(to)
+	for i := range batch {
+		batch[i] = ipv4.Message{Buffers: [][]byte{payload}, Addr: dst}
+	}
+	var sent uint64
+	start := time.Now()
+	for {
+		elapsed := time.Since(start)
+		if elapsed >= d {
+			break
+		}
+		due := uint64(rate * elapsed.Seconds())
+		for sent < due {
+			n := min(int(due-sent), len(batch))
+			w, err := pc.WriteBatch(batch[:n], 0)
+			if err != nil {
+				return nil, err
+			}
+			sent += uint64(w)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(100 * time.Millisecond) // in flight
+	sunkAfter, err := lt.sunk()
+	if err != nil {
+		return nil, err
+	}
+	r := &pacedResult{sent: sent, delivered: sunkAfter - sunkBefore, duration: elapsed}
+	if e.core != nil {
+		after, err := e.core.sample(e.relayTasks)
+		if err != nil {
+			return nil, err
+		}
+		r.relayNs = after.relayNs - before.relayNs
+	}
+	return r, nil
+}
+
+// ramp adds a meeting of o.MeetingSize participants per step, each
+// publishing the captured stream at its pace and receiving the others,
+// until the sampled receivers' p99 jitter or the loss passes its limit.
+// One participant per meeting reads its sockets (jitter, and its share of
+// the loss); the others' replicas are counted and dropped at the client's
+// veth, so that the generator's CPU goes to sending.
+func ramp(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult) error {
+	lt, err := newLiveTraffic(e.tb)
+	if err != nil {
+		return err
+	}
+	defer lt.close()
+	if e.core != nil {
+		restore, err := prioritizeFarNAPI()
+		if err != nil {
+			return err
+		}
+		defer restore()
+	}
+	ctx, stop := context.WithCancel(e.ctx)
+	defer stop()
+	var meetings []*meeting
+	defer func() {
+		stop()
+		for _, m := range meetings {
+			m.leave()
+		}
+	}()
+	var sending sync.WaitGroup
+	defer func() {
+		stop()
+		sending.Wait()
+	}()
+	res.RampEnded = "max"
+	for n := o.MeetingSize; n <= o.RampMax; n += o.MeetingSize {
+		m, err := startMeeting(ctx, e, rec, o, len(meetings), lt, &sending)
+		if err != nil {
+			return err
+		}
+		meetings = append(meetings, m)
+		time.Sleep(500 * time.Millisecond) // key frames in, gates open
+		step, err := rampStep(e, lt, meetings, o)
+		if err != nil {
+			return err
+		}
+		step.Participants = n
+		res.Ramp = append(res.Ramp, step)
+		sfuProgress(o, "%-15s ramp %4d participants: jitter p99 %5.1f ms, loss %.3f%%, relay core %3.0f%% busy, %d late sends",
+			res.Name, n, step.JitterP99ms, 100*step.Loss, 100*step.RelayCoreBusy, step.LateSends)
+		switch {
+		case step.LateSends > 0:
+			res.RampEnded = "generator"
+		case step.JitterP99ms > float64(o.RampJitter.Milliseconds()):
+			res.RampEnded = "jitter"
+		case step.Loss > o.RampLoss:
+			res.RampEnded = "loss"
+		default:
+			res.ParticipantsPerCore = n
+			if step.RelayCoreBusy > 0 {
+				res.ParticipantsPerCoreProjected = float64(n) / step.RelayCoreBusy
+			}
+			continue
+		}
+		break
+	}
+	return nil
+}
+
+// startMeeting joins one meeting's participants, each publishing virtual
+// sender index*MeetingSize+i, and starts their streams.
+func startMeeting(ctx context.Context, e *env, rec *synth.Recording, o SFUOptions, index int, lt *liveTraffic, sending *sync.WaitGroup) (*meeting, error) {
+	cfg := synth.Config{Net: synth.NetIn(e.tb.Client), Server: sfuWeb.String(), Room: fmt.Sprintf("ramp-%d", index)}
+	m := &meeting{}
+	for i := range o.MeetingSize {
+		p, err := synth.Join(cfg)
+		if err != nil {
+			m.leave()
+			return nil, err
+		}
+		m.parts = append(m.parts, p)
+		if err := p.Publish(rec.NewStream(uint32(1 + index*o.MeetingSize + i))); err != nil {
+			m.leave()
+			return nil, err
+		}
+	}
+	if err := m.bound(o.MeetingSize-1, 30*time.Second); err != nil {
+		m.leave()
+		return nil, err
+	}
+	// All but the first participant's replicas: counted at the veth.
+	ports := map[uint16]uint16{}
+	for _, p := range m.parts[1:] {
+		for _, in := range p.Incoming() {
+			ports[in.Port()] = 0xffff // any length counts one
+		}
+	}
+	if err := lt.sink(ports); err != nil {
+		m.leave()
+		return nil, err
+	}
+	for _, p := range m.parts {
+		sending.Add(1)
+		go func() {
+			defer sending.Done()
+			_, _ = p.Send(ctx, 0, 1<<30, 1)
+		}()
+	}
+	return m, nil
+}
+
+// rampSent is what the ramp's publishers sent (times their receivers)
+// and how much of it late.
+func rampSent(meetings []*meeting) (replicas, late uint64) {
+	for _, m := range meetings {
+		for _, p := range m.parts {
+			sent, l := p.Sent()
+			replicas += sent * uint64(len(m.parts)-1)
+			late += l
+		}
+	}
+	return replicas, late
+}
+
+// rampDelivered is what reached the receivers: the sampled ones' sockets
+// and the far end's sink.
+func rampDelivered(lt *liveTraffic, meetings []*meeting) (uint64, error) {
+	n, err := lt.sunk()
+	for _, m := range meetings {
+		for _, in := range m.parts[0].Incoming() {
+			per, _, _ := in.Stats()
+			for _, st := range per {
+				n += uint64(st.Packets)
+			}
+		}
+	}
+	return n, err
+}
+
+// rampStep measures one step. Delivered counts are read lag after the
+// sent ones at both ends of the step, so that what is in flight at its
+// start is counted and what is in flight at its end is not, alike.
+func rampStep(e *env, lt *liveTraffic, meetings []*meeting, o SFUOptions) (RampStep, error) {
+	const lag = 100 * time.Millisecond
+	var core0, core1 coreSample
+	var err error
+	sent0, late0 := rampSent(meetings)
+	start := time.Now()
+	if e.core != nil {
+		if core0, err = e.core.sample(e.relayTasks); err != nil {
+			return RampStep{}, err
+		}
+	}
+	time.Sleep(lag)
+	got0, err := rampDelivered(lt, meetings)
+	if err != nil {
+		return RampStep{}, err
+	}
+	time.Sleep(o.RampStep - lag)
+	sent1, late1 := rampSent(meetings)
+	elapsed := time.Since(start)
+	if e.core != nil {
+		if core1, err = e.core.sample(e.relayTasks); err != nil {
+			return RampStep{}, err
+		}
+	}
+	time.Sleep(lag)
+	got1, err := rampDelivered(lt, meetings)
+	if err != nil {
+		return RampStep{}, err
+	}
+	var jitters []float64
+	for _, m := range meetings {
+		for _, in := range m.parts[0].Incoming() {
+			per, _, _ := in.Stats()
+			for _, st := range per {
+				jitters = append(jitters, float64(st.Jitter.Microseconds())/1000)
+			}
+		}
+	}
+	step := RampStep{JitterP99ms: quantile(jitters, 0.99), LateSends: late1 - late0}
+	if want := sent1 - sent0; want > 0 {
+		step.Loss = max(0, 1-float64(got1-got0)/float64(want))
+	}
+	if e.core != nil {
+		step.RelayCoreBusy = float64(core1.relayNs-core0.relayNs) / float64(elapsed.Nanoseconds())
+	}
+	return step, nil
+}
+
+// compare checks the issue's targets on this run.
+func (rep *SFUReport) compare() {
+	var ebpf, user *SFUResult
+	for i := range rep.SFUs {
+		switch rep.SFUs[i].Name {
+		case "ebrtc-sfu-ebpf":
+			ebpf = &rep.SFUs[i]
+		case "ebrtc-sfu-user":
+			user = &rep.SFUs[i]
+		}
+	}
+	if ebpf == nil {
+		return
+	}
+	if user != nil && ebpf.RelayCoreNsPerReplica > 0 {
+		ratio := user.RelayCoreNsPerReplica / ebpf.RelayCoreNsPerReplica
+		rep.Targets = append(rep.Targets, TargetResult{Target: "user/eBPF relay-core ns per replica (saturated)",
+			Value: ratio, Want: ">= 4", Met: ratio >= 4})
+	}
+	// The paper's mediasoup figure: 80 participants per core.
+	ratio := float64(ebpf.ParticipantsPerCore) / 80
+	rep.Targets = append(rep.Targets, TargetResult{Target: "eBPF participants per core / mediasoup's 80 (measured)", Value: ratio,
+		Want: ">= 5", Met: ratio >= 5})
+	if ebpf.RampEnded == "generator" && ebpf.ParticipantsPerCoreProjected > 0 {
+		ratio := ebpf.ParticipantsPerCoreProjected / 80
+		rep.Targets = append(rep.Targets, TargetResult{Target: "  the same, projected from the core's busy share", Value: ratio,
+			Want: ">= 5", Met: ratio >= 5})
+	}
+}
+
+// WriteTable prints the SFU results.
+func (rep *SFUReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "SFU benchmark (%s, %d CPUs, %s; fanout %d)\n", rep.Machine.Kernel, rep.Machine.CPUs,
+		map[bool]string{true: "SFU on its own core", false: "not isolated"}[rep.Isolated], rep.Fanout)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sfu\tns/replica (saturated)\treplicas/s (saturated)\tloss-free replicas/s\tns/replica there\tskew p50/p99 µs\tparticipants/core\tprojected\tramp ended\t")
+	for _, r := range rep.SFUs {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f%s\t%.0f\t%.0f/%.0f\t%d\t%.0f\t%s\t\n", r.Name, r.RelayCoreNsPerReplica, r.SaturatedReplicasPPS,
+			r.OneCoreMaxLossFreeReplicasPPS, map[bool]string{true: " (sender short)", false: ""}[r.GeneratorLimited],
+			r.RelayCoreNsPerReplicaAtMax, r.SkewP50us, r.SkewP99us, r.ParticipantsPerCore, r.ParticipantsPerCoreProjected, r.RampEnded)
+	}
+	tw.Flush()
+	for _, t := range rep.Targets {
+		fmt.Fprintf(w, "  %-55s %8.2f  want %-6s %s\n", t.Target, t.Value, t.Want, map[bool]string{true: "met", false: "MISSED"}[t.Met])
+	}
+	fmt.Fprintf(w, "elapsed %v\n", rep.Elapsed.Round(time.Second))
+}
+
+// WriteJSON writes the report.
+func (rep *SFUReport) WriteJSON(path string) error { return writeJSON(path, rep) }
+
+// sfuOutcomes are the SFU's non-zero data plane outcomes, for the log.
+func sfuOutcomes(m testbed.Metrics) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if strings.HasPrefix(k, "ebrtc_sfu_datagrams_total{") && v > 0 {
+			out[strings.TrimSuffix(strings.TrimPrefix(k, `ebrtc_sfu_datagrams_total{outcome="`), `"}`)] = v
+		}
+	}
+	return out
+}

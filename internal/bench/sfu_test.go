@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+// The SFU benchmark, small: both data planes, 4 receivers, short trials,
+// a ramp of two 3-party meetings. Every figure is filled, the JSON has
+// the issue's fields, and the chart is a PNG.
+func TestSFUBenchSmoke(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ethtool")
+	dir := t.TempDir()
+	bin, err := testbed.BuildEbrtc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := QuickSFUOptions()
+	o.Fanout, o.Trial, o.Steps, o.MeetingSize, o.RampStep, o.RampMax = 4, 300*time.Millisecond, 2, 3, 500*time.Millisecond, 6
+	o.Isolate = true
+	rep, err := RunSFU(context.Background(), bin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.SFUs) != 2 {
+		t.Fatalf("%d SFUs in the report", len(rep.SFUs))
+	}
+	for _, s := range rep.SFUs {
+		if s.RelayCoreNsPerReplica <= 0 || s.SaturatedReplicasPPS < 1000 || s.OneCoreMaxLossFreeReplicasPPS < 1000 ||
+			s.SkewP50us <= 0 || len(s.Ramp) == 0 || s.RampEnded == "" {
+			t.Errorf("%s: implausible result %+v", s.Name, s)
+		}
+	}
+	var sb strings.Builder
+	rep.WriteTable(&sb)
+	if !strings.Contains(sb.String(), "ebrtc-sfu-ebpf") || !strings.Contains(sb.String(), "participants") {
+		t.Errorf("table:\n%s", sb.String())
+	}
+	jsonPath, pngPath := filepath.Join(dir, "s.json"), filepath.Join(dir, "s.png")
+	if err := rep.WriteJSON(jsonPath); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		SFUs []map[string]any `json:"sfus"`
+	}
+	b, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"name", "relay_core_ns_per_replica", "one_core_max_loss_free_replicas_pps", "participants_per_core"} {
+		if _, ok := doc.SFUs[0][key]; !ok {
+			t.Errorf("JSON sfu lacks %q", key)
+		}
+	}
+	if err := rep.WritePlot(pngPath); err != nil {
+		t.Fatal(err)
+	}
+	if png, _ := os.ReadFile(pngPath); len(png) < 1000 || string(png[1:4]) != "PNG" {
+		t.Errorf("plot is not a PNG (%d bytes)", len(png))
+	}
+}
