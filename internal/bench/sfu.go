@@ -123,7 +123,7 @@ type SFUResult struct {
 	// ramp, the measured figure is a lower bound and this one the estimate.
 	ParticipantsPerCoreProjected float64    `json:"participants_per_core_projected,omitempty"`
 	RampEnded                    string     `json:"ramp_ended"`
-	Ramp                []RampStep `json:"ramp"`
+	Ramp                         []RampStep `json:"ramp"`
 }
 
 // RampStep is one step of the ramp.
