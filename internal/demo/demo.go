@@ -1,6 +1,7 @@
 // Package demo runs `ebrtc demo`: the namespace testbed, `ebrtc turn` with
 // the XDP fast path and then without it, a few pion TURN clients sending
-// media-sized datagrams both ways, and a side-by-side of what happened.
+// media-sized datagrams both ways, and a side-by-side of what happened;
+// then `ebrtc sfu` with each data plane carrying a synthetic meeting.
 package demo
 
 import (
@@ -24,10 +25,12 @@ type Options struct {
 	Packets int // per client and direction
 	Size    int // datagram size in bytes
 	Rate    int // datagrams per second per client and direction
+	// SFUPackets: RTP packets the SFU demo's publisher sends (about 80/s).
+	SFUPackets int
 }
 
 // DefaultOptions is what `make demo` runs: audio-like streams.
-var DefaultOptions = Options{Clients: 4, Packets: 20000, Size: 200, Rate: 5000}
+var DefaultOptions = Options{Clients: 4, Packets: 20000, Size: 200, Rate: 5000, SFUPackets: 600}
 
 const (
 	user = "demo"
@@ -57,6 +60,22 @@ func Run(ctx context.Context, w io.Writer, bin string, o Options) error {
 		rows = append(rows, r)
 	}
 	report(w, rows)
+
+	packets := o.SFUPackets
+	var sfuRows []sfuRow
+	for _, plane := range []string{"ebpf", "user"} {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "running ebrtc sfu --dataplane %s: one synthetic publisher (captured Chromium Opus+AV1, %d packets at its pace) to %d synthetic receivers...\n",
+			plane, packets, SFUReceivers)
+		r, err := runSFU(ctx, tb, bin, plane, packets)
+		if err != nil {
+			return fmt.Errorf("sfu %s: %w", plane, err)
+		}
+		sfuRows = append(sfuRows, r)
+	}
+	sfuReport(w, sfuRows)
 	return nil
 }
 
