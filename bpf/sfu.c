@@ -81,6 +81,19 @@ struct {
 	__type(value, struct replica_path);
 } replica_paths SEC(".maps");
 
+/* bpf_fib_lookup's parameters, off the stack: the program's two frames
+ * (main, and the bpf_loop callback) share 512 bytes. */
+struct fib_scratch {
+	__u8 bytes[sizeof(struct bpf_fib_lookup)]; /* opaque to bpf2go, which cannot mirror the kernel's unions */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fib_scratch);
+} fib_scratch SEC(".maps");
+
 /* Per replica slot: 1 while its receiver waits for the sender's next key
  * frame (set by user space for a new receiver, cleared here by the first
  * packet of a key frame). Video only: audio replicas never wait. */
@@ -117,13 +130,17 @@ enum gate {
 	GATE_OPEN,
 };
 
-/* What the headers hold now: the input's, then each replica's in turn. */
+/* What the headers hold now: the input's, then each replica's in turn.
+ * Replicas mostly share their next hop, TTL and source: what is already
+ * there is not written again. */
 struct addressing {
 	union ip_addr saddr;
 	union ip_addr daddr;
+	__u8 macs[12] __attribute__((aligned(8))); /* when macs_set */
 	__be16 sport;
 	__be16 dport;
 	__u8 ttl;
+	__u8 macs_set;
 };
 
 INLINE void count(struct sfu_stats *s, __u32 bytes)
@@ -241,38 +258,73 @@ INLINE int source_admitted(struct __sk_buff *skb, const struct media *m, struct 
 INLINE struct replica_path *replica_path(struct __sk_buff *skb, const struct replica *r, __u32 ip_len,
 					  __u64 now)
 {
-	struct bpf_fib_lookup fib = {};
+	struct bpf_fib_lookup *fib;
 	struct replica_path *p;
-	__u32 slot = r->slot;
+	__u32 slot = r->slot, zero = 0;
 
 	p = bpf_map_lookup_elem(&replica_paths, &slot);
 	if (!p)
 		return NULL;
 	if (p->expires > now && ip_len <= p->max_len)
 		return p;
-	fib.family = r->family;
-	fib.l4_protocol = IPPROTO_UDP;
-	fib.sport = r->sport;
-	fib.dport = r->dport;
-	fib.tot_len = ip_len;
-	fib.ifindex = FIB_LOOKUP_IFINDEX;
+	fib = (struct bpf_fib_lookup *)bpf_map_lookup_elem(&fib_scratch, &zero);
+	if (!fib)
+		return NULL;
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->family = r->family;
+	fib->l4_protocol = IPPROTO_UDP;
+	fib->sport = r->sport;
+	fib->dport = r->dport;
+	fib->tot_len = ip_len;
+	fib->ifindex = FIB_LOOKUP_IFINDEX;
 	if (r->family == AF_INET) {
-		fib.ipv4_src = r->saddr.v4;
-		fib.ipv4_dst = r->daddr.v4;
+		fib->ipv4_src = r->saddr.v4;
+		fib->ipv4_dst = r->daddr.v4;
 	} else {
-		__builtin_memcpy(fib.ipv6_src, r->saddr.v6, 16);
-		__builtin_memcpy(fib.ipv6_dst, r->daddr.v6, 16);
+		__builtin_memcpy(fib->ipv6_src, r->saddr.v6, 16);
+		__builtin_memcpy(fib->ipv6_dst, r->daddr.v6, 16);
 	}
-	if (bpf_fib_lookup(skb, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS) {
+	if (bpf_fib_lookup(skb, fib, sizeof(*fib), 0) != BPF_FIB_LKUP_RET_SUCCESS) {
 		p->expires = 0;
 		return NULL;
 	}
 	p->expires = now + REPLICA_PATH_TTL_NS;
-	p->ifindex = fib.ifindex;
+	p->ifindex = fib->ifindex;
 	p->max_len = ip_len;
-	__builtin_memcpy(p->smac, fib.smac, ETH_ALEN);
-	__builtin_memcpy(p->dmac, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(p->macs, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(p->macs + ETH_ALEN, fib->smac, ETH_ALEN);
 	return p;
+}
+
+INLINE int same_macs(const __u8 *a, const __u8 *b)
+{
+	return *(const __u64 *)a == *(const __u64 *)b && *(const __u32 *)(a + 8) == *(const __u32 *)(b + 8);
+}
+
+/* One IPv4 address at off, and both checksums over it (the UDP one as
+ * pseudo-header). */
+INLINE int ipv4_replace_addr(struct __sk_buff *skb, __u32 off, __be32 from, __be32 to, __u32 udp_csum, __u64 udp_flags)
+{
+	return bpf_skb_store_bytes(skb, off, &to, sizeof(to), 0) ||
+	       bpf_l3_csum_replace(skb, IP4_CSUM_OFF, from, to, sizeof(to)) ||
+	       bpf_l4_csum_replace(skb, udp_csum, from, to, udp_flags | BPF_F_PSEUDO_HDR | sizeof(to));
+}
+
+/* The IPv4 addresses that differ from what the headers hold: after the
+ * first replica, only the destination (the SFU's address is the source
+ * of every replica). */
+INLINE int ipv4_readdress(struct __sk_buff *skb, struct addressing *cur, const struct replica *r, __u32 udp_csum,
+			  __u64 udp_flags)
+{
+	if (cur->saddr.v4 != r->saddr.v4 &&
+	    ipv4_replace_addr(skb, IP4_ADDRS_OFF, cur->saddr.v4, r->saddr.v4, udp_csum, udp_flags))
+		return -1;
+	if (cur->daddr.v4 != r->daddr.v4 &&
+	    ipv4_replace_addr(skb, IP4_ADDRS_OFF + 4, cur->daddr.v4, r->daddr.v4, udp_csum, udp_flags))
+		return -1;
+	cur->saddr.v4 = r->saddr.v4;
+	cur->daddr.v4 = r->daddr.v4;
+	return 0;
 }
 
 /* Readdress the packet from cur to replica r; cur becomes r's. Checksums
@@ -287,35 +339,32 @@ INLINE int readdress(struct __sk_buff *skb, const struct media *m, struct addres
 	__u64 udp_flags = BPF_F_MARK_MANGLED_0; /* a zero IPv4 checksum stays zero */
 	__s64 diff;
 
-	if (bpf_skb_store_bytes(skb, 0, path->dmac, ETH_ALEN, 0) ||
-	    bpf_skb_store_bytes(skb, ETH_ALEN, path->smac, ETH_ALEN, 0))
-		return -1;
-	if (m->ip.family == AF_INET) {
-		__u32 addrs_old[2] = { cur->saddr.v4, cur->daddr.v4 };
-		__u32 addrs_new[2] = { r->saddr.v4, r->daddr.v4 };
-		__be16 ttl_old = bpf_htons((__u16)cur->ttl << 8 | IPPROTO_UDP);
-		__be16 ttl_new = bpf_htons((__u16)r->ttl << 8 | IPPROTO_UDP);
-
-		diff = bpf_csum_diff(addrs_old, 8, addrs_new, 8, 0);
-		if (diff < 0 || bpf_skb_store_bytes(skb, IP4_ADDRS_OFF, addrs_new, 8, 0) ||
-		    bpf_skb_store_bytes(skb, IP4_TTL_OFF, &r->ttl, 1, 0) ||
-		    bpf_l3_csum_replace(skb, IP4_CSUM_OFF, 0, diff, 0) ||
-		    bpf_l3_csum_replace(skb, IP4_CSUM_OFF, ttl_old, ttl_new, 2) ||
-		    bpf_l4_csum_replace(skb, udp_csum, 0, diff, udp_flags | BPF_F_PSEUDO_HDR))
+	if (!cur->macs_set || !same_macs(cur->macs, path->macs)) {
+		if (bpf_skb_store_bytes(skb, 0, path->macs, sizeof(path->macs), 0))
 			return -1;
-		cur->saddr.v4 = r->saddr.v4;
-		cur->daddr.v4 = r->daddr.v4;
+		__builtin_memcpy(cur->macs, path->macs, sizeof(cur->macs));
+		cur->macs_set = 1;
+	}
+	if (m->ip.family == AF_INET) {
+		if (ipv4_readdress(skb, cur, r, udp_csum, udp_flags))
+			return -1;
+		if (cur->ttl != r->ttl &&
+		    (bpf_skb_store_bytes(skb, IP4_TTL_OFF, &r->ttl, 1, 0) ||
+		     bpf_l3_csum_replace(skb, IP4_CSUM_OFF, bpf_htons((__u16)cur->ttl << 8 | IPPROTO_UDP),
+					 bpf_htons((__u16)r->ttl << 8 | IPPROTO_UDP), 2)))
+			return -1;
 	} else {
 		diff = bpf_csum_diff((__be32 *)cur, 32, (__be32 *)r, 32, 0);
 		if (diff < 0 || bpf_skb_store_bytes(skb, IP6_ADDRS_OFF, r, 32, 0) ||
-		    bpf_skb_store_bytes(skb, IP6_HOPS_OFF, &r->ttl, 1, 0) ||
 		    bpf_l4_csum_replace(skb, udp_csum, 0, diff, udp_flags | BPF_F_PSEUDO_HDR))
+			return -1;
+		if (cur->ttl != r->ttl && bpf_skb_store_bytes(skb, IP6_HOPS_OFF, &r->ttl, 1, 0))
 			return -1;
 		__builtin_memcpy(cur, r, 32);
 	}
-	diff = bpf_csum_diff(&ports_old, 4, &ports_new, 4, 0);
-	if (diff < 0 || bpf_skb_store_bytes(skb, m->l4_off, &ports_new, 4, 0) ||
-	    bpf_l4_csum_replace(skb, udp_csum, 0, diff, udp_flags))
+	if (ports_old != ports_new &&
+	    (bpf_skb_store_bytes(skb, m->l4_off, &ports_new, 4, 0) ||
+	     bpf_l4_csum_replace(skb, udp_csum, ports_old, ports_new, udp_flags | sizeof(__u32))))
 		return -1;
 	cur->sport = r->sport;
 	cur->dport = r->dport;

@@ -69,9 +69,9 @@ struct replica_path {
 	__u64 expires; /* CLOCK_MONOTONIC_COARSE, ns; 0: empty */
 	__u32 ifindex;
 	__u16 max_len; /* largest IP length checked against the MTU */
-	__u8 smac[6];
-	__u8 dmac[6];
 	__u16 pad;
+	__u8 macs[12]; /* destination, then source: the Ethernet header's first 12 bytes */
+	__u32 pad2;
 };
 
 #define REPLICA_PATH_TTL_NS 1000000000ULL

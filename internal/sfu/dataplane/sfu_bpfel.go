@@ -26,6 +26,11 @@ type sfuFanout struct {
 	R     [128]sfuReplica
 }
 
+type sfuFibScratch struct {
+	_     structs.HostLayout
+	Bytes [64]uint8
+}
+
 type sfuReplica struct {
 	_     structs.HostLayout
 	Saddr struct {
@@ -49,10 +54,9 @@ type sfuReplicaPath struct {
 	Expires uint64
 	Ifindex uint32
 	MaxLen  uint16
-	Smac    [6]uint8
-	Dmac    [6]uint8
 	Pad     uint16
-	_       [4]byte
+	Macs    [12]uint8
+	Pad2    uint32
 }
 
 type sfuSender struct {
@@ -110,6 +114,7 @@ const (
 	sfuMapClockCache   = "clock_cache"
 	sfuMapConfig       = "config"
 	sfuMapFanouts      = "fanouts"
+	sfuMapFibScratch   = "fib_scratch"
 	sfuMapOutcomes     = "outcomes"
 	sfuMapReplicaGates = "replica_gates"
 	sfuMapReplicaPaths = "replica_paths"
@@ -172,6 +177,7 @@ type sfuMapSpecs struct {
 	ClockCache   *ebpf.MapSpec `ebpf:"clock_cache"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Fanouts      *ebpf.MapSpec `ebpf:"fanouts"`
+	FibScratch   *ebpf.MapSpec `ebpf:"fib_scratch"`
 	Outcomes     *ebpf.MapSpec `ebpf:"outcomes"`
 	ReplicaGates *ebpf.MapSpec `ebpf:"replica_gates"`
 	ReplicaPaths *ebpf.MapSpec `ebpf:"replica_paths"`
@@ -210,6 +216,7 @@ type sfuMaps struct {
 	ClockCache   *ebpf.Map `ebpf:"clock_cache"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Fanouts      *ebpf.Map `ebpf:"fanouts"`
+	FibScratch   *ebpf.Map `ebpf:"fib_scratch"`
 	Outcomes     *ebpf.Map `ebpf:"outcomes"`
 	ReplicaGates *ebpf.Map `ebpf:"replica_gates"`
 	ReplicaPaths *ebpf.Map `ebpf:"replica_paths"`
@@ -224,6 +231,7 @@ func (m *sfuMaps) Close() error {
 		m.ClockCache,
 		m.Config,
 		m.Fanouts,
+		m.FibScratch,
 		m.Outcomes,
 		m.ReplicaGates,
 		m.ReplicaPaths,
