@@ -92,20 +92,26 @@ func Run(ctx context.Context, bin string, o Options) (*Report, error) {
 }
 
 func selectRelays(names []string) ([]Relay, error) {
-	all := Relays()
+	return selectNamed("relay", Relays(), names, func(r Relay) string { return r.Name }, relayIs,
+		"ebrtc-xdp, ebrtc-tc, ebrtc-user-1, ebrtc-user-N, coturn, coturn+ebrtc-offload, baseline")
+}
+
+// selectNamed picks from all, in the order asked, what is asks for by
+// name; none, or "all", picks everything.
+func selectNamed[T any](kind string, all []T, names []string, name func(T) string, is func(name, asked string) bool, have string) ([]T, error) {
 	if len(names) == 0 || (len(names) == 1 && names[0] == "all") {
 		return all, nil
 	}
-	var out []Relay
+	var out []T
 	for _, n := range names {
 		found := false
-		for _, r := range all {
-			if relayIs(r.Name, n) {
-				out, found = append(out, r), true
+		for _, x := range all {
+			if is(name(x), n) {
+				out, found = append(out, x), true
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown relay %q (have ebrtc-xdp, ebrtc-tc, ebrtc-user-1, ebrtc-user-N, coturn, coturn+ebrtc-offload, baseline)", n)
+			return nil, fmt.Errorf("unknown %s %q (have %s)", kind, n, have)
 		}
 	}
 	return out, nil

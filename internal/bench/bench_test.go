@@ -74,25 +74,37 @@ func benchSmoke(t *testing.T, isolate bool) {
 		t.Errorf("table:\n%s", sb.String())
 	}
 
-	jsonPath, pngPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.png")
-	if err := rep.WriteJSON(jsonPath); err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Relays []map[string]any `json:"relays"`
-	}
-	b, _ := os.ReadFile(jsonPath)
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
 	keys := []string{"name", "max_loss_free_pps", "cpu_ns_per_packet", "latency_p50_us", "latency_p99_us"}
 	if isolate {
 		keys = append(keys, "relay_core_ns_per_packet", "one_core_max_loss_free_pps", "one_core_capacity_pps",
 			"saturated_core_ns_per_packet", "saturated_pps", "saturated_core_busy")
 	}
+	checkFiles(t, rep, dir, "relays", keys)
+}
+
+// checkFiles writes a report's JSON and chart: the first element of the
+// JSON's list has every key, and the chart is a PNG.
+func checkFiles(t *testing.T, rep interface {
+	WriteJSON(string) error
+	WritePlot(string) error
+}, dir, list string, keys []string) {
+	t.Helper()
+	jsonPath, pngPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.png")
+	if err := rep.WriteJSON(jsonPath); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	var items []map[string]any
+	b, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(doc[list], &items); err != nil || len(items) == 0 {
+		t.Fatalf("JSON %q: %v", list, err)
+	}
 	for _, key := range keys {
-		if _, ok := doc.Relays[0][key]; !ok {
-			t.Errorf("JSON relay lacks %q", key)
+		if _, ok := items[0][key]; !ok {
+			t.Errorf("JSON %s lacks %q", list, key)
 		}
 	}
 	if err := rep.WritePlot(pngPath); err != nil {

@@ -182,19 +182,8 @@ func RunSFU(ctx context.Context, bin string, o SFUOptions) (*SFUReport, error) {
 }
 
 func selectSFUs(names []string) ([]SFU, error) {
-	all := SFUs()
-	if len(names) == 0 || (len(names) == 1 && names[0] == "all") {
-		return all, nil
-	}
-	var out []SFU
-	for _, n := range names {
-		i := slices.IndexFunc(all, func(s SFU) bool { return s.Name == n })
-		if i < 0 {
-			return nil, fmt.Errorf("unknown SFU %q (have ebrtc-sfu-ebpf, ebrtc-sfu-user)", n)
-		}
-		out = append(out, all[i])
-	}
-	return out, nil
+	return selectNamed("SFU", SFUs(), names, func(s SFU) string { return s.Name },
+		func(name, asked string) bool { return name == asked }, "ebrtc-sfu-ebpf, ebrtc-sfu-user")
 }
 
 func sfuProgress(o SFUOptions, format string, args ...any) {

@@ -2,9 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,26 +42,6 @@ func TestSFUBenchSmoke(t *testing.T) {
 	if !strings.Contains(sb.String(), "ebrtc-sfu-ebpf") || !strings.Contains(sb.String(), "participants") {
 		t.Errorf("table:\n%s", sb.String())
 	}
-	jsonPath, pngPath := filepath.Join(dir, "s.json"), filepath.Join(dir, "s.png")
-	if err := rep.WriteJSON(jsonPath); err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		SFUs []map[string]any `json:"sfus"`
-	}
-	b, _ := os.ReadFile(jsonPath)
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range []string{"name", "relay_core_ns_per_replica", "one_core_max_loss_free_replicas_pps", "participants_per_core"} {
-		if _, ok := doc.SFUs[0][key]; !ok {
-			t.Errorf("JSON sfu lacks %q", key)
-		}
-	}
-	if err := rep.WritePlot(pngPath); err != nil {
-		t.Fatal(err)
-	}
-	if png, _ := os.ReadFile(pngPath); len(png) < 1000 || string(png[1:4]) != "PNG" {
-		t.Errorf("plot is not a PNG (%d bytes)", len(png))
-	}
+	checkFiles(t, rep, dir, "sfus", []string{"name", "relay_core_ns_per_replica", "one_core_max_loss_free_replicas_pps",
+		"participants_per_core"})
 }
