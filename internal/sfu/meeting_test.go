@@ -138,10 +138,12 @@ func scrapeDuringMeeting(client *netns.NS, ctx context.Context) sfuScrape {
 // a container host has it (the browsers' veths send partial checksums and
 // run no XDP): the web server at ServerClientIP4:8088, metrics at :9108,
 // media at :40000.
-func meetingSFU(t *testing.T) (*testbed.Testbed, dataplane.Plane) { return testbedSFU(t, "ebpf") }
+func meetingSFU(t *testing.T) (*testbed.Testbed, dataplane.Plane) {
+	return testbedSFU(t, "ebpf", netip.AddrPortFrom(testbed.ServerClientIP4, 40000))
+}
 
-// testbedSFU is meetingSFU with either data plane.
-func testbedSFU(t *testing.T, plane string) (*testbed.Testbed, dataplane.Plane) {
+// testbedSFU is meetingSFU with either data plane and these media sockets.
+func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.Testbed, dataplane.Plane) {
 	testenv.RequireRoot(t)
 	tb, err := testbed.NewWith(testbed.Options{Unprepared: true})
 	if err != nil {
@@ -155,7 +157,7 @@ func testbedSFU(t *testing.T, plane string) (*testbed.Testbed, dataplane.Plane) 
 		done <- tb.Server.Do(func() error {
 			return Run(ctx, Config{Listen: testbed.ServerClientIP4.String() + ":8088", Dataplane: plane,
 				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
-				Media:         []netip.AddrPort{netip.AddrPortFrom(testbed.ServerClientIP4, 40000)},
+				Media:         media,
 				Ifaces:        []string{testbed.ServerCliIface},
 				Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }})
 		})

@@ -3,6 +3,7 @@ package sfu
 import (
 	"context"
 	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -17,18 +18,21 @@ import (
 // both data planes.
 func TestSyntheticOneToHundred(t *testing.T) {
 	for _, plane := range []string{"ebpf", "user"} {
-		t.Run(plane, func(t *testing.T) { oneToMany(t, plane, 100) })
+		t.Run(plane, func(t *testing.T) { oneToMany(t, plane, 100, false) })
 	}
+	// Media over IPv6 (signaling stays on IPv4): 20 receivers.
+	t.Run("ebpf-ipv6", func(t *testing.T) { oneToMany(t, "ebpf", 20, true) })
 }
 
-func oneToMany(t *testing.T, plane string, receivers int) {
-	tb, dp := testbedSFU(t, plane)
+func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
+	// One media socket per family: the participants take their own.
+	tb, dp := testbedSFU(t, plane, netip.AddrPortFrom(testbed.ServerClientIP4, 40000), netip.AddrPortFrom(testbed.ServerClientIP6, 40000))
 	rec, err := synth.Chromium()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.ServerClientIP4.String() + ":8088", Room: "scale",
-		Ledger: &synth.Ledger{}}
+		Ledger: &synth.Ledger{}, IPv6: v6}
 	pub, err := synth.Join(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +112,8 @@ func oneToMany(t *testing.T, plane string, receivers int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: %d packets to %d receivers, %d missing, worst jitter %v; data plane: replicated %d, replicas %d, gated %d",
-		plane, count, receivers, missing, worst, o[dataplane.Replicated].Packets, o[dataplane.Replica].Packets, o[dataplane.Gated].Packets)
+	t.Logf("%s (IPv6 %v): %d packets to %d receivers, %d missing, worst jitter %v; data plane: replicated %d, replicas %d, gated %d",
+		plane, v6, count, receivers, missing, worst, o[dataplane.Replicated].Packets, o[dataplane.Replica].Packets, o[dataplane.Gated].Packets)
 	if o[dataplane.Replica].Packets < uint64(count*receivers) {
 		t.Errorf("data plane counted %d replicas, want %d", o[dataplane.Replica].Packets, count*receivers)
 	}
