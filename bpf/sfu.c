@@ -3,7 +3,8 @@
  *
  * On the SFU's media ports: STUN and RTCP feedback go up to the agent's
  * socket untouched; RTP and RTCP sender reports from a joined sender are
- * replicated to every receiver of its stream. Each replica keeps the
+ * replicated to the receivers of its stream: those with a route, and for
+ * video only those no longer waiting for a key frame. Each replica keeps the
  * sender's RTP bytes (SSRC, sequence numbers, payload types: the receivers
  * negotiated the sender's own description) and gets fresh Ethernet, IP and
  * UDP addressing: from the SFU's address and port to the receiver's.
@@ -155,6 +156,17 @@ INLINE int outcome(__u32 o, __u32 bytes)
 {
 	count(bpf_map_lookup_elem(&outcomes, &o), bytes);
 	return o;
+}
+
+/* n datagrams of the same length under one outcome. */
+INLINE void outcomes_add(__u32 o, __u32 n, __u32 bytes)
+{
+	struct sfu_stats *s = bpf_map_lookup_elem(&outcomes, &o);
+
+	if (s) {
+		s->packets += n;
+		s->bytes += (__u64)n * bytes;
+	}
 }
 
 /* Whether the datagram is addressed to one of the SFU's media sockets. */
@@ -372,21 +384,35 @@ INLINE int readdress(struct __sk_buff *skb, const struct media *m, struct addres
 	return 0;
 }
 
-/* Whether r gets this packet, given its receiver's gate. */
-INLINE int gate_passes(const struct replica *r, __u8 gate)
+/* What r's gate does with this packet. A gate opens only once the key
+ * frame's first packet has gone out to it (gate_open), not when a route or
+ * the clone fails: else the receiver would wait for nothing but deltas. */
+enum gate_verdict {
+	GATE_PASSES,
+	GATE_HELD,
+	GATE_OPENS,
+};
+
+INLINE enum gate_verdict gate_of(const struct replica *r, __u8 gate)
 {
 	__u32 slot = r->slot;
 	__u32 *waiting;
 
 	if (gate == GATE_NONE)
-		return 1;
+		return GATE_PASSES;
 	waiting = bpf_map_lookup_elem(&replica_gates, &slot);
 	if (!waiting || !*waiting)
-		return 1;
-	if (gate == GATE_HOLD)
-		return 0;
-	*waiting = 0;
-	return 1;
+		return GATE_PASSES;
+	return gate == GATE_HOLD ? GATE_HELD : GATE_OPENS;
+}
+
+INLINE void gate_open(const struct replica *r)
+{
+	__u32 slot = r->slot;
+	__u32 *waiting = bpf_map_lookup_elem(&replica_gates, &slot);
+
+	if (waiting)
+		*waiting = 0;
 }
 
 struct fan {
@@ -395,6 +421,7 @@ struct fan {
 	struct media *m;
 	struct addressing *cur;
 	__u32 n;      /* replicas to clone: all but the last */
+	__u32 sent;   /* of them, cloned out (one outcome count per packet) */
 	int failed;   /* a rewrite failed: stop, drop */
 };
 
@@ -403,7 +430,6 @@ INLINE void count_replica(const struct replica *r, __u32 bytes)
 	__u32 slot = r->slot;
 
 	count(bpf_map_lookup_elem(&replica_stats, &slot), bytes);
-	outcome(SFU_REPLICA, bytes);
 }
 
 /* One replica of all but the last: readdress, clone out. */
@@ -411,6 +437,7 @@ static long clone_one(__u64 i, struct fan *c)
 {
 	const struct replica_path *path;
 	const struct replica *r;
+	enum gate_verdict gate;
 
 	if (i >= c->n)
 		return 1;
@@ -419,7 +446,8 @@ static long clone_one(__u64 i, struct fan *c)
 		outcome(SFU_FAMILY_MISMATCH, c->m->len);
 		return 0;
 	}
-	if (!gate_passes(r, c->m->gate)) {
+	gate = gate_of(r, c->m->gate);
+	if (gate == GATE_HELD) {
 		outcome(SFU_GATED, c->m->len);
 		return 0;
 	}
@@ -432,10 +460,14 @@ static long clone_one(__u64 i, struct fan *c)
 		c->failed = 1;
 		return 1;
 	}
-	if (bpf_clone_redirect(c->skb, path->ifindex, 0))
+	if (bpf_clone_redirect(c->skb, path->ifindex, 0)) {
 		outcome(SFU_CLONE_FAILED, c->m->len);
-	else
-		count_replica(r, c->m->len);
+		return 0;
+	}
+	if (gate == GATE_OPENS)
+		gate_open(r);
+	count_replica(r, c->m->len);
+	c->sent++;
 	return 0;
 }
 
@@ -457,6 +489,7 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	struct fan c = { .skb = skb, .m = m, .cur = &cur };
 	const struct replica_path *path;
 	const struct replica *last;
+	enum gate_verdict gate;
 	__u32 id = s->id, slot = s->slot;
 	__u8 ttl, summed;
 	int rc = 0;
@@ -483,26 +516,27 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	count(bpf_map_lookup_elem(&sender_stats, &slot), m->len);
 	c.n = c.f->count - 1;
 	bpf_loop(c.n, clone_one, &c, 0);
+	outcomes_add(SFU_REPLICA, c.sent, m->len);
 	if (c.failed)
 		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
+	/* Every receiver has been dealt with but the last: the packet counts
+	 * as replicated whatever becomes of the last one. */
+	outcome(SFU_REPLICATED, m->len);
 	last = &c.f->r[c.n & (SFU_MAX_FANOUT - 1)];
 	if (last->family != m->ip.family)
 		return outcome(SFU_FAMILY_MISMATCH, m->len), TC_ACT_SHOT;
-	if (!gate_passes(last, m->gate)) {
-		outcome(SFU_GATED, m->len);
-		outcome(SFU_REPLICATED, m->len);
-		return TC_ACT_SHOT;
-	}
+	gate = gate_of(last, m->gate);
+	if (gate == GATE_HELD)
+		return outcome(SFU_GATED, m->len), TC_ACT_SHOT;
 	path = replica_path(skb, last, m->ip_len, m->now);
-	if (!path) {
-		outcome(SFU_NO_ROUTE, m->len);
-		outcome(SFU_REPLICATED, m->len);
-		return TC_ACT_SHOT;
-	}
+	if (!path)
+		return outcome(SFU_NO_ROUTE, m->len), TC_ACT_SHOT;
 	if (readdress(skb, m, &cur, last, path))
 		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
+	if (gate == GATE_OPENS)
+		gate_open(last);
 	count_replica(last, m->len);
-	outcome(SFU_REPLICATED, m->len);
+	outcome(SFU_REPLICA, m->len);
 	return bpf_redirect(path->ifindex, 0);
 }
 

@@ -11,7 +11,7 @@ enum sfu_outcome {
 	SFU_MALFORMED,      /* RTP/RTCP whose header does not hold: to the stack */
 	SFU_UNKNOWN_SENDER, /* no sender joined with this address, port and SSRC */
 	SFU_NO_RECEIVERS,   /* a known sender nobody receives: dropped */
-	SFU_REPLICATED,     /* an input datagram sent to every receiver */
+	SFU_REPLICATED,     /* an input datagram replicated (each receiver's replica: counted on its own) */
 	SFU_REPLICA,        /* one replica sent (many per input) */
 	SFU_CLONE_FAILED,   /* a replica the target device refused */
 	SFU_REWRITE_FAILED, /* headers could not be rewritten: dropped */

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ebrtc/ebrtc/internal/bench"
+	sfudataplane "github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -26,10 +27,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "show the relays' output")
 	sfu := fs.Bool("sfu", false, "benchmark SFUs (ebrtc sfu, both data planes) instead of TURN relays")
 	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, or all")
-	fanout := fs.Int("fanout", 0, "with --sfu, receivers of the replication trials' sender (default 50, at most 128)")
+	fanout := fs.Int("fanout", 0, fmt.Sprintf("with --sfu, receivers of the replication trials' sender (default 50, at most %d)", sfudataplane.MaxFanout))
 	isolate := fs.Bool("isolate", runtime.NumCPU() >= 2, "run the relay under test, with its interfaces' NAPI threads, alone on the last CPU and report its core's time per packet")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\nWith --sfu, ebrtc sfu's two data planes instead: cost per replica, loss-free\nreplicas/s, replica skew and participants per core (docs/sfu.md).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -49,8 +50,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			o = bench.QuickSFUOptions()
 		}
 		if *fanout != 0 {
-			if *fanout < 2 || *fanout > 128 {
-				fmt.Fprintln(stderr, "ebrtc bench: --fanout must be 2-128")
+			if *fanout < 2 || *fanout > sfudataplane.MaxFanout {
+				fmt.Fprintf(stderr, "ebrtc bench: --fanout must be 2-%d\n", sfudataplane.MaxFanout)
 				return 2
 			}
 			o.Fanout = *fanout

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
@@ -27,21 +28,16 @@ import (
 type SFU struct {
 	Name     string
 	Describe string
-	args     []string
+	plane    string // --dataplane
 }
-
-var (
-	sfuWeb   = netip.AddrPortFrom(testbed.ServerClientIP4, 8088)
-	sfuMedia = netip.AddrPortFrom(testbed.ServerClientIP4, 40000)
-)
 
 // SFUs returns every SFU kind, in report order.
 func SFUs() []SFU {
 	return []SFU{
 		{Name: "ebrtc-sfu-ebpf", Describe: "ebrtc sfu --dataplane ebpf: TC ingress, bpf_clone_redirect per replica",
-			args: []string{"--dataplane", "ebpf", "--iface", testbed.ServerCliIface}},
+			plane: "ebpf"},
 		{Name: "ebrtc-sfu-user", Describe: "ebrtc sfu --dataplane user: recvmmsg, sendmmsg per socket run",
-			args: []string{"--dataplane", "user"}},
+			plane: "user"},
 	}
 }
 
@@ -68,7 +64,7 @@ type SFUOptions struct {
 	Log        io.Writer
 }
 
-// QuickSFUOptions finish in under 4 minutes for both SFUs.
+// QuickSFUOptions finish in about a minute for both SFUs.
 func QuickSFUOptions() SFUOptions {
 	return SFUOptions{Fanout: 50, Trial: time.Second, MaxLoss: 0.001, StartRate: 1000, MaxRate: 200000, Steps: 7,
 		MeetingSize: 10, RampStep: 2 * time.Second, RampMax: 400, RampJitter: 30 * time.Millisecond, RampLoss: 0.001}
@@ -194,9 +190,7 @@ func sfuProgress(o SFUOptions, format string, args ...any) {
 
 func measureSFU(e *env, s SFU, rec *synth.Recording, o SFUOptions) (*SFUResult, error) {
 	sfuProgress(o, "%-15s starting", s.Name)
-	args := append([]string{"sfu", "--unencrypted-media", "--media", sfuMedia.String(), "--listen", sfuWeb.String(),
-		"--metrics-listen", testbed.MetricsAddr}, s.args...)
-	r, err := e.tb.StartRelay(e.ebrtc, args...)
+	r, err := e.tb.StartRelay(e.ebrtc, testbed.SFUArgs(s.plane)...)
 	if err != nil {
 		return nil, err
 	}
@@ -251,30 +245,9 @@ func (m *meeting) leave() {
 	wg.Wait()
 }
 
-// bound waits until every participant receives want streams.
-func (m *meeting) bound(want int, within time.Duration) error {
-	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
-		ok := 0
-		for _, p := range m.parts {
-			if err := p.Err(); err != nil {
-				return err
-			}
-			if len(p.Incoming()) >= want {
-				ok++
-			}
-		}
-		if ok == len(m.parts) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d participants received %d streams after %v", ok, len(m.parts), want, within)
-		}
-	}
-}
-
 // replicationTrials: one publisher, o.Fanout receivers.
 func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult, sentReplicas func() (uint64, error)) error {
-	cfg := synth.Config{Net: synth.NetIn(e.tb.Client), Server: sfuWeb.String(), Room: "replication", RecordArrivals: true}
+	cfg := synth.Config{Net: synth.NetIn(e.tb.Client), Server: testbed.SFUWeb.String(), Room: "replication", RecordArrivals: true}
 	var m meeting
 	defer m.leave()
 	pub, err := synth.Join(cfg)
@@ -295,7 +268,7 @@ func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResul
 		m.parts = append(m.parts, p)
 		receivers = append(receivers, p)
 	}
-	if err := (&meeting{parts: receivers}).bound(1, 30*time.Second); err != nil {
+	if err := synth.AwaitStreams(receivers, 1, 30*time.Second); err != nil {
 		return err
 	}
 	// The skew trial first, at the stream's own pace: its first packets
@@ -349,6 +322,10 @@ func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResul
 // receivers, in µs: p50 and p99 over the packets every receiver got.
 func skew(stream *synth.Stream, receivers []*synth.Participant, pubID string, packets int) (p50, p99 float64) {
 	var spreads []float64
+	streams := make([]*synth.Incoming, len(receivers))
+	for i, r := range receivers {
+		streams[i] = r.Incoming()[pubID]
+	}
 	for k := range packets {
 		b, _, err := stream.Packet(k)
 		if err != nil {
@@ -357,8 +334,7 @@ func skew(stream *synth.Stream, receivers []*synth.Participant, pubID string, pa
 		ssrc, seq := binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint16(b[2:])
 		var first, last time.Time
 		all := true
-		for _, r := range receivers {
-			in := r.Incoming()[pubID]
+		for _, in := range streams {
 			t, ok := in.Arrival(ssrc, seq)
 			if !ok {
 				all = false
@@ -516,10 +492,13 @@ func pacedTrial(e *env, lt *liveTraffic, conn *net.UDPConn, to netip.AddrPort, p
 		for sent < due {
 			n := min(int(due-sent), len(batch))
 			w, err := pc.WriteBatch(batch[:n], 0)
+			sent += uint64(max(w, 0))
+			if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN) {
+				break // the send queue is full: the sender falls short, reported as such
+			}
 			if err != nil {
 				return nil, err
 			}
-			sent += uint64(w)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -611,7 +590,7 @@ func ramp(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult) error {
 // startMeeting joins one meeting's participants, each publishing virtual
 // sender index*MeetingSize+i, and starts their streams.
 func startMeeting(ctx context.Context, e *env, rec *synth.Recording, o SFUOptions, index int, lt *liveTraffic, sending *sync.WaitGroup) (*meeting, error) {
-	cfg := synth.Config{Net: synth.NetIn(e.tb.Client), Server: sfuWeb.String(), Room: fmt.Sprintf("ramp-%d", index)}
+	cfg := synth.Config{Net: synth.NetIn(e.tb.Client), Server: testbed.SFUWeb.String(), Room: fmt.Sprintf("ramp-%d", index)}
 	m := &meeting{}
 	for i := range o.MeetingSize {
 		p, err := synth.Join(cfg)
@@ -625,7 +604,7 @@ func startMeeting(ctx context.Context, e *env, rec *synth.Recording, o SFUOption
 			return nil, err
 		}
 	}
-	if err := m.bound(o.MeetingSize-1, 30*time.Second); err != nil {
+	if err := synth.AwaitStreams(m.parts, o.MeetingSize-1, 30*time.Second); err != nil {
 		m.leave()
 		return nil, err
 	}

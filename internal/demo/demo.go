@@ -25,7 +25,8 @@ type Options struct {
 	Packets int // per client and direction
 	Size    int // datagram size in bytes
 	Rate    int // datagrams per second per client and direction
-	// SFUPackets: RTP packets the SFU demo's publisher sends (about 80/s).
+	// SFUPackets: RTP packets the SFU demo's publisher sends, at the
+	// captured stream's pace.
 	SFUPackets int
 }
 

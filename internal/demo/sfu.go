@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"text/tabwriter"
 	"time"
 
@@ -30,13 +29,7 @@ type sfuRow struct {
 // receivers, all joined through its signaling and ICE, every packet
 // checked byte for byte.
 func runSFU(ctx context.Context, tb *testbed.Testbed, bin, plane string, packets int) (sfuRow, error) {
-	web, media := netip.AddrPortFrom(testbed.ServerClientIP4, 8088), netip.AddrPortFrom(testbed.ServerClientIP4, 40000)
-	args := []string{"sfu", "--unencrypted-media", "--media", media.String(), "--listen", web.String(),
-		"--metrics-listen", testbed.MetricsAddr, "--dataplane", plane}
-	if plane == "ebpf" {
-		args = append(args, "--iface", testbed.ServerCliIface)
-	}
-	r, err := tb.StartRelay(bin, args...)
+	r, err := tb.StartRelay(bin, testbed.SFUArgs(plane)...)
 	if err != nil {
 		return sfuRow{}, err
 	}
@@ -45,7 +38,7 @@ func runSFU(ctx context.Context, tb *testbed.Testbed, bin, plane string, packets
 	if err != nil {
 		return sfuRow{}, err
 	}
-	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: web.String(), Room: "demo", Ledger: &synth.Ledger{}}
+	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "demo", Ledger: &synth.Ledger{}}
 	var parts []*synth.Participant
 	defer func() {
 		for _, p := range parts {
@@ -67,19 +60,8 @@ func runSFU(ctx context.Context, tb *testbed.Testbed, bin, plane string, packets
 		}
 		parts = append(parts, p)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		bound := 0
-		for _, p := range parts[1:] {
-			if p.Incoming()[pub.ID] != nil {
-				bound++
-			}
-		}
-		if bound == SFUReceivers {
-			break
-		}
-		if time.Now().After(deadline) {
-			return sfuRow{}, fmt.Errorf("%d of %d receivers bound", bound, SFUReceivers)
-		}
+	if err := synth.AwaitStreams(parts[1:], 1, 20*time.Second); err != nil {
+		return sfuRow{}, err
 	}
 	before, err := r.Metrics()
 	if err != nil {
@@ -110,7 +92,7 @@ func runSFU(ctx context.Context, tb *testbed.Testbed, bin, plane string, packets
 		return m[fmt.Sprintf("ebrtc_sfu_datagrams_total{outcome=%q}", o)]
 	}
 	row.replicated = outcome(after, "replicated") - outcome(before, "replicated")
-	for _, o := range []string{"unknown_sender", "no_receivers", "malformed", "segmented", "source_refused"} {
+	for _, o := range []string{"unknown_sender", "no_receivers", "malformed", "segmented", "source_refused", "rewrite_failed"} {
 		row.notReplicated += outcome(after, o) - outcome(before, o)
 	}
 	return row, nil

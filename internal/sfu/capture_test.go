@@ -59,7 +59,7 @@ func TestCaptureChromiumStream(t *testing.T) {
 				}
 				src, dport, payload, ok := ipv4UDP(buf[:n])
 				// RTP only (RFC 7983, 5761): the replay sends its own RTCP.
-				if !ok || dport != 40000 || len(payload) < 12 || payload[0]>>6 != 2 || (payload[1] >= 192 && payload[1] <= 223) {
+				if !ok || dport != testbed.SFUMedia.Port() || len(payload) < 12 || payload[0]>>6 != 2 || (payload[1] >= 192 && payload[1] <= 223) {
 					continue
 				}
 				got = append(got, captured{src, synth.Packet{At: time.Since(start), Data: append([]byte(nil), payload...)}})

@@ -136,10 +136,10 @@ func scrapeDuringMeeting(client *netns.NS, ctx context.Context) sfuScrape {
 
 // meetingSFU is ebrtc sfu with the eBPF data plane on a testbed set up as
 // a container host has it (the browsers' veths send partial checksums and
-// run no XDP): the web server at ServerClientIP4:8088, metrics at :9108,
-// media at :40000.
+// run no XDP): the web server at testbed.SFUWeb, metrics at :9108,
+// media at testbed.SFUMedia.
 func meetingSFU(t *testing.T) (*testbed.Testbed, dataplane.Plane) {
-	return testbedSFU(t, "ebpf", netip.AddrPortFrom(testbed.ServerClientIP4, 40000))
+	return testbedSFU(t, "ebpf", testbed.SFUMedia)
 }
 
 // testbedSFU is meetingSFU with either data plane and these media sockets.
@@ -155,7 +155,7 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 	done := make(chan error, 1)
 	go func() {
 		done <- tb.Server.Do(func() error {
-			return Run(ctx, Config{Listen: testbed.ServerClientIP4.String() + ":8088", Dataplane: plane,
+			return Run(ctx, Config{Listen: testbed.SFUWeb.String(), Dataplane: plane,
 				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
 				Media:         media,
 				Ifaces:        []string{testbed.ServerCliIface},
@@ -190,7 +190,7 @@ func browserMeeting(t *testing.T, tb *testbed.Testbed, n, seconds int, during fu
 	run, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
 	cmd := exec.CommandContext(run, "ip", "netns", "exec", tb.Client.Name, node, script,
-		"http://"+testbed.ServerClientIP4.String()+":8088/?room=test", strconv.Itoa(n), strconv.Itoa(seconds))
+		"http://"+testbed.SFUWeb.String()+"/?room=test", strconv.Itoa(n), strconv.Itoa(seconds))
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

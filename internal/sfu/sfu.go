@@ -106,12 +106,11 @@ func Run(ctx context.Context, cfg Config) error {
 			go func() { _ = ag.Serve(c, func(err error) { cfg.Log.Debug("agent", "err", err) }) }()
 		}
 	}
-	go housekeeping(ctx, ctrl, ag)
-
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("sfu: listen: %w", err)
 	}
+	go housekeeping(ctx, ctrl, ag)
 	srv := &http.Server{Handler: web.Handler(ctrl), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -26,12 +26,12 @@ func TestSyntheticOneToHundred(t *testing.T) {
 
 func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 	// One media socket per family: the participants take their own.
-	tb, dp := testbedSFU(t, plane, netip.AddrPortFrom(testbed.ServerClientIP4, 40000), netip.AddrPortFrom(testbed.ServerClientIP6, 40000))
+	tb, dp := testbedSFU(t, plane, testbed.SFUMedia, netip.AddrPortFrom(testbed.ServerClientIP6, testbed.SFUMedia.Port()))
 	rec, err := synth.Chromium()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.ServerClientIP4.String() + ":8088", Room: "scale",
+	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "scale",
 		Ledger: &synth.Ledger{}, IPv6: v6}
 	pub, err := synth.Join(cfg)
 	if err != nil {
@@ -52,22 +52,8 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 		rcv = append(rcv, r)
 	}
 	// Bound: each receiver has its connection for the publisher's stream.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		bound := 0
-		for _, r := range rcv {
-			if r.Err() != nil {
-				t.Fatal(r.Err())
-			}
-			if r.Incoming()[pub.ID] != nil {
-				bound++
-			}
-		}
-		if bound == receivers {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d receivers bound after 30 s", bound, receivers)
-		}
+	if err := synth.AwaitStreams(rcv, 1, 30*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	// One pass of the capture, 1.5 times as fast as captured.
 	count := len(rec.Packets)

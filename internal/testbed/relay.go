@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -42,6 +43,24 @@ func TURNArgs(users ...string) []string {
 	}
 	for _, u := range users {
 		args = append(args, "--user", u)
+	}
+	return args
+}
+
+// Where `ebrtc sfu` serves in the testbed (SFUArgs): its web server and
+// media socket on the client side of the server namespace.
+var (
+	SFUWeb   = netip.AddrPortFrom(ServerClientIP4, 8088)
+	SFUMedia = netip.AddrPortFrom(ServerClientIP4, 40000)
+)
+
+// SFUArgs are the `ebrtc sfu` flags that fit the testbed, with the data
+// plane named (ebpf, at TC ingress of the client-side interface, or user).
+func SFUArgs(plane string) []string {
+	args := []string{"sfu", "--unencrypted-media", "--media", SFUMedia.String(), "--listen", SFUWeb.String(),
+		"--metrics-listen", MetricsAddr, "--dataplane", plane}
+	if plane == "ebpf" {
+		args = append(args, "--iface", ServerCliIface)
 	}
 	return args
 }

@@ -189,9 +189,15 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 		}
 	}
 	s.receivers, s.replicas = receivers, slots
+	d.streams[from] = s // from here on, RemoveStream undoes all of it
 	// New SSRCs first, then drop the ones no longer sent.
 	for _, src := range sources {
 		if err := d.putSender(from, src, s.id); err != nil {
+			for _, src := range sources {
+				if !hasSSRC(s.sources, src.SSRC) {
+					s.sources = append(s.sources, src) // for RemoveStream to delete
+				}
+			}
 			return err
 		}
 	}
@@ -201,7 +207,6 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 		}
 	}
 	s.sources = append([]Source(nil), sources...)
-	d.streams[from] = s
 	return nil
 }
 
@@ -302,10 +307,19 @@ func checkStream(from netip.AddrPort, sources []Source, receivers []Receiver) er
 	if len(sources) == 0 {
 		return errors.New("dataplane: a stream needs an SSRC")
 	}
+	videos := 0
 	for _, src := range sources {
 		if int(src.Video) >= len(codecNames) {
 			return fmt.Errorf("dataplane: SSRC %d: unknown %v", src.SSRC, src.Video)
 		}
+		if src.Video != NoVideo {
+			videos++
+		}
+	}
+	// A receiver's key-frame gate is one per stream: a second video SSRC's
+	// key frame would let the first's deltas in mid-picture.
+	if videos > 1 {
+		return fmt.Errorf("dataplane: %d video SSRCs; one per stream (no simulcast, RTX as NoVideo)", videos)
 	}
 	if len(receivers) > MaxFanout {
 		return fmt.Errorf("dataplane: %d receivers, at most %d", len(receivers), MaxFanout)

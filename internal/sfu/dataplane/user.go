@@ -213,6 +213,12 @@ func (u *User) Close() error {
 
 func (u *User) count(o Outcome, bytes int) { u.counts[o].add(bytes) }
 
+func (u *User) upcall(p []byte, from netip.AddrPort, c *userConn) {
+	if u.cfg.Upcall != nil {
+		u.cfg.Upcall(p, from, c.conn)
+	}
+}
+
 // serve reads a socket in batches until it is closed.
 func (u *User) serve(c *userConn) {
 	msgs := make([]ipv4.Message, userBatch)
@@ -240,8 +246,8 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 	cl := Classify(p)
 	if !cl.Replicate {
 		u.count(cl.Outcome, len(p))
-		if (cl.Outcome == Stun || cl.Outcome == RTCPToAgent) && u.cfg.Upcall != nil {
-			u.cfg.Upcall(p, from, c.conn)
+		if cl.Outcome == Stun || cl.Outcome == RTCPToAgent {
+			u.upcall(p, from, c)
 		}
 		return out
 	}
@@ -265,7 +271,7 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 		out, to = out[:0], to[:0]
 		for ; i < len(s.receivers) && s.receivers[i].From == via; i++ {
 			r := s.receivers[i]
-			if !gate.passes(r) {
+			if gate == gateHold && r.waiting.Load() {
 				u.count(Gated, len(p))
 				continue
 			}
@@ -280,6 +286,9 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 			if k < sent {
 				u.count(Replica, len(p))
 				r.out.add(len(p))
+				if gate == gateOpen { // sent: its gate opens (bpf/sfu.c gate_open)
+					r.waiting.Store(false)
+				}
 			} else {
 				u.count(CloneFailed, len(p))
 			}
@@ -313,17 +322,6 @@ func (s *userStream) gate(cl Classified) gate {
 		return gateOpen
 	}
 	return gateHold
-}
-
-func (g gate) passes(r *userReceiver) bool {
-	if g == gateNone || !r.waiting.Load() {
-		return true
-	}
-	if g == gateHold {
-		return false
-	}
-	r.waiting.Store(false)
-	return true
 }
 
 func unmapped(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }

@@ -46,6 +46,9 @@ type Participant struct {
 	incoming map[string]*Incoming // by publisher id
 	answer   chan message         // to our publish
 	errs     []error
+	sockets  []*net.UDPConn // every socket opened, closed by Leave
+	left     bool
+	leave    sync.Once
 	wg       sync.WaitGroup
 	done     chan struct{}
 }
@@ -105,14 +108,30 @@ func (p *Participant) bind(local localICE, desc string) (*connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.own(conn); err != nil {
+		return nil, err
+	}
 	if err := connect(conn, local, remote); err != nil {
-		conn.Close()
 		return nil, err
 	}
 	c := &connection{conn: conn, local: local, remote: remote}
 	p.wg.Add(1)
 	go p.keepConsent(c)
 	return c, nil
+}
+
+// own makes Leave close conn; after Leave, it closes conn at once and
+// says so: an offer answered while the participant leaves opens nothing
+// that outlives it.
+func (p *Participant) own(conn *net.UDPConn) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.left {
+		conn.Close()
+		return errors.New("synth: the participant left")
+	}
+	p.sockets = append(p.sockets, conn)
+	return nil
 }
 
 // keepConsent refreshes the SFU's consent on c until the participant leaves.
@@ -231,6 +250,28 @@ func (p *Participant) accept(m message) error {
 	return nil
 }
 
+// AwaitStreams waits until every participant receives at least want
+// streams (its connections bound), or one of them failed.
+func AwaitStreams(parts []*Participant, want int, within time.Duration) error {
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		ok := 0
+		for _, p := range parts {
+			if err := p.Err(); err != nil {
+				return err
+			}
+			if len(p.Incoming()) >= want {
+				ok++
+			}
+		}
+		if ok == len(parts) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("synth: %d of %d participants receive %d streams after %v", ok, len(parts), want, within)
+		}
+	}
+}
+
 // Incoming returns the streams received so far, by publisher id.
 func (p *Participant) Incoming() map[string]*Incoming {
 	p.mu.Lock()
@@ -247,7 +288,7 @@ func (p *Participant) drain(c *net.UDPConn) {
 	defer p.wg.Done()
 	buf := make([]byte, 1500)
 	for {
-		if _, err := c.Read(buf); err != nil && errors.Is(err, net.ErrClosed) {
+		if _, err := c.Read(buf); err != nil {
 			return
 		}
 	}
@@ -315,17 +356,17 @@ func (p *Participant) Publishing() (*net.UDPConn, netip.AddrPort) {
 
 // Leave closes signaling and every socket.
 func (p *Participant) Leave() {
-	close(p.done)
-	p.sess.Close()
-	p.mu.Lock()
-	if p.pub != nil {
-		p.pub.conn.Close()
-	}
-	for _, in := range p.incoming {
-		in.close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	p.leave.Do(func() {
+		close(p.done)
+		p.sess.Close()
+		p.mu.Lock()
+		p.left = true
+		for _, c := range p.sockets {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
 }
 
 // Ledger holds what publishers sent, for receivers to check against.
@@ -341,9 +382,7 @@ func (l *Ledger) record(b []byte) { l.m.Store(ledgerKey(b), b) }
 type Incoming struct {
 	From   string
 	ledger *Ledger
-	conn   atomic.Pointer[net.UDPConn]
-
-	port int // the local port it arrives on
+	port   int // the local port it arrives on
 
 	mu       sync.Mutex
 	streams  map[uint32]*ssrcStats
@@ -380,7 +419,6 @@ type Stat struct {
 }
 
 func (in *Incoming) receive(c *net.UDPConn) {
-	in.conn.Store(c)
 	buf, oob := make([]byte, 1500), make([]byte, 128)
 	for {
 		n, oobn, _, _, err := c.ReadMsgUDP(buf, oob)
@@ -405,12 +443,6 @@ func arrival(oob []byte) time.Time {
 		}
 	}
 	return time.Now()
-}
-
-func (in *Incoming) close() {
-	if c := in.conn.Load(); c != nil {
-		c.Close()
-	}
 }
 
 func (in *Incoming) handle(b []byte, now time.Time) {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 
 	"golang.org/x/net/websocket"
 
@@ -50,7 +49,6 @@ func Handler(c *controller.Controller) http.Handler {
 // answers; the participant leaves when the socket closes.
 func serve(c *controller.Controller, ws *websocket.Conn) {
 	ws.MaxPayloadBytes = maxMessage
-	var wmu sync.Mutex
 	out := make(chan controller.Message, 64)
 	done := make(chan struct{})
 	defer close(done)
@@ -58,15 +56,22 @@ func serve(c *controller.Controller, ws *websocket.Conn) {
 		for {
 			select {
 			case m := <-out:
-				wmu.Lock()
-				err := websocket.JSON.Send(ws, m)
-				wmu.Unlock()
-				if err != nil {
+				if websocket.JSON.Send(ws, m) != nil {
 					ws.Close()
 					return
 				}
 			case <-done:
-				return
+				// What was queued before the end (a last error) still goes.
+				for {
+					select {
+					case m := <-out:
+						if websocket.JSON.Send(ws, m) != nil {
+							return
+						}
+					default:
+						return
+					}
+				}
 			}
 		}
 	}()
