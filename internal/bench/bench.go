@@ -267,8 +267,8 @@ func (e *env) trial(flows []*flow, rate float64, d time.Duration, sizes []int) (
 	if err != nil {
 		return nil, err
 	}
-	t.relayNs = after.relayNs - before.relayNs
-	t.strayNs = strayNs(before, after, e.relayTasks)
+	t.relayNs = after.relayNsSince(before)
+	t.strayNs = strayNs(before, after)
 	return t, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -77,28 +78,37 @@ func setThreadedNAPI(ns *netns.NS, iface string) error {
 	return nil
 }
 
+// relayTasks are the tasks whose run time is the relay's: every thread its
+// processes have when sampled (Janus starts one per handle, Go may start
+// more), and its interfaces' NAPI threads.
+type relayTasks struct{ pids, napi []int }
+
+func (t relayTasks) tids() []int {
+	out := slices.Clone(t.napi)
+	for _, pid := range t.pids {
+		tids, _ := threads(pid) // gone: nothing more to count
+		out = append(out, tids...)
+	}
+	return out
+}
+
 // pin puts the relay's processes and its interfaces' NAPI threads on the
-// relay CPU, and the far ends' NAPI threads on the others. It returns the
-// tasks whose run time is the relay's.
-func (rc *relayCore) pin(relayPIDs []int) ([]int, error) {
-	var relay []int
+// relay CPU (threads the processes start later inherit it), and the far
+// ends' NAPI threads on the others.
+func (rc *relayCore) pin(relayPIDs []int) (relayTasks, error) {
+	relay := relayTasks{pids: relayPIDs}
 	for _, pid := range relayPIDs {
 		if err := pinProcess(pid, cpuSet(rc.cpu)); err != nil {
-			return nil, fmt.Errorf("pin relay process %d: %w", pid, err)
+			return relay, fmt.Errorf("pin relay process %d: %w", pid, err)
 		}
-		tids, err := threads(pid)
-		if err != nil {
-			return nil, err
-		}
-		relay = append(relay, tids...)
 	}
 	for i, set := range [][]string{relayIfaces, farIfaces} {
 		tids, err := napiThreads(set)
 		if err != nil {
-			return nil, err
+			return relay, err
 		}
 		if i == 0 && len(tids) < len(set) {
-			return nil, fmt.Errorf("found %d NAPI threads for %v, want one each", len(tids), set)
+			return relay, fmt.Errorf("found %d NAPI threads for %v, want one each", len(tids), set)
 		}
 		target := cpuSet(rc.cpu)
 		if i == 1 {
@@ -106,11 +116,11 @@ func (rc *relayCore) pin(relayPIDs []int) ([]int, error) {
 		}
 		for _, tid := range tids {
 			if err := unix.SchedSetaffinity(tid, target); err != nil {
-				return nil, fmt.Errorf("pin NAPI thread %d: %w", tid, err)
+				return relay, fmt.Errorf("pin NAPI thread %d: %w", tid, err)
 			}
 		}
 		if i == 0 {
-			relay = append(relay, tids...)
+			relay.napi = tids
 		}
 	}
 	return relay, nil
@@ -226,25 +236,46 @@ func boundTasks(cpu int) (map[int]uint64, error) {
 // coreSample is the relay core's state at one moment: the relay's tasks'
 // run time, and every task bound to the relay CPU.
 type coreSample struct {
-	relayNs uint64
-	bound   map[int]uint64
+	relay map[int]uint64 // by task
+	bound map[int]uint64
 }
 
-func (rc *relayCore) sample(tids []int) (coreSample, error) {
-	r, err := runTime(tids)
-	if err != nil {
-		return coreSample{}, err
+func (rc *relayCore) sample(t relayTasks) (coreSample, error) {
+	relay := map[int]uint64{}
+	for _, tid := range t.tids() {
+		ns, err := runTime([]int{tid})
+		if err != nil {
+			if _, gone := os.Stat(fmt.Sprintf("/proc/%d", tid)); gone != nil {
+				continue // the thread ended since it was listed
+			}
+			return coreSample{}, err
+		}
+		relay[tid] = ns
 	}
 	b, err := boundTasks(rc.cpu)
-	return coreSample{relayNs: r, bound: b}, err
+	return coreSample{relay: relay, bound: b}, err
+}
+
+// relayNsSince is what the relay's tasks ran since before (a task started
+// in between counts whole; one that ended in between is lost).
+func (after coreSample) relayNsSince(before coreSample) uint64 {
+	var sum uint64
+	for tid, ns := range after.relay {
+		if ns > before.relay[tid] {
+			sum += ns - before.relay[tid]
+		}
+	}
+	return sum
 }
 
 // strayNs is what tasks bound to the relay CPU, other than the relay's,
 // ran between two samples: the core's time the relay's figure leaves out.
-func strayNs(before, after coreSample, relay []int) uint64 {
+func strayNs(before, after coreSample) uint64 {
 	mine := map[int]bool{}
-	for _, tid := range relay {
-		mine[tid] = true
+	for _, s := range []coreSample{before, after} {
+		for tid := range s.relay {
+			mine[tid] = true
+		}
 	}
 	var sum uint64
 	for tid, ns := range after.bound {

@@ -47,7 +47,7 @@ type env struct {
 	// time is the relay's.
 	core       *relayCore
 	started    []int
-	relayTasks []int
+	relayTasks relayTasks
 }
 
 // Relays returns every relay kind, in report order.

@@ -220,7 +220,7 @@ func saturateWith(e *env, senders []*liveSender, ports map[uint16]uint16, d time
 		return nil, errors.New("saturation trial: nothing delivered")
 	}
 	return &saturation{sent: sent.Load(), delivered: sunkAfter - sunkBefore, duration: elapsed,
-		relayNs: after.relayNs - before.relayNs}, nil
+		relayNs: after.relayNsSince(before)}, nil
 }
 
 // templates builds each flow's frames as its sockets would send them, from

@@ -11,12 +11,13 @@ import (
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
-// The SFU benchmark, small: both data planes, 4 receivers, short trials,
+// The SFU benchmark, small: both data planes and Janus, 4 receivers, short trials,
 // a ramp of two 3-party meetings. Every figure is filled, the JSON has
 // the fields, and the chart is a PNG.
 func TestSFUBenchSmoke(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ethtool")
+	testenv.RequireCommand(t, "janus")
 	dir := t.TempDir()
 	bin, err := testbed.BuildEbrtc(dir)
 	if err != nil {
@@ -29,7 +30,7 @@ func TestSFUBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.SFUs) != 2 {
+	if len(rep.SFUs) != len(SFUs()) {
 		t.Fatalf("%d SFUs in the report", len(rep.SFUs))
 	}
 	for _, s := range rep.SFUs {
@@ -40,7 +41,8 @@ func TestSFUBenchSmoke(t *testing.T) {
 	}
 	var sb strings.Builder
 	rep.WriteTable(&sb)
-	if !strings.Contains(sb.String(), "ebrtc-sfu-ebpf") || !strings.Contains(sb.String(), "participants") {
+	if !strings.Contains(sb.String(), "ebrtc-sfu-ebpf") || !strings.Contains(sb.String(), "janus") ||
+		!strings.Contains(sb.String(), "participants") {
 		t.Errorf("table:\n%s", sb.String())
 	}
 	checkFiles(t, rep, dir, "sfus", []string{"name", "relay_core_ns_per_replica", "one_core_max_loss_free_replicas_pps",

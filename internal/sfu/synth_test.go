@@ -1,6 +1,7 @@
 package sfu
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // One synthetic publisher replays the captured Chromium stream (Opus and
@@ -102,5 +104,83 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 		plane, v6, count, receivers, missing, worst, o[dataplane.Replicated].Packets, o[dataplane.Replica].Packets, o[dataplane.Gated].Packets)
 	if o[dataplane.Replica].Packets < uint64(count*receivers) {
 		t.Errorf("data plane counted %d replicas, want %d", o[dataplane.Replica].Packets, count*receivers)
+	}
+}
+
+// The synthetic participants meet in Janus's VideoRoom too (the
+// benchmark's user-space SFU to compare against): one publisher, five
+// receivers, one pass of the capture; each receiver gets every audio and
+// video packet (Janus gives each subscriber SSRCs of its own, so packets
+// are counted per medium: audio is Opus, payload type 111, in both).
+func TestJanusSyntheticMeeting(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "janus")
+	tb, err := testbed.New()
+	if err != nil {
+		testenv.Missing(t, "testbed: %v", err)
+	}
+	t.Cleanup(func() { _ = tb.Close() })
+	var log bytes.Buffer
+	j, err := tb.StartJanus(t.TempDir(), &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	t.Cleanup(func() {
+		_ = j.Stop(5 * time.Second)
+		if t.Failed() {
+			t.Logf("janus:\n%s", log.String())
+		}
+	})
+	rec, err := synth.Chromium()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.JanusAPI.String(), Room: "janus", Janus: true}
+	pub, err := synth.Join(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Leave)
+	stream := rec.NewStream(1)
+	if err := pub.Publish(stream); err != nil {
+		t.Fatal(err)
+	}
+	var rcv []*synth.Participant
+	for range 5 {
+		r, err := synth.Join(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Leave)
+		rcv = append(rcv, r)
+	}
+	if err := synth.AwaitStreams(rcv, 1, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	count := len(rec.Packets)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if sent, err := pub.Send(ctx, 0, count, 1.5); err != nil || sent != count {
+		t.Fatalf("sent %d of %d: %v", sent, count, err)
+	}
+	medium := func(pt uint8) string { return map[bool]string{true: "audio", false: "video"}[pt == 111] }
+	want := map[string]int{}
+	for k := range count {
+		b, _, _ := stream.Packet(k)
+		want[medium(b[1]&0x7f)]++
+	}
+	time.Sleep(500 * time.Millisecond)
+	for i, r := range rcv {
+		got := map[string]int{}
+		per, _, _ := r.Incoming()[pub.ID].Stats()
+		for _, st := range per {
+			got[medium(st.PayloadType)] += st.Packets
+		}
+		for m, w := range want {
+			if got[m] < w {
+				t.Errorf("receiver %d, %s: %d of %d packets", i, m, got[m], w)
+			}
+		}
+		t.Logf("receiver %d: %v of %v", i, got, want)
 	}
 }

@@ -228,6 +228,12 @@ func DialTCP(ns *netns.NS, addr string) (net.Conn, error) {
 	return conn, err
 }
 
+// DialContextIn is DialTCP as an http.Transport's DialContext: HTTP
+// clients that talk to servers inside ns.
+func DialContextIn(ns *netns.NS) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(_ context.Context, _, addr string) (net.Conn, error) { return DialTCP(ns, addr) }
+}
+
 // Process is a command running inside a namespace, stopped by Stop.
 type Process struct {
 	cmd  *exec.Cmd

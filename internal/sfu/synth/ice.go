@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -13,8 +14,22 @@ import (
 )
 
 // localICE is a participant's own ICE credentials (RFC 8445 5.3: a ufrag
-// of at least 4 characters, a password of at least 22).
-type localICE struct{ Ufrag, Pwd string }
+// of at least 4 characters, a password of at least 22) and, where the SFU
+// wants one, the host candidate of the connection's socket.
+type localICE struct {
+	Ufrag, Pwd string
+	Candidate  netip.AddrPort
+}
+
+// describe adds our credentials and candidate (then end-of-candidates: no
+// trickling) to a media description.
+func (l localICE) describe(md *sdp.MediaDescription) {
+	md.WithValueAttribute("ice-ufrag", l.Ufrag).WithValueAttribute("ice-pwd", l.Pwd)
+	if l.Candidate.IsValid() {
+		md.WithValueAttribute("candidate", fmt.Sprintf("1 1 udp 2130706431 %s %d typ host", l.Candidate.Addr(), l.Candidate.Port())).
+			WithPropertyAttribute("end-of-candidates")
+	}
+}
 
 func newLocalICE() localICE {
 	return localICE{Ufrag: rand.Text()[:8], Pwd: rand.Text()}
@@ -35,6 +50,26 @@ func bindingRequest(local localICE, remote remoteICE) ([]byte, error) {
 	return m.Raw, nil
 }
 
+// answerCheck answers b if it is a connectivity check to us (signed with
+// our password) and says whether b was STUN. ebrtc sfu never checks; Janus's
+// libnice does, even as ICE-lite, and fails the pair without an answer.
+func answerCheck(conn *net.UDPConn, local localICE, b []byte, from netip.AddrPort) bool {
+	if !stun.IsMessage(b) {
+		return false
+	}
+	req := &stun.Message{Raw: append([]byte(nil), b...)}
+	if req.Decode() != nil || req.Type != stun.BindingRequest || stun.NewShortTermIntegrity(local.Pwd).Check(req) != nil {
+		return true
+	}
+	resp, err := stun.Build(req, stun.BindingSuccess,
+		&stun.XORMappedAddress{IP: from.Addr().AsSlice(), Port: int(from.Port())},
+		stun.NewShortTermIntegrity(local.Pwd), stun.Fingerprint)
+	if err == nil {
+		_, _ = conn.WriteToUDPAddrPort(resp.Raw, from)
+	}
+	return true
+}
+
 // connect runs connectivity checks from conn until one succeeds (every
 // 100 ms, for 5 s): then the SFU has bound this address. A refusal is
 // retried too: the check may overtake our answer on its way through
@@ -53,11 +88,15 @@ func connect(conn *net.UDPConn, local localICE, remote remoteICE) error {
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		for {
-			n, err := conn.Read(buf)
+			n, from, err := conn.ReadFromUDPAddrPort(buf)
 			if err != nil {
 				break
 			}
 			m := &stun.Message{Raw: buf[:n]}
+			if m.Decode() == nil && m.Type == stun.BindingRequest {
+				answerCheck(conn, local, buf[:n], from)
+				continue
+			}
 			if !stun.IsMessage(buf[:n]) || m.Decode() != nil {
 				continue // media, already
 			}
@@ -93,16 +132,14 @@ func offer(local localICE, s *Stream) (string, error) {
 		var attrs []sdp.Attribute
 		for _, a := range md.Attributes {
 			switch a.Key {
-			case "ice-ufrag":
-				a.Value = local.Ufrag
-			case "ice-pwd":
-				a.Value = local.Pwd
-			case "ssrc", "ssrc-group", "candidate":
+			case "ice-ufrag", "ice-pwd", "ssrc", "ssrc-group", "candidate", "end-of-candidates":
 				continue
 			}
 			attrs = append(attrs, a)
 		}
-		md.Attributes = append(attrs, sdp.Attribute{Key: "ssrc", Value: fmt.Sprintf("%d cname:synth", ssrc)})
+		md.Attributes = attrs
+		local.describe(md)
+		md.WithValueAttribute("ssrc", fmt.Sprintf("%d cname:synth", ssrc))
 	}
 	b, err := sd.Marshal()
 	return string(b), err
@@ -126,8 +163,8 @@ func answer(local localICE, offerSDP string) (string, error) {
 			ConnectionInformation: &sdp.ConnectionInformation{NetworkType: "IN", AddressType: "IP4", Address: &sdp.Address{Address: "0.0.0.0"}}}
 		mid, _ := om.Attribute("mid")
 		mids = append(mids, mid)
-		md.WithValueAttribute("ice-ufrag", local.Ufrag).WithValueAttribute("ice-pwd", local.Pwd).
-			WithValueAttribute("mid", mid).WithPropertyAttribute("recvonly").WithPropertyAttribute("rtcp-mux")
+		local.describe(md)
+		md.WithValueAttribute("mid", mid).WithPropertyAttribute("recvonly").WithPropertyAttribute("rtcp-mux")
 		for _, at := range om.Attributes {
 			if at.Key == "rtpmap" || at.Key == "fmtp" || at.Key == "extmap" {
 				md.Attributes = append(md.Attributes, at)

@@ -6,12 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pion/rtp"
 	"github.com/pion/stun/v4"
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +29,8 @@ type Config struct {
 	Ledger *Ledger
 	// RecordArrivals keeps each RTP packet's arrival time (skew).
 	RecordArrivals bool
+	// Janus: Server is Janus's HTTP API (VideoRoom), not ebrtc sfu.
+	Janus bool
 }
 
 // Participant is one synthetic member of a room: it may publish a
@@ -35,7 +39,7 @@ type Config struct {
 type Participant struct {
 	ID   string
 	cfg  Config
-	sess *session
+	sess signalingSession
 
 	sent atomic.Uint64 // RTP packets Send sent
 	late atomic.Uint64 // of them, sent over 20 ms after they were due
@@ -44,7 +48,6 @@ type Participant struct {
 	pub      *connection
 	stream   *Stream
 	incoming map[string]*Incoming // by publisher id
-	answer   chan message         // to our publish
 	errs     []error
 	sockets  []*net.UDPConn // every socket opened, closed by Leave
 	left     bool
@@ -63,12 +66,17 @@ type connection struct {
 // Join enters the room through the SFU's signaling. It answers every
 // stream the SFU offers it from then on.
 func Join(cfg Config) (*Participant, error) {
-	s, err := join(cfg.Net, cfg.Server, cfg.Room)
+	var s signalingSession
+	var err error
+	if cfg.Janus {
+		s, err = joinJanus(cfg.Net, cfg.Server, cfg.Room)
+	} else {
+		s, err = join(cfg.Net, cfg.Server, cfg.Room)
+	}
 	if err != nil {
 		return nil, err
 	}
-	p := &Participant{ID: s.ID, cfg: cfg, sess: s, incoming: map[string]*Incoming{},
-		answer: make(chan message, 1), done: make(chan struct{})}
+	p := &Participant{ID: s.participantID(), cfg: cfg, sess: s, incoming: map[string]*Incoming{}, done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.signaling()
 	return p, nil
@@ -98,17 +106,27 @@ func (p *Participant) listen() (*net.UDPConn, error) {
 	return c, nil
 }
 
-// bind opens a socket and runs connectivity checks to the SFU until bound.
-func (p *Participant) bind(local localICE, desc string) (*connection, error) {
-	remote, err := iceOf(desc, !p.cfg.IPv6)
-	if err != nil {
-		return nil, err
-	}
+// media opens a connection's socket (closed by Leave) and the ICE
+// credentials and candidates we describe it with.
+func (p *Participant) media() (*net.UDPConn, localICE, error) {
 	conn, err := p.listen()
 	if err != nil {
-		return nil, err
+		return nil, localICE{}, err
 	}
 	if err := p.own(conn); err != nil {
+		return nil, localICE{}, err
+	}
+	local := newLocalICE()
+	if ip := p.sess.candidateIP(); ip.IsValid() {
+		local.Candidate = netip.AddrPortFrom(ip, uint16(conn.LocalAddr().(*net.UDPAddr).Port))
+	}
+	return conn, local, nil
+}
+
+// bind runs connectivity checks from conn to the SFU until bound.
+func (p *Participant) bind(conn *net.UDPConn, local localICE, desc string) (*connection, error) {
+	remote, err := iceOf(desc, !p.cfg.IPv6)
+	if err != nil {
 		return nil, err
 	}
 	if err := connect(conn, local, remote); err != nil {
@@ -154,7 +172,10 @@ func (p *Participant) keepConsent(c *connection) {
 // Publish offers the stream; when Publish returns, the SFU has bound the
 // publisher's address and will replicate what Send sends.
 func (p *Participant) Publish(s *Stream) error {
-	local := newLocalICE()
+	conn, local, err := p.media()
+	if err != nil {
+		return err
+	}
 	o, err := offer(local, s)
 	if err != nil {
 		return err
@@ -162,49 +183,40 @@ func (p *Participant) Publish(s *Stream) error {
 	p.mu.Lock()
 	p.stream = s
 	p.mu.Unlock()
-	if err := p.sess.send(message{Type: "publish", SDP: o}); err != nil {
+	ans, established, err := p.sess.publish(o)
+	if err != nil {
 		return err
 	}
-	var ans message
-	select {
-	case ans = <-p.answer:
-	case <-time.After(10 * time.Second):
-		return errors.New("synth: no answer to the publish within 10 s")
-	}
-	c, err := p.bind(local, ans.SDP)
+	c, err := p.bind(conn, local, ans)
 	if err != nil {
+		return err
+	}
+	p.wg.Add(1)
+	go p.drain(c) // feedback, consent answers, checks
+	if err := established(); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	p.pub = c
 	p.mu.Unlock()
-	p.wg.Add(1)
-	go p.drain(c.conn) // feedback and consent answers
 	return nil
 }
 
-// signaling answers offers and hands the publish answer over.
+// signaling answers offers and records the SFU's complaints.
 func (p *Participant) signaling() {
 	defer p.wg.Done()
-	for m := range p.sess.in {
-		switch m.Type {
-		case "answer":
-			select {
-			case p.answer <- m:
-			default:
-				p.fail(errors.New("an answer nobody asked for"))
-			}
-		case "offer":
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				if err := p.accept(m); err != nil {
-					p.fail(fmt.Errorf("stream of %s: %w", m.ID, err))
-				}
-			}()
-		case "error":
-			p.fail(fmt.Errorf("the SFU says: %s", m.Text))
+	for sig := range p.sess.events() {
+		if sig.err != nil {
+			p.fail(sig.err)
+			continue
 		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			if err := p.accept(sig.offer); err != nil {
+				p.fail(fmt.Errorf("stream of %s: %w", sig.offer.from, err))
+			}
+		}()
 	}
 }
 
@@ -222,31 +234,37 @@ func (p *Participant) Err() error {
 }
 
 // accept answers the SFU's offer of a publisher's stream and receives it.
-func (p *Participant) accept(m message) error {
-	local := newLocalICE()
-	a, err := answer(local, m.SDP)
+func (p *Participant) accept(o *streamOffer) error {
+	conn, local, err := p.media()
 	if err != nil {
 		return err
 	}
-	if err := p.sess.send(message{Type: "answer", ID: m.ID, SDP: a}); err != nil {
-		return err
-	}
-	c, err := p.bind(local, m.SDP)
+	a, err := answer(local, o.sdp)
 	if err != nil {
 		return err
 	}
-	in := &Incoming{From: m.ID, ledger: p.cfg.Ledger, streams: map[uint32]*ssrcStats{}, port: c.conn.LocalAddr().(*net.UDPAddr).Port}
+	if err := o.answer(a); err != nil {
+		return err
+	}
+	c, err := p.bind(conn, local, o.sdp)
+	if err != nil {
+		return err
+	}
+	in := &Incoming{From: o.from, ledger: p.cfg.Ledger, streams: map[uint32]*ssrcStats{}, port: c.conn.LocalAddr().(*net.UDPAddr).Port}
 	if p.cfg.RecordArrivals {
 		in.arrivals = map[uint64]time.Time{}
 	}
-	p.mu.Lock()
-	p.incoming[m.ID] = in
-	p.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		in.receive(c.conn)
+		in.receive(c) // answers the SFU's checks too
 	}()
+	if err := o.established(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.incoming[o.from] = in
+	p.mu.Unlock()
 	return nil
 }
 
@@ -283,14 +301,16 @@ func (p *Participant) Incoming() map[string]*Incoming {
 	return out
 }
 
-// drain reads a socket until it is closed.
-func (p *Participant) drain(c *net.UDPConn) {
+// drain reads a connection until it is closed, answering the SFU's checks.
+func (p *Participant) drain(c *connection) {
 	defer p.wg.Done()
 	buf := make([]byte, 1500)
 	for {
-		if _, err := c.Read(buf); err != nil {
+		n, from, err := c.conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
 			return
 		}
+		answerCheck(c.conn, c.local, buf[:n], from)
 	}
 }
 
@@ -358,7 +378,7 @@ func (p *Participant) Publishing() (*net.UDPConn, netip.AddrPort) {
 func (p *Participant) Leave() {
 	p.leave.Do(func() {
 		close(p.done)
-		p.sess.Close()
+		p.sess.close()
 		p.mu.Lock()
 		p.left = true
 		for _, c := range p.sockets {
@@ -386,7 +406,7 @@ type Incoming struct {
 
 	mu       sync.Mutex
 	streams  map[uint32]*ssrcStats
-	arrivals map[uint64]time.Time // ssrc<<16|seq -> arrival, if recorded
+	arrivals map[uint64]time.Time // payloadKey -> arrival, if recorded
 	mismatch int                  // RTP not as the publisher sent it
 	reports  int                  // RTCP sender reports
 }
@@ -394,13 +414,30 @@ type Incoming struct {
 // Port is the local UDP port the stream arrives on.
 func (in *Incoming) Port() uint16 { return uint16(in.port) }
 
-// Arrival is when the packet with this SSRC and sequence number arrived,
-// if arrivals are recorded and it did.
-func (in *Incoming) Arrival(ssrc uint32, seq uint16) (time.Time, bool) {
+// Arrival is when the RTP packet sent as sent arrived, if arrivals are
+// recorded and it did. Packets are told apart by their payload: an SFU
+// such as Janus rewrites SSRCs, sequence numbers and header extensions.
+func (in *Incoming) Arrival(sent []byte) (time.Time, bool) {
+	key, ok := payloadKey(sent)
+	if !ok {
+		return time.Time{}, false
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	t, ok := in.arrivals[uint64(ssrc)<<16|uint64(seq)]
+	t, ok := in.arrivals[key]
 	return t, ok
+}
+
+// payloadKey is a hash of an RTP packet's payload.
+func payloadKey(b []byte) (uint64, bool) {
+	var h rtp.Header
+	n, err := h.Unmarshal(b)
+	if err != nil {
+		return 0, false
+	}
+	f := fnv.New64a()
+	f.Write(b[n:])
+	return f.Sum64(), true
 }
 
 // ssrcStats is one SSRC's reception: distinct packets and RFC 3550 jitter.
@@ -410,22 +447,27 @@ type ssrcStats struct {
 	clock     float64 // timestamp units per second
 	lastTrans float64
 	started   bool
+	pt        uint8
 }
 
 // Stat is one SSRC's reception.
 type Stat struct {
-	Packets int
-	Jitter  time.Duration
+	Packets     int
+	Jitter      time.Duration
+	PayloadType uint8
 }
 
-func (in *Incoming) receive(c *net.UDPConn) {
+func (in *Incoming) receive(c *connection) {
 	buf, oob := make([]byte, 1500), make([]byte, 128)
 	for {
-		n, oobn, _, _, err := c.ReadMsgUDP(buf, oob)
+		n, oobn, _, from, err := c.conn.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			continue
+		}
+		if answerCheck(c.conn, c.local, buf[:n], from) {
 			continue
 		}
 		in.handle(buf[:n], arrival(oob[:oobn]))
@@ -466,12 +508,12 @@ func (in *Incoming) handle(b []byte, now time.Time) {
 		}
 	}
 	ssrc := binary.BigEndian.Uint32(b[8:])
-	if in.arrivals != nil {
-		in.arrivals[ledgerKey(b)] = now
+	if key, ok := payloadKey(b); ok && in.arrivals != nil {
+		in.arrivals[key] = now
 	}
 	st := in.streams[ssrc]
 	if st == nil {
-		st = &ssrcStats{seen: map[uint16]bool{}, clock: 90000}
+		st = &ssrcStats{seen: map[uint16]bool{}, clock: 90000, pt: b[1] & 0x7f}
 		if b[1]&0x7f == 111 {
 			st.clock = 48000
 		}
@@ -497,7 +539,7 @@ func (in *Incoming) Stats() (per map[uint32]Stat, mismatched, reports int) {
 	defer in.mu.Unlock()
 	per = map[uint32]Stat{}
 	for ssrc, st := range in.streams {
-		per[ssrc] = Stat{Packets: len(st.seen), Jitter: time.Duration(st.jitter / st.clock * 1e9)}
+		per[ssrc] = Stat{Packets: len(st.seen), Jitter: time.Duration(st.jitter / st.clock * 1e9), PayloadType: st.pt}
 	}
 	return per, in.mismatch, in.reports
 }

@@ -41,6 +41,44 @@ func NetIn(ns *netns.NS) Net {
 	}
 }
 
+// signalingSession is how a participant talks to its SFU: ebrtc sfu's WebSocket
+// (session) or Janus's VideoRoom API (janusSession).
+type signalingSession interface {
+	// participantID is the participant's id in the room: what other
+	// participants' streams from it are keyed by.
+	participantID() string
+	// publish offers our stream and returns the SFU's answer and what
+	// waits, once our checks succeeded, until the SFU takes media.
+	publish(offer string) (answer string, established func() error, err error)
+	// candidateIP is the address our host candidates name, if the SFU
+	// wants candidates (Janus); ebrtc sfu, ICE-lite, learns them from our
+	// checks.
+	candidateIP() netip.Addr
+	// events are the streams offered to us and the SFU's complaints, until
+	// signaling closes.
+	events() <-chan signal
+	close()
+}
+
+// signal is one event of signaling: another publisher's stream offered to
+// us, or an error the SFU reported.
+type signal struct {
+	offer *streamOffer
+	err   error
+}
+
+// streamOffer is the SFU's offer of another publisher's stream; answer
+// accepts it, established waits (once our checks succeeded) until the SFU
+// sends media.
+type streamOffer struct {
+	from, sdp   string
+	answer      func(sdp string) error
+	established func() error
+}
+
+// established is ebrtc sfu's: it forwards once a check bound us.
+func established() error { return nil }
+
 // message is ebrtc sfu's signaling, as a browser speaks it
 // (internal/sfu/web).
 type message struct {
@@ -51,12 +89,14 @@ type message struct {
 	Text string `json:"text,omitempty"`
 }
 
-// session is one participant's signaling WebSocket.
+// session is one participant's signaling WebSocket to ebrtc sfu.
 type session struct {
-	ws  *websocket.Conn
-	ID  string
-	in  chan message
-	err chan error
+	ws      *websocket.Conn
+	id      string
+	in      chan message
+	err     chan error
+	answers chan message
+	signals chan signal
 }
 
 // join opens signaling at server (host:port) and joins the room.
@@ -75,7 +115,8 @@ func join(n Net, server, room string) (*session, error) {
 		conn.Close()
 		return nil, fmt.Errorf("synth: signaling: %w", err)
 	}
-	s := &session{ws: ws, in: make(chan message, 16), err: make(chan error, 1)}
+	s := &session{ws: ws, in: make(chan message, 16), err: make(chan error, 1), answers: make(chan message, 1),
+		signals: make(chan signal, 16)}
 	go s.read()
 	if err := s.send(message{Type: "join", Room: room}); err != nil {
 		ws.Close()
@@ -86,7 +127,8 @@ func join(n Net, server, room string) (*session, error) {
 		ws.Close()
 		return nil, err
 	}
-	s.ID = m.ID
+	s.id = m.ID
+	go s.dispatch()
 	return s, nil
 }
 
@@ -99,6 +141,43 @@ func (s *session) read() {
 			return
 		}
 		s.in <- m
+	}
+}
+
+// dispatch hands answers to publish and offers and errors to events.
+func (s *session) dispatch() {
+	defer close(s.signals)
+	for m := range s.in {
+		switch m.Type {
+		case "answer":
+			select {
+			case s.answers <- m:
+			default:
+				s.signals <- signal{err: errors.New("an answer nobody asked for")}
+			}
+		case "offer":
+			s.signals <- signal{offer: &streamOffer{from: m.ID, sdp: m.SDP, answer: func(sdp string) error {
+				return s.send(message{Type: "answer", ID: m.ID, SDP: sdp})
+			}, established: established}}
+		case "error":
+			s.signals <- signal{err: fmt.Errorf("the SFU says: %s", m.Text)}
+		}
+	}
+}
+
+func (s *session) participantID() string   { return s.id }
+func (s *session) candidateIP() netip.Addr { return netip.Addr{} }
+func (s *session) events() <-chan signal   { return s.signals }
+
+func (s *session) publish(offer string) (string, func() error, error) {
+	if err := s.send(message{Type: "publish", SDP: offer}); err != nil {
+		return "", nil, err
+	}
+	select {
+	case m := <-s.answers:
+		return m.SDP, established, nil
+	case <-time.After(10 * time.Second):
+		return "", nil, errors.New("synth: no answer to the publish within 10 s")
 	}
 }
 
@@ -127,7 +206,7 @@ func (s *session) expect(ctx context.Context, typ string) (message, error) {
 	}
 }
 
-func (s *session) Close() error { return s.ws.Close() }
+func (s *session) close() { s.ws.Close() }
 
 // remoteICE is the SFU's side of a connection: credentials and the host
 // candidate of the family wanted.
