@@ -8,7 +8,8 @@
  * no skb and no syscall of its own.
  *
  * tc_sink: at TC ingress of the far ends, datagrams to the benchmark's
- * ports are counted (merged ones by length) and dropped before any socket sees them; everything
+ * addresses (IPv4 address and port: far ends in several namespaces may
+ * use the same port) are counted (merged ones by length) and dropped before any socket sees them; everything
  * else passes untouched. */
 #include "common.h"
 #include "eth.h"
@@ -24,12 +25,19 @@ int xdp_send(struct xdp_md *ctx)
 	return XDP_TX;
 }
 
-/* Destination UDP ports (network order) whose datagrams are counted, and
- * the payload length of one such datagram. */
+/* A destination whose datagrams are counted. */
+struct sink_key {
+	__be32 daddr;
+	__be16 dport;
+	__u16 pad;
+};
+
+/* Destinations whose datagrams are counted, and the payload length of one
+ * such datagram. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__type(key, __be16);
+	__type(key, struct sink_key);
 	__type(value, __u16);
 } sink_ports SEC(".maps");
 
@@ -56,7 +64,9 @@ int tc_sink(struct __sk_buff *ctx)
 	if (ipv4_parse(data + ETH_HLEN, data_end, ctx->len - ETH_HLEN, &ip) != OUT_CONTINUE ||
 	    udp_parse(data + ETH_HLEN + sizeof(struct iphdr), data_end, &ip, &udp) != OUT_CONTINUE)
 		return TC_ACT_UNSPEC;
-	one = bpf_map_lookup_elem(&sink_ports, &udp.dport);
+	struct sink_key key = {.daddr = ip.daddr.v4, .dport = udp.dport};
+
+	one = bpf_map_lookup_elem(&sink_ports, &key);
 	if (!one || !*one)
 		return TC_ACT_UNSPEC;
 	/* Kernel forwarding with GRO hands on merged datagrams (UDP GRO

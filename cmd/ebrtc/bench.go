@@ -25,12 +25,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	plotPath := fs.String("plot", "", "write a PNG chart (throughput bars, latency CDF) to this file")
 	maxLoss := fs.Float64("max-loss", 0, "loss allowed at the loss-free rate, in percent (default 0.1)")
 	verbose := fs.Bool("v", false, "show the relays' output")
-	sfu := fs.Bool("sfu", false, "benchmark SFUs (ebrtc sfu, both data planes) instead of TURN relays")
-	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, or all")
+	sfu := fs.Bool("sfu", false, "benchmark SFUs (ebrtc sfu, both data planes, and Janus) instead of TURN relays")
+	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, janus, or all")
+	hosts := fs.Int("hosts", 0, "with --sfu, client namespaces (each behind a veth of its own) the receivers spread over (default 1, at most 8)")
 	fanout := fs.Int("fanout", 0, fmt.Sprintf("with --sfu, receivers of the replication trials' sender (default 50, at most %d)", sfudataplane.MaxFanout))
 	isolate := fs.Bool("isolate", runtime.NumCPU() >= 2, "run the relay under test, with its interfaces' NAPI threads, alone on the last CPU and report its core's time per packet")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\nWith --sfu, ebrtc sfu's two data planes instead: cost per replica, loss-free\nreplicas/s, replica skew and participants per core (docs/sfu.md).\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\nWith --sfu, ebrtc sfu's two data planes and Janus instead: cost per replica, loss-free\nreplicas/s, replica skew and participants per core (docs/sfu.md).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -55,6 +56,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 				return 2
 			}
 			o.Fanout = *fanout
+		}
+		if *hosts != 0 {
+			if *hosts < 1 || *hosts > 8 {
+				fmt.Fprintln(stderr, "ebrtc bench: --hosts must be 1-8")
+				return 2
+			}
+			o.Hosts = *hosts
 		}
 		o.SFUs, o.Isolate, o.Progress = strings.Split(*sfus, ","), *isolate, stderr
 		if *maxLoss != 0 {

@@ -18,7 +18,7 @@ type command struct {
 var commands = []command{
 	{"turn", "run a TURN server (RFC 8656) with the XDP fast path", runTurn},
 	{"offload", "offload an unmodified TURN server's channels to XDP (needs root)", runOffload},
-	{"sfu", "run a selective forwarding unit whose media forwarding runs in eBPF (in progress)", runSFU},
+	{"sfu", "run a selective forwarding unit whose media forwarding runs in eBPF", runSFU},
 	{"bench", "benchmark TURN relays on a namespace testbed (needs root)", runBench},
 	{"profile", "charge a loaded BPF program's perf samples to its source lines (needs root)", runProfile},
 	{"demo", "show the fast path on a namespace testbed (needs root)", runDemo},

@@ -25,13 +25,10 @@ type relayCore struct {
 	cpu  int
 	rest unix.CPUSet
 	all  unix.CPUSet
+	// Interfaces whose receive work is the relay's (the server's ends of
+	// the testbed's veths), and the far ends'.
+	relayIfaces, farIfaces []string
 }
-
-// Interfaces whose receive work is the relay's, and the far ends'.
-var (
-	relayIfaces = []string{testbed.ServerCliIface, testbed.ServerPeerIface}
-	farIfaces   = []string{testbed.ClientIface, testbed.PeerIface}
-)
 
 func newRelayCore(tb *testbed.Testbed) (*relayCore, error) {
 	n := runtime.NumCPU()
@@ -39,6 +36,12 @@ func newRelayCore(tb *testbed.Testbed) (*relayCore, error) {
 		return nil, fmt.Errorf("isolation needs 2 CPUs, this machine has %d", n)
 	}
 	rc := &relayCore{cpu: n - 1}
+	for _, l := range tb.Links() {
+		rc.relayIfaces = append(rc.relayIfaces, l.ServerIface)
+		if !slices.Contains(rc.farIfaces, l.FarIface) { // far ends may share a name
+			rc.farIfaces = append(rc.farIfaces, l.FarIface)
+		}
+	}
 	for c := 0; c < n; c++ {
 		rc.all.Set(c)
 		if c != rc.cpu {
@@ -49,16 +52,14 @@ func newRelayCore(tb *testbed.Testbed) (*relayCore, error) {
 	if err := pinProcess(os.Getpid(), &rc.rest); err != nil {
 		return nil, fmt.Errorf("pin the generator: %w", err)
 	}
-	for _, iface := range relayIfaces {
-		if err := tb.Server.Do(func() error { return netns.EnableGRO(iface) }); err != nil {
+	for _, l := range tb.Links() {
+		if err := tb.Server.Do(func() error { return netns.EnableGRO(l.ServerIface) }); err != nil {
 			return nil, err
 		}
-		if err := setThreadedNAPI(tb.Server, iface); err != nil {
+		if err := setThreadedNAPI(tb.Server, l.ServerIface); err != nil {
 			return nil, err
 		}
-	}
-	for i, iface := range farIfaces {
-		if err := setThreadedNAPI([]*netns.NS{tb.Client, tb.Peer}[i], iface); err != nil {
+		if err := setThreadedNAPI(l.Far, l.FarIface); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +103,7 @@ func (rc *relayCore) pin(relayPIDs []int) (relayTasks, error) {
 			return relay, fmt.Errorf("pin relay process %d: %w", pid, err)
 		}
 	}
-	for i, set := range [][]string{relayIfaces, farIfaces} {
+	for i, set := range [][]string{rc.relayIfaces, rc.farIfaces} {
 		tids, err := napiThreads(set)
 		if err != nil {
 			return relay, err
@@ -295,8 +296,8 @@ func strayNs(before, after coreSample) uint64 {
 // veth here; its ring (256 frames) overflows unless its consumer runs as
 // soon as it fills, which a busy generator would otherwise delay. The
 // price: woken for every burst, it costs the sender's core more wakeups.
-func prioritizeFarNAPI() (func(), error) {
-	tids, err := napiThreads(farIfaces)
+func (rc *relayCore) prioritizeFarNAPI() (func(), error) {
+	tids, err := napiThreads(rc.farIfaces)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/net/ipv4"
 
+	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/turnclient"
 )
@@ -48,6 +49,11 @@ type env struct {
 	core       *relayCore
 	started    []int
 	relayTasks relayTasks
+	// SFU runs: the namespaces participants live in (the client first)
+	// and the server's interfaces toward them.
+	hosts     []*netns.NS
+	hostIPs   []netip.Addr
+	sfuIfaces []string
 }
 
 // Relays returns every relay kind, in report order.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -49,12 +50,9 @@ func newLiveTraffic(tb *testbed.Testbed) (*liveTraffic, error) {
 	if err := loadTrafficObjects(&lt.objs, nil); err != nil {
 		return nil, fmt.Errorf("load the traffic programs: %w", err)
 	}
-	for _, end := range []struct {
-		ns    *netns.NS
-		iface string
-	}{{tb.Client, testbed.ClientIface}, {tb.Peer, testbed.PeerIface}} {
-		err := end.ns.Do(func() error {
-			ifi, err := net.InterfaceByName(end.iface)
+	for _, end := range tb.Links() {
+		err := end.Far.Do(func() error {
+			ifi, err := net.InterfaceByName(end.FarIface)
 			if err != nil {
 				return err
 			}
@@ -67,7 +65,7 @@ func newLiveTraffic(tb *testbed.Testbed) (*liveTraffic, error) {
 		})
 		if err != nil {
 			lt.close()
-			return nil, fmt.Errorf("attach the sink on %s: %w", end.iface, err)
+			return nil, fmt.Errorf("attach the sink on %s: %w", end.FarIface, err)
 		}
 	}
 	return lt, nil
@@ -80,11 +78,13 @@ func (lt *liveTraffic) close() {
 	lt.objs.Close()
 }
 
-// sink counts and drops datagrams to these ports at the far ends, each
-// port's datagrams with this payload length.
-func (lt *liveTraffic) sink(ports map[uint16]uint16) error {
-	for p, size := range ports {
-		if err := lt.objs.SinkPorts.Put(be16(p), size); err != nil {
+// sink counts and drops datagrams to these IPv4 addresses at the far ends,
+// each address's datagrams with this payload length.
+func (lt *liveTraffic) sink(ports map[netip.AddrPort]uint16) error {
+	for to, size := range ports {
+		ip := to.Addr().Unmap().As4()
+		key := trafficSinkKey{Daddr: binary.NativeEndian.Uint32(ip[:]), Dport: be16(to.Port())}
+		if err := lt.objs.SinkPorts.Put(key, size); err != nil {
 			return err
 		}
 	}
@@ -168,7 +168,7 @@ func saturate(e *env, flows []*flow, size int, d time.Duration) (*saturation, er
 // saturateWith sends the senders' frames for d with the in-kernel
 // generator, the far ends' sinks counting what reaches these ports (with
 // these payload lengths), and reads the relay core around it.
-func saturateWith(e *env, senders []*liveSender, ports map[uint16]uint16, d time.Duration) (*saturation, error) {
+func saturateWith(e *env, senders []*liveSender, ports map[netip.AddrPort]uint16, d time.Duration) (*saturation, error) {
 	lt, err := newLiveTraffic(e.tb)
 	if err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func saturateWith(e *env, senders []*liveSender, ports map[uint16]uint16, d time
 // templates builds each flow's frames as its sockets would send them, from
 // the far ends' veths to the server's, and the ports their datagrams are
 // delivered to with their payload length there.
-func templates(tb *testbed.Testbed, flows []*flow, size int) (fwd, rev [][]byte, ports map[uint16]uint16, err error) {
+func templates(tb *testbed.Testbed, flows []*flow, size int) (fwd, rev [][]byte, ports map[netip.AddrPort]uint16, err error) {
 	cliMAC, err1 := ifaceMAC(tb.Client, testbed.ClientIface)
 	srvCliMAC, err2 := ifaceMAC(tb.Server, testbed.ServerCliIface)
 	peerMAC, err3 := ifaceMAC(tb.Peer, testbed.PeerIface)
@@ -234,7 +234,7 @@ func templates(tb *testbed.Testbed, flows []*flow, size int) (fwd, rev [][]byte,
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return nil, nil, nil, err
 	}
-	ports = map[uint16]uint16{}
+	ports = map[netip.AddrPort]uint16{}
 	for _, f := range flows {
 		client, peer := addrPort(f.client.LocalAddr()), addrPort(f.peer.LocalAddr())
 		data := make([]byte, size)
@@ -248,8 +248,8 @@ func templates(tb *testbed.Testbed, flows []*flow, size int) (fwd, rev [][]byte,
 		rev = append(rev, frame.UDP{SrcMAC: peerMAC, DstMAC: srvPeerMAC, Src: peer, Dst: addrPort(f.rev.dst),
 			TTL: 64, DF: true, Payload: data}.Marshal())
 		// The peer gets the data; the client, ChannelData where a TURN relay frames it.
-		ports[peer.Port()] = uint16(size)
-		ports[client.Port()] = uint16(size + len(f.fwd.prefix))
+		ports[peer] = uint16(size)
+		ports[client] = uint16(size + len(f.fwd.prefix))
 	}
 	return fwd, rev, ports, nil
 }

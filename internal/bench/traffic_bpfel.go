@@ -8,9 +8,17 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type trafficSinkKey struct {
+	_     structs.HostLayout
+	Daddr uint32
+	Dport uint16
+	Pad   uint16
+}
 
 // Names of all BPF objects in the ELF.
 //

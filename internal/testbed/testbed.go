@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,10 +59,22 @@ const (
 // Testbed is a running set of namespaces.
 type Testbed struct {
 	Client, Server, Peer *netns.NS
-	extra                []*netns.NS // AddPeer's
+	extra                []*netns.NS // AddPeer's and AddClient's
+	links                []Link
 	passes               []io.Closer
 	opts                 Options
 }
+
+// Link is a veth between the server namespace and a far one.
+type Link struct {
+	ServerIface string
+	Far         *netns.NS
+	FarIface    string
+}
+
+// Links are the server's veths: to the client, to the peer, then those
+// AddPeer and AddClient added.
+func (tb *Testbed) Links() []Link { return slices.Clone(tb.links) }
 
 // Options say how the veths are prepared.
 type Options struct {
@@ -132,6 +145,7 @@ func (tb *Testbed) connect(outer *netns.NS, outerName, inner string, subnet int)
 			return err
 		}
 	}
+	tb.links = append(tb.links, Link{ServerIface: inner, Far: outer, FarIface: outerName})
 	if tb.opts.ServerTxChecksumOff {
 		if err := tb.Server.Do(func() error { return netns.DisableTxChecksum(inner) }); err != nil {
 			return err
@@ -172,6 +186,24 @@ func (tb *Testbed) AddPeer(n int) (*netns.NS, netip.Addr, string, error) {
 		return nil, netip.Addr{}, "", err
 	}
 	return ns, netip.MustParseAddr(fmt.Sprintf("10.201.%d.2", n+1)), iface, nil
+}
+
+// AddClient adds another client namespace behind a server interface of its
+// own (eth-cliN, 10.201.100+N.0/24 and fd00:201:100+N::/64; the far end is
+// named as the first client's, cli), for loads a single veth would limit.
+// It returns the namespace, the client's IPv4 address and the server
+// interface.
+func (tb *Testbed) AddClient(n int) (*netns.NS, netip.Addr, string, error) {
+	ns, err := netns.New("ebrtc-tb")
+	if err != nil {
+		return nil, netip.Addr{}, "", err
+	}
+	tb.extra = append(tb.extra, ns)
+	iface := fmt.Sprintf("%s%d", ServerCliIface, n)
+	if err := tb.connect(ns, ClientIface, iface, 100+n); err != nil {
+		return nil, netip.Addr{}, "", err
+	}
+	return ns, netip.MustParseAddr(fmt.Sprintf("10.201.%d.2", 100+n)), iface, nil
 }
 
 // Close removes the namespaces and with them every interface and process
