@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,9 +19,15 @@ func endpointDrops(tb *testbed.Testbed) uint64 {
 }
 
 func udpRcvbufErrors(ns *netns.NS) uint64 {
+	n, _ := udpCounter(ns, "RcvbufErrors")
+	return n
+}
+
+// udpCounter is one of the namespace's UDP counters (/proc/net/snmp).
+func udpCounter(ns *netns.NS, name string) (uint64, error) {
 	out, err := ns.Output("cat", "/proc/net/snmp")
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	var header []string
 	for _, line := range strings.Split(out, "\n") {
@@ -30,12 +39,46 @@ func udpRcvbufErrors(ns *netns.NS) uint64 {
 			header = fields
 			continue
 		}
-		for i, name := range header {
-			if name == "RcvbufErrors" && i < len(fields) {
-				n, _ := strconv.ParseUint(fields[i], 10, 64)
-				return n
+		for i, h := range header {
+			if h == name && i < len(fields) {
+				return strconv.ParseUint(fields[i], 10, 64)
 			}
 		}
 	}
-	return 0
+	return 0, fmt.Errorf("no Udp %s in %s's /proc/net/snmp", name, ns.Name)
+}
+
+// linkDrops are the datagrams the testbed's veths dropped, both ends, by
+// interface ("server/eth-cli", "far/cli"...): where a ring overflowed.
+func linkDrops(tb *testbed.Testbed) map[string]uint64 {
+	out := map[string]uint64{}
+	count := func(ns *netns.NS, side string, ifaces ...string) {
+		js, err := ns.Output("ip", "-j", "-s", "link", "show")
+		if err != nil {
+			return
+		}
+		var links []struct {
+			Name  string `json:"ifname"`
+			Stats struct {
+				RX, TX struct {
+					Dropped uint64 `json:"dropped"`
+				}
+			} `json:"stats64"`
+		}
+		if json.Unmarshal([]byte(js), &links) != nil {
+			return
+		}
+		for _, l := range links {
+			if slices.Contains(ifaces, l.Name) {
+				out[side+"/"+l.Name] += l.Stats.RX.Dropped + l.Stats.TX.Dropped
+			}
+		}
+	}
+	var server []string
+	for _, l := range tb.Links() {
+		server = append(server, l.ServerIface)
+		count(l.Far, "far", l.FarIface)
+	}
+	count(tb.Server, "server", server...)
+	return out
 }

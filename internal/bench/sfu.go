@@ -11,7 +11,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -144,6 +143,8 @@ type RampStep struct {
 	LateSends     uint64  `json:"late_sends"`
 	// LateShare is the share of the step's packets sent over 20 ms late.
 	LateShare float64 `json:"late_share"`
+	// Retry: the same participants measured again after a failed step.
+	Retry bool `json:"retry,omitempty"`
 }
 
 // RunSFU measures the selected SFUs with bin as the ebrtc binary.
@@ -278,7 +279,7 @@ func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 		return &sfuUnderTest{name: s.Name, pid: p.Pid(),
 			stop:          func() { _ = p.Stop(5 * time.Second); os.RemoveAll(dir) },
 			join:          synth.Config{Server: testbed.JanusAPI.String(), Janus: true},
-			sentReplicas:  func() (uint64, error) { return udpOutDatagrams(e.tb.Server) },
+			sentReplicas:  func() (uint64, error) { return udpCounter(e.tb.Server, "OutDatagrams") },
 			replicaLength: func(int) uint16 { return 0xffff }}, nil
 	}
 	args := testbed.SFUArgs(s.plane)
@@ -321,36 +322,6 @@ func (sut *sfuUnderTest) config(e *env, host int, room string) synth.Config {
 	c := sut.join
 	c.Net, c.Room = synth.NetIn(e.hosts[host%len(e.hosts)]), room
 	return c
-}
-
-// udpOutDatagrams is the UDP datagrams sockets in ns sent (/proc/net/snmp).
-func udpOutDatagrams(ns *netns.NS) (uint64, error) {
-	var n uint64
-	err := ns.Do(func() error {
-		b, err := os.ReadFile("/proc/thread-self/net/snmp")
-		if err != nil {
-			return err
-		}
-		var names []string
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) == 0 || f[0] != "Udp:" {
-				continue
-			}
-			if names == nil {
-				names = f
-				continue
-			}
-			for i, name := range names {
-				if name == "OutDatagrams" && i < len(f) {
-					n, err = strconv.ParseUint(f[i], 10, 64)
-					return err
-				}
-			}
-		}
-		return errors.New("no Udp OutDatagrams in /proc/net/snmp")
-	})
-	return n, err
 }
 
 // meeting is synthetic participants in one room.
@@ -692,31 +663,82 @@ func ramp(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult, sut *sfuUn
 		}
 		meetings = append(meetings, m)
 		time.Sleep(500 * time.Millisecond) // key frames in, gates open
-		step, err := rampStep(e, lt, meetings, o)
-		if err != nil {
-			return err
-		}
-		step.Participants = n
-		res.Ramp = append(res.Ramp, step)
-		sfuProgress(o, "%-15s ramp %4d participants: jitter p99 %5.1f ms, loss %.3f%%, relay core %3.0f%% busy, %d late sends",
-			res.Name, n, step.JitterP99ms, 100*step.Loss, 100*step.RelayCoreBusy, step.LateSends)
-		switch {
-		case step.LateShare > o.RampLoss: // a hiccup of this shared machine is not the generator's limit
-			res.RampEnded = "generator"
-		case step.JitterP99ms > float64(o.RampJitter.Milliseconds()):
-			res.RampEnded = "jitter"
-		case step.Loss > o.RampLoss:
-			res.RampEnded = "loss"
-		default:
-			res.ParticipantsPerCore = n
-			if step.RelayCoreBusy > 0 {
-				res.ParticipantsPerCoreProjected = float64(n) / step.RelayCoreBusy
+		// A step that fails is measured once more with the same meetings:
+		// a hiccup of this shared machine (a vCPU stalled for tens of ms
+		// overflows a veth ring) passes, a limit fails again.
+		var ended string
+		for try := 0; try < 2; try++ {
+			where := lossSnapshot(e, sut)
+			step, err := rampStep(e, lt, meetings, o)
+			if err != nil {
+				return err
 			}
-			continue
+			fmt.Fprintf(e.log, "%s ramp %d: lost on the way: %v\n", res.Name, n, lossSnapshot(e, sut).since(where))
+			step.Participants, step.Retry = n, try > 0
+			res.Ramp = append(res.Ramp, step)
+			sfuProgress(o, "%-15s ramp %4d participants%s: jitter p99 %5.1f ms, loss %.3f%%, relay core %3.0f%% busy, %d late sends",
+				res.Name, n, map[bool]string{true: " (again)", false: ""}[step.Retry], step.JitterP99ms, 100*step.Loss,
+				100*step.RelayCoreBusy, step.LateSends)
+			if ended = rampVerdict(step, o); ended == "" {
+				res.ParticipantsPerCore = n
+				if step.RelayCoreBusy > 0 {
+					res.ParticipantsPerCoreProjected = float64(n) / step.RelayCoreBusy
+				}
+				break
+			}
 		}
-		break
+		if ended != "" {
+			res.RampEnded = ended
+			break
+		}
 	}
 	return nil
+}
+
+// lossPoints are counters of where datagrams can be lost on the testbed:
+// the veths' drops, the hosts' full socket buffers, ebrtc sfu's outcomes.
+type lossPoints map[string]float64
+
+func lossSnapshot(e *env, sut *sfuUnderTest) lossPoints {
+	p := lossPoints{}
+	for k, v := range linkDrops(e.tb) {
+		p["drops "+k] = float64(v)
+	}
+	for i, ns := range e.hosts {
+		p[fmt.Sprintf("rcvbuf errors host %d", i)] = float64(udpRcvbufErrors(ns))
+	}
+	if sut.metrics != nil {
+		if m, err := sut.metrics(); err == nil {
+			for k, v := range sfuOutcomes(m) {
+				p["sfu "+k] = v
+			}
+		}
+	}
+	return p
+}
+
+// since is what grew since before.
+func (p lossPoints) since(before lossPoints) lossPoints {
+	out := lossPoints{}
+	for k, v := range p {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// rampVerdict is why a step ends the ramp, or "".
+func rampVerdict(step RampStep, o SFUOptions) string {
+	switch {
+	case step.LateShare > o.RampLoss: // single late packets are hiccups, not the generator's limit
+		return "generator"
+	case step.JitterP99ms > float64(o.RampJitter.Milliseconds()):
+		return "jitter"
+	case step.Loss > o.RampLoss:
+		return "loss"
+	}
+	return ""
 }
 
 // startMeeting joins one meeting's participants, each publishing virtual
@@ -790,37 +812,36 @@ func rampDelivered(lt *liveTraffic, meetings []*meeting) (uint64, error) {
 	return n, err
 }
 
-// rampStep measures one step. Delivered counts are read lag after the
-// sent ones at both ends of the step, so that what is in flight at its
-// start is counted and what is in flight at its end is not, alike.
+// rampStep measures one step. What was sent and what was delivered are
+// read back to back at both ends of the step: what is in flight at its end
+// (a millisecond's worth) is missing as at its start, alike. (Reading the
+// delivered counts later than the sent ones would compare two different
+// windows of a rate that varies with the capture's frames and key frames.)
 func rampStep(e *env, lt *liveTraffic, meetings []*meeting, o SFUOptions) (RampStep, error) {
-	const lag = 100 * time.Millisecond
 	var core0, core1 coreSample
 	var err error
 	packets0, sent0, late0 := rampSent(meetings)
+	got0, err := rampDelivered(lt, meetings)
+	if err != nil {
+		return RampStep{}, err
+	}
 	start := time.Now()
 	if e.core != nil {
 		if core0, err = e.core.sample(e.relayTasks); err != nil {
 			return RampStep{}, err
 		}
 	}
-	time.Sleep(lag)
-	got0, err := rampDelivered(lt, meetings)
+	time.Sleep(o.RampStep)
+	packets1, sent1, late1 := rampSent(meetings)
+	got1, err := rampDelivered(lt, meetings)
 	if err != nil {
 		return RampStep{}, err
 	}
-	time.Sleep(o.RampStep - lag)
-	packets1, sent1, late1 := rampSent(meetings)
 	elapsed := time.Since(start)
 	if e.core != nil {
 		if core1, err = e.core.sample(e.relayTasks); err != nil {
 			return RampStep{}, err
 		}
-	}
-	time.Sleep(lag)
-	got1, err := rampDelivered(lt, meetings)
-	if err != nil {
-		return RampStep{}, err
 	}
 	var jitters []float64
 	for _, m := range meetings {
