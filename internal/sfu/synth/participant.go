@@ -508,8 +508,10 @@ func (in *Incoming) handle(b []byte, now time.Time) {
 		}
 	}
 	ssrc := binary.BigEndian.Uint32(b[8:])
-	if key, ok := payloadKey(b); ok && in.arrivals != nil {
-		in.arrivals[key] = now
+	if in.arrivals != nil {
+		if key, ok := payloadKey(b); ok {
+			in.arrivals[key] = now
+		}
 	}
 	st := in.streams[ssrc]
 	if st == nil {
