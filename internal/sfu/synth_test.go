@@ -109,8 +109,9 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 
 // The synthetic participants meet in Janus's VideoRoom too (the
 // benchmark's user-space SFU to compare against): one publisher, five
-// receivers, one pass of the capture; each receiver gets every audio and
-// video packet (Janus gives each subscriber SSRCs of its own, so packets
+// receivers (some on a second client host, which must pick Janus's
+// candidate on its own path among those Janus offers), one pass of the
+// capture; each receiver gets every audio and video packet (Janus gives each subscriber SSRCs of its own, so packets
 // are counted per medium: audio is Opus, payload type 111, in both).
 func TestJanusSyntheticMeeting(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -145,8 +146,16 @@ func TestJanusSyntheticMeeting(t *testing.T) {
 	if err := pub.Publish(stream); err != nil {
 		t.Fatal(err)
 	}
+	host2, _, _, err := tb.AddClient(2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rcv []*synth.Participant
-	for range 5 {
+	for i := range 5 {
+		cfg := cfg
+		if i%2 == 1 {
+			cfg.Net = synth.NetIn(host2)
+		}
 		r, err := synth.Join(cfg)
 		if err != nil {
 			t.Fatal(err)

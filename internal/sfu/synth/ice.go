@@ -74,17 +74,30 @@ func answerCheck(conn *net.UDPConn, local localICE, b []byte, from netip.AddrPor
 // 100 ms, for 5 s): then the SFU has bound this address. A refusal is
 // retried too: the check may overtake our answer on its way through
 // signaling, as a browser's may.
-func connect(conn *net.UDPConn, local localICE, remote remoteICE) error {
-	req, err := bindingRequest(local, remote)
-	if err != nil {
-		return err
+func connect(conn *net.UDPConn, local localICE, remote *remoteICE) error {
+	// A check to each candidate (Janus has one per interface; the one on
+	// our path answers), told apart by transaction id.
+	reqs := map[[stun.TransactionIDSize]byte]netip.AddrPort{}
+	raw := map[netip.AddrPort][]byte{}
+	for _, to := range remote.Candidates {
+		req, err := bindingRequest(local, *remote)
+		if err != nil {
+			return err
+		}
+		m := &stun.Message{Raw: req}
+		if err := m.Decode(); err != nil {
+			return err
+		}
+		reqs[m.TransactionID], raw[to] = to, req
 	}
 	refused := errors.New("synth: no answer to connectivity checks within 5 s")
 	buf := make([]byte, 1500)
 	defer conn.SetReadDeadline(time.Time{})
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if _, err := conn.WriteToUDPAddrPort(req, remote.Candidate); err != nil {
-			return fmt.Errorf("synth: check: %w", err)
+		for to, req := range raw {
+			if _, err := conn.WriteToUDPAddrPort(req, to); err != nil {
+				return fmt.Errorf("synth: check: %w", err)
+			}
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		for {
@@ -93,17 +106,19 @@ func connect(conn *net.UDPConn, local localICE, remote remoteICE) error {
 				break
 			}
 			m := &stun.Message{Raw: buf[:n]}
-			if m.Decode() == nil && m.Type == stun.BindingRequest {
-				answerCheck(conn, local, buf[:n], from)
-				continue
-			}
 			if !stun.IsMessage(buf[:n]) || m.Decode() != nil {
 				continue // media, already
 			}
-			if m.Type == stun.BindingSuccess && stun.NewShortTermIntegrity(remote.Pwd).Check(m) == nil {
+			if m.Type == stun.BindingRequest {
+				answerCheck(conn, local, buf[:n], from)
+				continue
+			}
+			to, ours := reqs[m.TransactionID]
+			if ours && m.Type == stun.BindingSuccess && stun.NewShortTermIntegrity(remote.Pwd).Check(m) == nil {
+				remote.Candidate = to
 				return nil
 			}
-			if m.Type.Class == stun.ClassErrorResponse {
+			if ours && m.Type.Class == stun.ClassErrorResponse {
 				var code stun.ErrorCodeAttribute
 				_ = code.GetFrom(m)
 				refused = fmt.Errorf("synth: the SFU refused every check for 5 s: %v", code)

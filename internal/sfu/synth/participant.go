@@ -129,7 +129,7 @@ func (p *Participant) bind(conn *net.UDPConn, local localICE, desc string) (*con
 	if err != nil {
 		return nil, err
 	}
-	if err := connect(conn, local, remote); err != nil {
+	if err := connect(conn, local, &remote); err != nil {
 		return nil, err
 	}
 	c := &connection{conn: conn, local: local, remote: remote}

@@ -208,10 +208,12 @@ func (s *session) expect(ctx context.Context, typ string) (message, error) {
 
 func (s *session) close() { s.ws.Close() }
 
-// remoteICE is the SFU's side of a connection: credentials and the host
-// candidate of the family wanted.
+// remoteICE is the SFU's side of a connection: credentials, the host
+// candidates of the family wanted, and the one whose check succeeded
+// (connect sets it; media goes there).
 type remoteICE struct {
 	Ufrag, Pwd string
+	Candidates []netip.AddrPort
 	Candidate  netip.AddrPort
 }
 
@@ -238,11 +240,10 @@ func iceOf(desc string, v4 bool) (remoteICE, error) {
 		addr, err := netip.ParseAddr(f[4])
 		var port uint16
 		if _, perr := fmt.Sscan(f[5], &port); err == nil && perr == nil && addr.Is4() == v4 {
-			r.Candidate = netip.AddrPortFrom(addr, port)
-			break
+			r.Candidates = append(r.Candidates, netip.AddrPortFrom(addr, port))
 		}
 	}
-	if r.Ufrag == "" || r.Pwd == "" || !r.Candidate.IsValid() {
+	if r.Ufrag == "" || r.Pwd == "" || len(r.Candidates) == 0 {
 		return r, errors.New("synth: the SFU's description lacks ICE credentials or a candidate of our family")
 	}
 	return r, nil
