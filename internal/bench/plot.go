@@ -127,9 +127,12 @@ func (rep *SFUReport) WritePlot(path string) error {
 	ramp.X.Label.Text = "participants"
 	ramp.Y.Label.Text = "p99 jitter of sampled receivers (ms)"
 	for i, s := range rep.SFUs {
-		pts := make(plotter.XYs, len(s.Ramp))
+		var pts plotter.XYs
 		for j, st := range s.Ramp {
-			pts[j].X, pts[j].Y = float64(st.Participants), st.JitterP99ms
+			if j+1 < len(s.Ramp) && s.Ramp[j+1].Retry {
+				continue // measured again: the retry stands
+			}
+			pts = append(pts, plotter.XY{X: float64(st.Participants), Y: st.JitterP99ms})
 		}
 		line, err := plotter.NewLine(pts)
 		if err != nil {

@@ -387,6 +387,9 @@ func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResul
 	for i := 0; i < len(receivers); i += len(e.hosts) {
 		sampled = append(sampled, receivers[i])
 	}
+	if len(sampled) < 2 { // too few receivers to spread: all of them
+		sampled = receivers
+	}
 	res.SkewP50us, res.SkewP99us = skew(stream, sampled, pub.ID, skewPackets)
 	sfuProgress(o, "%-15s skew over %d of %d receivers (the first host's): p50 %.0f µs, p99 %.0f µs", res.Name, len(sampled), o.Fanout,
 		res.SkewP50us, res.SkewP99us)

@@ -11,7 +11,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
-// The SFU benchmark, small: both data planes and Janus, 4 receivers, short trials,
+// The SFU benchmark, small: both data planes and Janus, 4 receivers on 2 hosts, short trials,
 // a ramp of two 3-party meetings. Every figure is filled, the JSON has
 // the fields, and the chart is a PNG.
 func TestSFUBenchSmoke(t *testing.T) {
@@ -25,7 +25,7 @@ func TestSFUBenchSmoke(t *testing.T) {
 	}
 	o := QuickSFUOptions()
 	o.Fanout, o.Trial, o.Steps, o.MeetingSize, o.RampStep, o.RampMax = 4, 300*time.Millisecond, 2, 3, 500*time.Millisecond, 6
-	o.Isolate = true
+	o.Isolate, o.Hosts = true, 2
 	rep, err := RunSFU(context.Background(), bin, o)
 	if err != nil {
 		t.Fatal(err)
