@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,42 +30,9 @@ func TestSyntheticOneToHundred(t *testing.T) {
 func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 	// One media socket per family: the participants take their own.
 	tb, dp := testbedSFU(t, plane, testbed.SFUMedia, netip.AddrPortFrom(testbed.ServerClientIP6, testbed.SFUMedia.Port()))
-	rec, err := synth.Chromium()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "scale",
 		Ledger: &synth.Ledger{}, IPv6: v6}
-	pub, err := synth.Join(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Leave)
-	stream := rec.NewStream(1)
-	if err := pub.Publish(stream); err != nil {
-		t.Fatal(err)
-	}
-	var rcv []*synth.Participant
-	for range receivers {
-		r, err := synth.Join(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Leave)
-		rcv = append(rcv, r)
-	}
-	// Bound: each receiver has its connection for the publisher's stream.
-	if err := synth.AwaitStreams(rcv, 1, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	// One pass of the capture, 1.5 times as fast as captured.
-	count := len(rec.Packets)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sent, err := pub.Send(ctx, 0, count, 1.5)
-	if err != nil || sent != count {
-		t.Fatalf("sent %d of %d: %v", sent, count, err)
-	}
+	pub, stream, rcv, count := onePass(t, cfg, slices.Repeat([]synth.Config{cfg}, receivers))
 	want := map[uint32]int{}
 	for k := range count {
 		b, _, _ := stream.Packet(k)
@@ -132,46 +100,20 @@ func TestJanusSyntheticMeeting(t *testing.T) {
 			t.Logf("janus:\n%s", log.String())
 		}
 	})
-	rec, err := synth.Chromium()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.JanusAPI.String(), Room: "janus", Janus: true}
-	pub, err := synth.Join(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Leave)
-	stream := rec.NewStream(1)
-	if err := pub.Publish(stream); err != nil {
-		t.Fatal(err)
-	}
 	host2, _, _, err := tb.AddClient(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rcv []*synth.Participant
+	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.JanusAPI.String(), Room: "janus", Janus: true}
+	var receivers []synth.Config
 	for i := range 5 {
 		cfg := cfg
 		if i%2 == 1 {
 			cfg.Net = synth.NetIn(host2)
 		}
-		r, err := synth.Join(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Leave)
-		rcv = append(rcv, r)
+		receivers = append(receivers, cfg)
 	}
-	if err := synth.AwaitStreams(rcv, 1, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	count := len(rec.Packets)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if sent, err := pub.Send(ctx, 0, count, 1.5); err != nil || sent != count {
-		t.Fatalf("sent %d of %d: %v", sent, count, err)
-	}
+	pub, stream, rcv, count := onePass(t, cfg, receivers)
 	medium := func(pt uint8) string { return map[bool]string{true: "audio", false: "video"}[pt == 111] }
 	want := map[string]int{}
 	for k := range count {
@@ -192,4 +134,43 @@ func TestJanusSyntheticMeeting(t *testing.T) {
 		}
 		t.Logf("receiver %d: %v of %v", i, got, want)
 	}
+}
+
+// onePass joins a publisher and a receiver per receivers' config, waits
+// until every receiver is bound for the publisher's stream, and sends one
+// pass of the capture 1.5 times as fast as captured.
+func onePass(t *testing.T, publisher synth.Config, receivers []synth.Config) (*synth.Participant, *synth.Stream, []*synth.Participant, int) {
+	t.Helper()
+	rec, err := synth.Chromium()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := synth.Join(publisher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Leave)
+	stream := rec.NewStream(1)
+	if err := pub.Publish(stream); err != nil {
+		t.Fatal(err)
+	}
+	var rcv []*synth.Participant
+	for _, cfg := range receivers {
+		r, err := synth.Join(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Leave)
+		rcv = append(rcv, r)
+	}
+	if err := synth.AwaitStreams(rcv, 1, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	count := len(rec.Packets)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if sent, err := pub.Send(ctx, 0, count, 1.5); err != nil || sent != count {
+		t.Fatalf("sent %d of %d: %v", sent, count, err)
+	}
+	return pub, stream, rcv, count
 }
