@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/netorder"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
@@ -82,16 +82,13 @@ func (lt *liveTraffic) close() {
 // each address's datagrams with this payload length.
 func (lt *liveTraffic) sink(ports map[netip.AddrPort]uint16) error {
 	for to, size := range ports {
-		ip := to.Addr().Unmap().As4()
-		key := trafficSinkKey{Daddr: binary.NativeEndian.Uint32(ip[:]), Dport: be16(to.Port())}
+		key := trafficSinkKey{Daddr: netorder.IPv4(to.Addr()), Dport: netorder.Port(to.Port())}
 		if err := lt.objs.SinkPorts.Put(key, size); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-func be16(p uint16) uint16 { return p>>8 | p<<8 }
 
 // sunk is how many datagrams the sinks have counted.
 func (lt *liveTraffic) sunk() (uint64, error) {

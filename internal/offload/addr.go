@@ -1,27 +1,15 @@
 package offload
 
 import (
-	"encoding/binary"
 	"net/netip"
+
+	"github.com/ebrtc/ebrtc/internal/netorder"
 )
 
 const (
 	afInet  = 2
 	afInet6 = 10
 )
-
-// be16 returns the value whose in-memory bytes are port in network order,
-// which is how the BPF structs hold ports.
-func be16(port uint16) uint16 {
-	var b [2]byte
-	binary.BigEndian.PutUint16(b[:], port)
-	return binary.NativeEndian.Uint16(b[:])
-}
-
-func ipv4Word(a netip.Addr) uint32 {
-	b := a.As4()
-	return binary.NativeEndian.Uint32(b[:])
-}
 
 func family(a netip.Addr) uint8 {
 	if a.Is4() {
@@ -39,7 +27,7 @@ func endpointOf(ap netip.AddrPort) turnEndpoint {
 	} else {
 		e.Ip.Bytes = a.As16()
 	}
-	e.Port = be16(ap.Port())
+	e.Port = netorder.Port(ap.Port())
 	e.Family = family(a)
 	return e
 }

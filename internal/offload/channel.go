@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/netorder"
 )
 
 // Channel is one bound TURN channel, with every address as it is on the wire.
@@ -86,7 +88,7 @@ func (e *Engine) AddChannel(ch Channel) error {
 	if e.relayIPs[ch.Peer.Addr()] {
 		toPeer.Flags |= routeFlagPeerIsRelay
 	}
-	toClient := turnRoute{Src: endpointOf(ch.Server), Dst: endpointOf(ch.Client), Channel: be16(ch.Number),
+	toClient := turnRoute{Src: endpointOf(ch.Server), Dst: endpointOf(ch.Client), Channel: netorder.Port(ch.Number),
 		StatsSlot: st.toClientSlot, IpId: rand.Uint32(), Bucket: clientBucket}
 
 	if err := e.putClientRoute(ch, &toPeer); err != nil {
@@ -169,29 +171,29 @@ func ignoreNotExist(err error) error {
 
 func clientKeyV4(ch Channel) *turnClientKeyV4 {
 	return &turnClientKeyV4{
-		ClientIp: ipv4Word(ch.Client.Addr()), ServerIp: ipv4Word(ch.Server.Addr()),
-		ClientPort: be16(ch.Client.Port()), ServerPort: be16(ch.Server.Port()), Channel: be16(ch.Number),
+		ClientIp: netorder.IPv4(ch.Client.Addr()), ServerIp: netorder.IPv4(ch.Server.Addr()),
+		ClientPort: netorder.Port(ch.Client.Port()), ServerPort: netorder.Port(ch.Server.Port()), Channel: netorder.Port(ch.Number),
 	}
 }
 
 func clientKeyV6(ch Channel) *turnClientKeyV6 {
 	return &turnClientKeyV6{
 		ClientIp: ch.Client.Addr().As16(), ServerIp: ch.Server.Addr().As16(),
-		ClientPort: be16(ch.Client.Port()), ServerPort: be16(ch.Server.Port()), Channel: be16(ch.Number),
+		ClientPort: netorder.Port(ch.Client.Port()), ServerPort: netorder.Port(ch.Server.Port()), Channel: netorder.Port(ch.Number),
 	}
 }
 
 func peerKeyV4(ch Channel) *turnPeerKeyV4 {
 	return &turnPeerKeyV4{
-		PeerIp: ipv4Word(ch.Peer.Addr()), RelayIp: ipv4Word(ch.Relay.Addr()),
-		PeerPort: be16(ch.Peer.Port()), RelayPort: be16(ch.Relay.Port()),
+		PeerIp: netorder.IPv4(ch.Peer.Addr()), RelayIp: netorder.IPv4(ch.Relay.Addr()),
+		PeerPort: netorder.Port(ch.Peer.Port()), RelayPort: netorder.Port(ch.Relay.Port()),
 	}
 }
 
 func peerKeyV6(ch Channel) *turnPeerKeyV6 {
 	return &turnPeerKeyV6{
 		PeerIp: ch.Peer.Addr().As16(), RelayIp: ch.Relay.Addr().As16(),
-		PeerPort: be16(ch.Peer.Port()), RelayPort: be16(ch.Relay.Port()),
+		PeerPort: netorder.Port(ch.Peer.Port()), RelayPort: netorder.Port(ch.Relay.Port()),
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/ebrtc/ebrtc/internal/netorder"
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
 	"github.com/ebrtc/ebrtc/internal/slots"
 )
@@ -254,7 +255,7 @@ func kernelConfig(cfg Config) turnOffloadConfig {
 		Ipv6HopLimit: uint8(sysctlInt("/proc/sys/net/ipv6/conf/default/hop_limit", 64)),
 	}
 	for i, p := range cfg.ListenPorts {
-		kc.ListenPorts[i] = be16(p)
+		kc.ListenPorts[i] = netorder.Port(p)
 	}
 	if cfg.Snoop {
 		kc.Flags |= configFlagSnoop

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+
+	"github.com/ebrtc/ebrtc/internal/netorder"
 )
 
 // restoreChannels rebuilds the channel table from maps a previous run left
@@ -29,15 +31,15 @@ func (e *Engine) restoreChannels() error {
 	for it := e.objs.ClientRoutesV4.Iterate(); it.Next(&k4, &r); {
 		key := k4
 		ch := Channel{Client: v4AddrPort(key.ClientIp, key.ClientPort), Server: v4AddrPort(key.ServerIp, key.ServerPort),
-			Relay: endpointAddr(r.Src), Peer: endpointAddr(r.Dst), Number: be16(key.Channel)}
+			Relay: endpointAddr(r.Src), Peer: endpointAddr(r.Dst), Number: netorder.Port(key.Channel)}
 		restore(ch, r, func() error { return e.objs.ClientRoutesV4.Delete(&key) })
 	}
 	var k6 turnClientKeyV6
 	for it := e.objs.ClientRoutesV6.Iterate(); it.Next(&k6, &r); {
 		key := k6
-		ch := Channel{Client: netip.AddrPortFrom(netip.AddrFrom16(key.ClientIp), be16(key.ClientPort)),
-			Server: netip.AddrPortFrom(netip.AddrFrom16(key.ServerIp), be16(key.ServerPort)),
-			Relay:  endpointAddr(r.Src), Peer: endpointAddr(r.Dst), Number: be16(key.Channel)}
+		ch := Channel{Client: netip.AddrPortFrom(netip.AddrFrom16(key.ClientIp), netorder.Port(key.ClientPort)),
+			Server: netip.AddrPortFrom(netip.AddrFrom16(key.ServerIp), netorder.Port(key.ServerPort)),
+			Relay:  endpointAddr(r.Src), Peer: endpointAddr(r.Dst), Number: netorder.Port(key.Channel)}
 		restore(ch, r, func() error { return e.objs.ClientRoutesV6.Delete(&key) })
 	}
 	e.slots.Reserve(used)
@@ -55,12 +57,12 @@ func (e *Engine) lookupPeerRoute(ch Channel, r *turnRoute) error {
 func v4AddrPort(word uint32, port uint16) netip.AddrPort {
 	var b [4]byte
 	binary.NativeEndian.PutUint32(b[:], word)
-	return netip.AddrPortFrom(netip.AddrFrom4(b), be16(port))
+	return netip.AddrPortFrom(netip.AddrFrom4(b), netorder.Port(port))
 }
 
 func endpointAddr(ep turnEndpoint) netip.AddrPort {
 	if ep.Family == afInet {
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(ep.Ip.Bytes[:4])), be16(ep.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(ep.Ip.Bytes[:4])), netorder.Port(ep.Port))
 	}
-	return netip.AddrPortFrom(netip.AddrFrom16(ep.Ip.Bytes), be16(ep.Port))
+	return netip.AddrPortFrom(netip.AddrFrom16(ep.Ip.Bytes), netorder.Port(ep.Port))
 }

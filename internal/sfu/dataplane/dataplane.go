@@ -4,7 +4,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/ebrtc/ebrtc/internal/forwarding"
+	"github.com/ebrtc/ebrtc/internal/netorder"
 	"github.com/ebrtc/ebrtc/internal/slots"
 )
 
@@ -108,7 +108,7 @@ func Load(cfg Config) (*DataPlane, error) {
 	var kc sfuSfuConfig
 	for i, m := range cfg.Media {
 		m = unmapped(m)
-		kc.Media[i] = sfuSfuMedia{Port: be16(m.Port()), Family: afInet}
+		kc.Media[i] = sfuSfuMedia{Port: netorder.Port(m.Port()), Family: afInet}
 		if m.Addr().Is4() {
 			copy(kc.Media[i].Addr.Bytes[:4], m.Addr().AsSlice())
 		} else {
@@ -351,7 +351,7 @@ func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
 	if r.TTL == 0 {
 		return sfuReplica{}, fmt.Errorf("%v: needs a TTL", r.To)
 	}
-	rep := sfuReplica{Sport: be16(r.From.Port()), Dport: be16(r.To.Port()), Ttl: r.TTL, Family: afInet}
+	rep := sfuReplica{Sport: netorder.Port(r.From.Port()), Dport: netorder.Port(r.To.Port()), Ttl: r.TTL, Family: afInet}
 	if src.Is4() {
 		copy(rep.Saddr.Bytes[:4], src.AsSlice())
 		copy(rep.Daddr.Bytes[:4], dst.AsSlice())
@@ -373,9 +373,9 @@ func (d *DataPlane) putSender(from netip.AddrPort, src Source, id uint32) error 
 	ssrc := src.SSRC
 	var err error
 	if from.Addr().Is4() {
-		err = d.objs.SendersV4.Put(sfuSenderKeyV4{Addr: wire32(from.Addr().As4()), Ssrc: be32(ssrc), Port: be16(from.Port())}, v)
+		err = d.objs.SendersV4.Put(sfuSenderKeyV4{Addr: netorder.IPv4(from.Addr()), Ssrc: netorder.Word(ssrc), Port: netorder.Port(from.Port())}, v)
 	} else {
-		err = d.objs.SendersV6.Put(sfuSenderKeyV6{Addr: from.Addr().As16(), Ssrc: be32(ssrc), Port: be16(from.Port())}, v)
+		err = d.objs.SendersV6.Put(sfuSenderKeyV6{Addr: from.Addr().As16(), Ssrc: netorder.Word(ssrc), Port: netorder.Port(from.Port())}, v)
 	}
 	if err != nil {
 		return fmt.Errorf("dataplane: sender: %w", err)
@@ -385,9 +385,9 @@ func (d *DataPlane) putSender(from netip.AddrPort, src Source, id uint32) error 
 
 func (d *DataPlane) deleteSender(from netip.AddrPort, ssrc uint32) error {
 	if from.Addr().Is4() {
-		return d.objs.SendersV4.Delete(sfuSenderKeyV4{Addr: wire32(from.Addr().As4()), Ssrc: be32(ssrc), Port: be16(from.Port())})
+		return d.objs.SendersV4.Delete(sfuSenderKeyV4{Addr: netorder.IPv4(from.Addr()), Ssrc: netorder.Word(ssrc), Port: netorder.Port(from.Port())})
 	}
-	return d.objs.SendersV6.Delete(sfuSenderKeyV6{Addr: from.Addr().As16(), Ssrc: be32(ssrc), Port: be16(from.Port())})
+	return d.objs.SendersV6.Delete(sfuSenderKeyV6{Addr: from.Addr().As16(), Ssrc: netorder.Word(ssrc), Port: netorder.Port(from.Port())})
 }
 
 // Close detaches and unloads everything.
@@ -411,14 +411,6 @@ const (
 	afInet  = 2
 	afInet6 = 10
 )
-
-// be16 and be32 hold a host value in network order, and wire32 four
-// bytes as they sit on the wire, the way the map structs keep them.
-func be16(v uint16) uint16 { return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, v)) }
-
-func be32(v uint32) uint32 { return binary.NativeEndian.Uint32(binary.BigEndian.AppendUint32(nil, v)) }
-
-func wire32(b [4]byte) uint32 { return binary.NativeEndian.Uint32(b[:]) }
 
 func contains(s []uint32, v uint32) bool { return slices.Contains(s, v) }
 
