@@ -741,14 +741,22 @@ func (p lossPoints) since(before lossPoints) lossPoints {
 	return out
 }
 
-// rampVerdict is why a step ends the ramp, or "".
+// rampVerdict is why a step ends the ramp, or "". A generator behind is
+// blamed first, unless the SFU's core was saturated: then the SFU's
+// jitter or loss is.
 func rampVerdict(step RampStep, o SFUOptions) string {
+	jitter := step.JitterP99ms > float64(o.RampJitter.Milliseconds())
+	loss := step.Loss > o.RampLoss
 	switch {
+	case step.RelayCoreBusy >= 0.95 && jitter:
+		return "jitter"
+	case step.RelayCoreBusy >= 0.95 && loss:
+		return "loss"
 	case step.LateShare > o.RampLoss: // single late packets are hiccups, not the generator's limit
 		return "generator"
-	case step.JitterP99ms > float64(o.RampJitter.Milliseconds()):
+	case jitter:
 		return "jitter"
-	case step.Loss > o.RampLoss:
+	case loss:
 		return "loss"
 	}
 	return ""

@@ -48,3 +48,24 @@ func TestSFUBenchSmoke(t *testing.T) {
 	checkFiles(t, rep, dir, "sfus", []string{"name", "relay_core_ns_per_replica", "one_core_max_loss_free_replicas_pps",
 		"participants_per_core"})
 }
+
+// The ramp ends on the generator when it fell behind, unless the SFU's
+// core was saturated; single late packets end nothing.
+func TestRampVerdict(t *testing.T) {
+	o := QuickSFUOptions()
+	for _, c := range []struct {
+		step RampStep
+		want string
+	}{
+		{RampStep{LateShare: 0.0005, RelayCoreBusy: 0.3}, ""},
+		{RampStep{LateShare: 0.01, Loss: 0.01, RelayCoreBusy: 0.3}, "generator"},
+		{RampStep{LateShare: 0.01, Loss: 0.01, RelayCoreBusy: 0.99}, "loss"},
+		{RampStep{LateShare: 0.01, JitterP99ms: 50, Loss: 0.01, RelayCoreBusy: 0.99}, "jitter"},
+		{RampStep{JitterP99ms: 50, RelayCoreBusy: 0.3}, "jitter"},
+		{RampStep{Loss: 0.002, RelayCoreBusy: 0.3}, "loss"},
+	} {
+		if got := rampVerdict(c.step, o); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.step, got, c.want)
+		}
+	}
+}
