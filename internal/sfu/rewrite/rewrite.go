@@ -45,8 +45,27 @@ type Rewriter struct {
 	top     uint32 // extended highest sequence number processed
 	offset  uint32 // dropped packets before top+1 that no number is kept for
 	slots   [History]slot
+	origin  [History]uint32 // by number mod History: the extended sequence number given it
 	frames  frameLog
 	last    Packet // the packet at top
+}
+
+// Original is the sender's sequence number behind a number this receiver
+// saw or sees missing (a NACK names it), if it is recent: the agent asks
+// the sender for that packet. False for a number never given.
+func (r *Rewriter) Original(number uint16) (uint16, bool) {
+	seq := r.origin[number%History]
+	sl := r.slots[seq%History]
+	if !r.started || sl.seq != seq || sl.number != number || (sl.state != sent && sl.state != kept) {
+		return 0, false
+	}
+	return uint16(seq), true
+}
+
+// number gives seq the receiver's number n (kept free or sent).
+func (r *Rewriter) number(seq uint32, st state, n uint16) {
+	r.slots[seq%History] = slot{seq: seq, state: st, number: n}
+	r.origin[n%History] = seq
 }
 
 // slot is one sequence number's fate.
@@ -122,7 +141,7 @@ func (r *Rewriter) Rewrite(p Packet) (uint16, Verdict) {
 			r.offset++
 			r.slots[s%History] = slot{seq: s, state: dropped}
 		} else {
-			r.slots[s%History] = slot{seq: s, state: kept, number: uint16(s - r.offset)}
+			r.number(s, kept, uint16(s-r.offset))
 		}
 	}
 	r.top, r.last = seq, p
@@ -137,7 +156,7 @@ func (r *Rewriter) settle(seq uint32, forward bool) (uint16, Verdict) {
 		return 0, Drop
 	}
 	n := uint16(seq - r.offset)
-	r.slots[seq%History] = slot{seq: seq, state: sent, number: n}
+	r.number(seq, sent, n)
 	return n, Send
 }
 

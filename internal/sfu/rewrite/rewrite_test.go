@@ -190,3 +190,58 @@ func TestNeverHidesALoss(t *testing.T) {
 		t.Error("the straw man hid no loss at 5% loss: the judge cannot tell")
 	}
 }
+
+// A NACK names the receiver's numbers: Original gives back the sender's
+// for every number sent or kept free (a needless gap's included, so the
+// retransmission it draws closes the gap as padding), and nothing for a
+// number never given or long gone.
+func TestOriginalOfANumber(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	sent := simulatedStream(rng, 300, 65300, 1)
+	var r Rewriter
+	given := map[uint16]uint16{} // number -> original, for what went out
+	for _, p := range channel(rng, sent, 0.05, 0.05, false) {
+		if n, v := r.Rewrite(p.Packet); v != Drop {
+			given[n] = p.Seq
+		}
+	}
+	recent := 0
+	for n, seq := range given {
+		if got, ok := r.Original(n); ok {
+			recent++
+			if got != seq {
+				t.Errorf("number %d: original %d, want %d", n, got, seq)
+			}
+		}
+	}
+	if recent < History/2 {
+		t.Errorf("only %d of %d numbers sent still map back", recent, len(given))
+	}
+	// The numbers of kept gaps map back to packets that never arrived.
+	gaps := 0
+	for n := uint16(0); n < 1000; n++ {
+		if seq, ok := r.Original(n); ok {
+			if _, out := given[n]; !out {
+				gaps++
+				if !slicesContainsSeq(sent, seq) {
+					t.Errorf("gap %d maps to %d, not a sent packet", n, seq)
+				}
+			}
+		}
+	}
+	if gaps == 0 {
+		t.Error("no kept gap maps back at 5% loss")
+	}
+	if _, ok := new(Rewriter).Original(7); ok {
+		t.Error("a fresh rewriter maps a number back")
+	}
+}
+
+func slicesContainsSeq(sent []sentPacket, seq uint16) bool {
+	for _, p := range sent {
+		if p.Seq == seq {
+			return true
+		}
+	}
+	return false
+}
