@@ -56,29 +56,14 @@ func Run(ctx context.Context, bin string, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	tb, err := testbed.New()
-	if err != nil {
-		return nil, fmt.Errorf("testbed: %w", err)
-	}
-	defer tb.Close()
-	work, err := os.MkdirTemp("", "ebrtc-bench")
+	e, closeEnv, err := newEnv(ctx, bin, o.Log, o.Isolate, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
-	log := o.Log
-	if log == nil {
-		log = io.Discard
-	}
+	defer closeEnv()
+	tb := e.tb
 	rep := &Report{Machine: machineFacts(), Options: o, Started: time.Now(), Isolated: o.Isolate,
 		Namespaces: []string{tb.Client.Name, tb.Server.Name, tb.Peer.Name}}
-	e := &env{ctx: ctx, tb: tb, ebrtc: bin, workDir: work, log: log}
-	if o.Isolate {
-		if e.core, err = newRelayCore(tb); err != nil {
-			return nil, fmt.Errorf("isolate: %w", err)
-		}
-		defer e.core.release()
-	}
 	for _, r := range relays {
 		res, err := measureRelay(e, r, o)
 		if err != nil {
@@ -89,6 +74,42 @@ func Run(ctx context.Context, bin string, o Options) (*Report, error) {
 	rep.Elapsed = time.Since(rep.Started)
 	rep.compare()
 	return rep, nil
+}
+
+// newEnv builds what a run needs: the testbed, a work directory, and with
+// isolate the relay core, after prepare (if any) has added to the testbed
+// what the core must know of. The function returned removes all of it.
+func newEnv(ctx context.Context, bin string, log io.Writer, isolate bool, prepare func(*env) error) (*env, func(), error) {
+	if log == nil {
+		log = io.Discard
+	}
+	tb, err := testbed.New()
+	if err != nil {
+		return nil, nil, fmt.Errorf("testbed: %w", err)
+	}
+	e := &env{ctx: ctx, tb: tb, ebrtc: bin, log: log}
+	closeEnv := func() {
+		if e.core != nil {
+			e.core.release()
+		}
+		if e.workDir != "" {
+			os.RemoveAll(e.workDir)
+		}
+		tb.Close()
+	}
+	if e.workDir, err = os.MkdirTemp("", "ebrtc-bench"); err == nil && prepare != nil {
+		err = prepare(e)
+	}
+	if err == nil && isolate {
+		if e.core, err = newRelayCore(tb); err != nil {
+			err = fmt.Errorf("isolate: %w", err)
+		}
+	}
+	if err != nil {
+		closeEnv()
+		return nil, nil, err
+	}
+	return e, closeEnv, nil
 }
 
 func selectRelays(names []string) ([]Relay, error) {
@@ -202,37 +223,24 @@ func sizesFor(size, flows int) []int {
 func search(e *env, name string, flows []*flow, size int, o Options) (*SizeResult, error) {
 	sizes := sizesFor(size, len(flows))
 	var best *trialResult
-	lo, hi := 0.0, 0.0 // highest passing, lowest failing (0: none yet)
-	rate := o.StartRate
 	generatorShort := false
-	for step := 0; step < o.Steps; step++ {
-		if err := e.ctx.Err(); err != nil {
-			return nil, err
-		}
+	err := rateSearch(e.ctx, o.StartRate, o.MaxRate, o.Steps, func(rate float64) (bool, bool, error) {
 		t, err := e.trial(flows, rate, o.Trial, sizes)
 		if err != nil {
-			return nil, err
+			return false, false, err
 		}
 		pass := t.loss() <= o.MaxLoss && t.sentFraction() >= 0.95
 		progress(o, "%-14s size %-4s %8.0f/s: loss %.3f%% (%d in the generator's sockets) sent %.0f%% %s", name, sizeName(size), rate,
 			100*t.loss(), t.endpointDrops, 100*t.sentFraction(), map[bool]string{true: "pass", false: "fail"}[pass])
 		if pass {
-			lo, best = rate, t
+			best = t
 		} else {
-			hi = rate
 			generatorShort = t.sentFraction() < 0.95
 		}
-		if hi == 0 {
-			rate = min(2*rate, o.MaxRate)
-			if lo == o.MaxRate {
-				break
-			}
-		} else {
-			if hi-lo <= 0.05*max(lo, 1) {
-				break
-			}
-			rate = (lo + hi) / 2
-		}
+		return pass, false, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sr := &SizeResult{Size: sizeName(size)}
 	if best != nil {
@@ -240,6 +248,41 @@ func search(e *env, name string, flows []*flow, size int, o Options) (*SizeResul
 	}
 	sr.GeneratorLimited = generatorShort
 	return sr, nil
+}
+
+// rateSearch runs trial at rates doubling from start (up to maxRate) until
+// one fails, then bisects between the highest pass and the lowest failure
+// until they are within 5%, for at most steps trials. trial says whether
+// the rate passed, and whether to stop there (the sender fell short).
+func rateSearch(ctx context.Context, start, maxRate float64, steps int, trial func(rate float64) (pass, stop bool, err error)) error {
+	lo, hi := 0.0, 0.0 // highest passing, lowest failing (0: none yet)
+	rate := start
+	for range steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		pass, stop, err := trial(rate)
+		if err != nil || stop {
+			return err
+		}
+		if pass {
+			lo = rate
+		} else {
+			hi = rate
+		}
+		if hi == 0 {
+			if lo == maxRate {
+				return nil
+			}
+			rate = min(2*rate, maxRate)
+			continue
+		}
+		if hi-lo <= 0.05*max(lo, 1) {
+			return nil
+		}
+		rate = (lo + hi) / 2
+	}
+	return nil
 }
 
 func sizeName(size int) string {

@@ -301,14 +301,16 @@ func (rc *relayCore) prioritizeFarNAPI() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, tid := range tids {
-		if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
-			return nil, fmt.Errorf("SCHED_FIFO for NAPI thread %d: %w", tid, err)
-		}
-	}
-	return func() {
+	restore := func(tids []int) {
 		for _, tid := range tids {
 			_ = unix.SchedSetAttr(tid, &unix.SchedAttr{Policy: 0}, 0) // SCHED_OTHER
 		}
-	}, nil
+	}
+	for i, tid := range tids {
+		if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
+			restore(tids[:i])
+			return nil, fmt.Errorf("SCHED_FIFO for NAPI thread %d: %w", tid, err)
+		}
+	}
+	return func() { restore(tids) }, nil
 }

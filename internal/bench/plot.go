@@ -28,24 +28,23 @@ func (rep *Report) WritePlot(path string) error {
 	if err != nil {
 		return err
 	}
+	return savePair(bars, cdf, path)
+}
+
+// savePair writes two plots side by side as a PNG.
+func savePair(left, right *plot.Plot, path string) error {
 	img := vgimg.New(14*vg.Inch, 5*vg.Inch)
-	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 3, PadTop: vg.Inch / 6, PadBottom: vg.Inch / 6, PadLeft: vg.Inch / 6, PadRight: vg.Inch / 6}
-	canvases := plot.Align([][]*plot.Plot{{bars, cdf}}, tiles, dc)
-	bars.Draw(canvases[0][0])
-	cdf.Draw(canvases[0][1])
+	canvases := plot.Align([][]*plot.Plot{{left, right}}, tiles, draw.New(img))
+	left.Draw(canvases[0][0])
+	right.Draw(canvases[0][1])
 	return savePNG(img, path)
 }
 
-func (rep *Report) throughputPlot() (*plot.Plot, error) {
+// barPlot is one bar per name.
+func barPlot(title, yLabel string, names []string, values plotter.Values) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Max loss-free rate (loss <= %.1f%%), %s-byte payloads", 100*rep.Options.MaxLoss, firstSize(rep))
-	p.Y.Label.Text = "datagrams/s (both directions)"
-	values := make(plotter.Values, len(rep.Relays))
-	names := make([]string, len(rep.Relays))
-	for i, r := range rep.Relays {
-		values[i], names[i] = r.MaxLossFreePPS, r.Name
-	}
+	p.Title.Text, p.Y.Label.Text = title, yLabel
 	bars, err := plotter.NewBarChart(values, vg.Points(40))
 	if err != nil {
 		return nil, err
@@ -54,6 +53,16 @@ func (rep *Report) throughputPlot() (*plot.Plot, error) {
 	p.Add(bars)
 	p.NominalX(names...)
 	return p, nil
+}
+
+func (rep *Report) throughputPlot() (*plot.Plot, error) {
+	values := make(plotter.Values, len(rep.Relays))
+	names := make([]string, len(rep.Relays))
+	for i, r := range rep.Relays {
+		values[i], names[i] = r.MaxLossFreePPS, r.Name
+	}
+	return barPlot(fmt.Sprintf("Max loss-free rate (loss <= %.1f%%), %s-byte payloads", 100*rep.Options.MaxLoss, firstSize(rep)),
+		"datagrams/s (both directions)", names, values)
 }
 
 func (rep *Report) latencyPlot() (*plot.Plot, error) {
@@ -106,21 +115,15 @@ func savePNG(img *vgimg.Canvas, path string) error {
 // WritePlot writes a PNG: each SFU's relay-core time per replica (bars)
 // beside its ramp (p99 jitter against participants).
 func (rep *SFUReport) WritePlot(path string) error {
-	bars := plot.New()
-	bars.Title.Text = fmt.Sprintf("Relay core per replica, saturated (fanout %d)", rep.Fanout)
-	bars.Y.Label.Text = "ns per replica"
 	values := make(plotter.Values, len(rep.SFUs))
 	names := make([]string, len(rep.SFUs))
 	for i, s := range rep.SFUs {
 		values[i], names[i] = s.RelayCoreNsPerReplica, s.Name
 	}
-	b, err := plotter.NewBarChart(values, vg.Points(40))
+	bars, err := barPlot(fmt.Sprintf("Relay core per replica, saturated (fanout %d)", rep.Fanout), "ns per replica", names, values)
 	if err != nil {
 		return err
 	}
-	b.Color = palette[0]
-	bars.Add(b)
-	bars.NominalX(names...)
 
 	ramp := plot.New()
 	ramp.Title.Text = "Ramp: 10-party meetings on one core"
@@ -143,10 +146,5 @@ func (rep *SFUReport) WritePlot(path string) error {
 		ramp.Add(line)
 		ramp.Legend.Add(s.Name, line)
 	}
-	img := vgimg.New(14*vg.Inch, 5*vg.Inch)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 3, PadTop: vg.Inch / 6, PadBottom: vg.Inch / 6, PadLeft: vg.Inch / 6, PadRight: vg.Inch / 6}
-	canvases := plot.Align([][]*plot.Plot{{bars, ramp}}, tiles, draw.New(img))
-	bars.Draw(canvases[0][0])
-	ramp.Draw(canvases[0][1])
-	return savePNG(img, path)
+	return savePair(bars, ramp, path)
 }

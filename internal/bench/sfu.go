@@ -21,6 +21,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
@@ -159,42 +160,12 @@ func RunSFU(ctx context.Context, bin string, o SFUOptions) (*SFUReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	tb, err := testbed.New()
+	e, closeEnv, err := newEnv(ctx, bin, o.Log, o.Isolate, func(e *env) error { return addHosts(e, o.Hosts) })
 	if err != nil {
-		return nil, fmt.Errorf("testbed: %w", err)
+		return nil, err
 	}
-	defer tb.Close()
-	log := o.Log
-	if log == nil {
-		log = io.Discard
-	}
-	e := &env{ctx: ctx, tb: tb, ebrtc: bin, log: log, hosts: []*netns.NS{tb.Client}, hostIPs: []netip.Addr{testbed.ClientIP4}}
-	ifaces := []string{testbed.ServerCliIface}
-	for n := 2; n <= o.Hosts; n++ {
-		ns, ip, iface, err := tb.AddClient(n)
-		if err != nil {
-			return nil, fmt.Errorf("testbed: %w", err)
-		}
-		e.hosts, e.hostIPs, ifaces = append(e.hosts, ns), append(e.hostIPs, ip), append(ifaces, iface)
-	}
-	for _, iface := range ifaces {
-		// A veth with TSO on hands the replicas eBPF clones (no local
-		// socket behind them) to netif_rx: the far end's receive work
-		// would run on the SFU's core, behind a 1,000-packet backlog. With
-		// TSO off they go to the far end's NAPI ring, as the user-space
-		// SFU's datagrams do.
-		if out, err := tb.Server.Output("ethtool", "-K", iface, "tso", "off"); err != nil {
-			return nil, fmt.Errorf("tso off on %s: %v %s", iface, err, out)
-		}
-	}
-	e.sfuIfaces = ifaces
+	defer closeEnv()
 	rep := &SFUReport{Machine: machineFacts(), Started: time.Now(), Isolated: o.Isolate, Fanout: o.Fanout, Hosts: len(e.hosts), Options: o}
-	if o.Isolate {
-		if e.core, err = newRelayCore(tb); err != nil {
-			return nil, fmt.Errorf("isolate: %w", err)
-		}
-		defer e.core.release()
-	}
 	for _, s := range sfus {
 		res, err := measureSFU(e, s, rec, o)
 		if err != nil {
@@ -205,6 +176,30 @@ func RunSFU(ctx context.Context, bin string, o SFUOptions) (*SFUReport, error) {
 	rep.Elapsed = time.Since(rep.Started)
 	rep.compare()
 	return rep, nil
+}
+
+// addHosts puts the receivers' client namespaces on the testbed, the
+// first being its client, with TSO off on the server's end of each.
+func addHosts(e *env, hosts int) error {
+	e.hosts, e.hostIPs, e.sfuIfaces = []*netns.NS{e.tb.Client}, []netip.Addr{testbed.ClientIP4}, []string{testbed.ServerCliIface}
+	for n := 2; n <= hosts; n++ {
+		ns, ip, iface, err := e.tb.AddClient(n)
+		if err != nil {
+			return fmt.Errorf("testbed: %w", err)
+		}
+		e.hosts, e.hostIPs, e.sfuIfaces = append(e.hosts, ns), append(e.hostIPs, ip), append(e.sfuIfaces, iface)
+	}
+	for _, iface := range e.sfuIfaces {
+		// A veth with TSO on hands the replicas eBPF clones (no local
+		// socket behind them) to netif_rx: the far end's receive work
+		// would run on the SFU's core, behind a 1,000-packet backlog. With
+		// TSO off they go to the far end's NAPI ring, as the user-space
+		// SFU's datagrams do.
+		if out, err := e.tb.Server.Output("ethtool", "-K", iface, "tso", "off"); err != nil {
+			return fmt.Errorf("tso off on %s: %v %s", iface, err, out)
+		}
+	}
+	return nil
 }
 
 func selectSFUs(names []string) ([]SFU, error) {
@@ -262,24 +257,24 @@ type sfuUnderTest struct {
 	// datagram sent in the server namespace (RTCP too, a few per second
 	// and receiver).
 	sentReplicas func() (uint64, error)
-	// replicaLength is what a replica of a datagram of n bytes measures:
-	// Janus rewrites header extensions (0: any length counts).
+	// replicaLength is what the sink counts a replica of a datagram of n
+	// bytes by: Janus rewrites header extensions, so 0xffff (any length
+	// counts one).
 	replicaLength func(n int) uint16
 }
 
 func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 	if s.janus() {
-		dir, err := os.MkdirTemp("", "ebrtc-bench-janus-")
+		dir, err := os.MkdirTemp(e.workDir, "janus-")
 		if err != nil {
 			return nil, err
 		}
 		p, err := e.tb.StartJanus(dir, e.log)
 		if err != nil {
-			os.RemoveAll(dir)
 			return nil, err
 		}
 		return &sfuUnderTest{name: s.Name, pid: p.Pid(),
-			stop:          func() { _ = p.Stop(5 * time.Second); os.RemoveAll(dir) },
+			stop:          func() { _ = p.Stop(5 * time.Second) },
 			join:          synth.Config{Server: testbed.JanusAPI.String(), Janus: true},
 			sentReplicas:  func() (uint64, error) { return udpCounter(e.tb.Server, "OutDatagrams") },
 			replicaLength: func(int) uint16 { return 0xffff }}, nil
@@ -300,7 +295,7 @@ func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 		metrics: r.Metrics,
 		sentReplicas: func() (uint64, error) {
 			m, err := r.Metrics()
-			return uint64(m[`ebrtc_sfu_datagrams_total{outcome="replica"}`]), err
+			return uint64(m.SFUOutcome(dataplane.Replica.String())), err
 		},
 		replicaLength: func(n int) uint16 { return uint16(n) }}, nil
 }
@@ -444,13 +439,14 @@ func skew(stream *synth.Stream, receivers []*synth.Participant, pubID string, pa
 		if err != nil {
 			continue
 		}
-		if binary.BigEndian.Uint32(b[8:]) != stream.VideoSSRC {
+		key, ok := synth.PayloadKey(b)
+		if !ok || binary.BigEndian.Uint32(b[8:]) != stream.VideoSSRC {
 			continue // audio payloads repeat (silence): video's tell packets apart
 		}
 		var first, last time.Time
 		all := true
 		for _, in := range streams {
-			t, ok := in.Arrival(b)
+			t, ok := in.Arrival(key)
 			if !ok {
 				all = false
 				break
@@ -519,20 +515,19 @@ func searchReplicas(e *env, pub *synth.Participant, payload []byte, ports map[ne
 	}
 	conn, sfu := pub.Publishing()
 	fanout := float64(len(ports))
-	lo, hi := 0.0, 0.0
-	rate := o.StartRate
-	for step := 0; step < o.Steps && e.ctx.Err() == nil; step++ {
+	// A rate whose loss is within o.MaxLoss passes: the SFU replicated it.
+	return rateSearch(e.ctx, o.StartRate, o.MaxRate, o.Steps, func(rate float64) (bool, bool, error) {
 		before, err := sentReplicas()
 		if err != nil {
-			return err
+			return false, false, err
 		}
 		t, err := pacedTrial(e, lt, conn, sfu, payload, rate, o.Trial)
 		if err != nil {
-			return err
+			return false, false, err
 		}
 		after, err := sentReplicas()
 		if err != nil {
-			return err
+			return false, false, err
 		}
 		replicated := after - before
 		loss := 1 - float64(replicated)/(float64(t.sent)*fanout)
@@ -540,34 +535,19 @@ func searchReplicas(e *env, pub *synth.Participant, payload []byte, ports map[ne
 		limited := float64(t.sent) < 0.97*rate*o.Trial.Seconds()
 		sfuProgress(o, "%-15s %8.0f packets/s in: %9.0f replicas/s out, loss %.3f%% (then %.3f%% at the far end)%s", res.Name, rate,
 			float64(replicated)/t.duration.Seconds(), 100*max(0, loss), 100*max(0, farLoss), map[bool]string{true: " (sender short)", false: ""}[limited])
-		if loss <= o.MaxLoss {
-			lo = rate
-			replicas := float64(replicated) / t.duration.Seconds()
-			if replicas > res.OneCoreMaxLossFreeReplicasPPS {
-				res.OneCoreMaxLossFreeReplicasPPS = replicas
-				res.GeneratorLimited = limited
-				res.FarEndLossAtMax = max(0, farLoss)
-				if replicated > 0 {
-					res.RelayCoreNsPerReplicaAtMax = float64(t.relayNs) / float64(replicated)
-				}
+		if loss > o.MaxLoss {
+			return false, false, nil
+		}
+		if replicas := float64(replicated) / t.duration.Seconds(); replicas > res.OneCoreMaxLossFreeReplicasPPS {
+			res.OneCoreMaxLossFreeReplicasPPS = replicas
+			res.GeneratorLimited = limited
+			res.FarEndLossAtMax = max(0, farLoss)
+			if replicated > 0 {
+				res.RelayCoreNsPerReplicaAtMax = float64(t.relayNs) / float64(replicated)
 			}
-			if limited {
-				break
-			}
-		} else {
-			hi = rate
 		}
-		switch {
-		case hi == 0:
-			rate = min(2*rate, o.MaxRate)
-		default:
-			rate = (lo + hi) / 2
-		}
-		if hi == 0 && lo == o.MaxRate {
-			break
-		}
-	}
-	return nil
+		return true, limited, nil // a sender short of the rate cannot show a higher one
+	})
 }
 
 type pacedResult struct {
@@ -654,18 +634,14 @@ func ramp(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult, sut *sfuUn
 		defer restore()
 	}
 	ctx, stop := context.WithCancel(e.ctx)
-	defer stop()
 	var meetings []*meeting
-	defer func() {
+	var sending sync.WaitGroup
+	defer func() { // the senders first, then the participants
 		stop()
+		sending.Wait()
 		for _, m := range meetings {
 			m.leave()
 		}
-	}()
-	var sending sync.WaitGroup
-	defer func() {
-		stop()
-		sending.Wait()
 	}()
 	res.RampEnded = "max"
 	for n := o.MeetingSize; n <= o.RampMax; n += o.MeetingSize {
@@ -681,12 +657,17 @@ func ramp(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult, sut *sfuUn
 		// overflows a veth ring) passes, a limit fails again.
 		var ended string
 		for try := 0; try < 2; try++ {
-			where := lossSnapshot(e, sut)
+			var where lossPoints
+			if o.Log != nil { // a dozen processes on the generator's CPU: only when asked
+				where = lossSnapshot(e, sut)
+			}
 			step, err := rampStep(e, lt, meetings, o)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.log, "%s ramp %d: lost on the way: %v\n", res.Name, n, lossSnapshot(e, sut).since(where))
+			if o.Log != nil {
+				fmt.Fprintf(e.log, "%s ramp %d: lost on the way: %v\n", res.Name, n, lossSnapshot(e, sut).since(where))
+			}
 			step.Participants, step.Retry = n, try > 0
 			res.Ramp = append(res.Ramp, step)
 			sfuProgress(o, "%-15s ramp %4d participants%s: jitter p99 %5.1f ms, loss %.3f%%, relay core %3.0f%% busy, %d late sends",
@@ -840,7 +821,6 @@ func rampDelivered(lt *liveTraffic, meetings []*meeting) (uint64, error) {
 // windows of a rate that varies with the capture's frames and key frames.)
 func rampStep(e *env, lt *liveTraffic, meetings []*meeting, o SFUOptions) (RampStep, error) {
 	var core0, core1 coreSample
-	var err error
 	packets0, sent0, late0 := rampSent(meetings)
 	got0, err := rampDelivered(lt, meetings)
 	if err != nil {

@@ -35,7 +35,8 @@ func TestSFUBenchSmoke(t *testing.T) {
 	}
 	for _, s := range rep.SFUs {
 		if s.RelayCoreNsPerReplica <= 0 || s.SaturatedReplicasPPS < 1000 || s.OneCoreMaxLossFreeReplicasPPS < 1000 ||
-			s.SkewP50us <= 0 || len(s.Ramp) == 0 || !slices.Contains([]string{"max", "jitter", "loss", "generator"}, s.RampEnded) {
+			s.SkewP50us <= 0 || len(s.Ramp) == 0 || !slices.Contains([]string{"max", "jitter", "loss", "generator"}, s.RampEnded) ||
+			s.SkewP99us < s.SkewP50us || s.RelayCoreNsPerReplicaAtMax <= 0 || s.ParticipantsPerCore <= 0 {
 			t.Errorf("%s: implausible result %+v", s.Name, s)
 		}
 	}
@@ -67,5 +68,33 @@ func TestRampVerdict(t *testing.T) {
 		if got := rampVerdict(c.step, o); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.step, got, c.want)
 		}
+	}
+}
+
+// The rate search doubles to the first failure, then bisects to within 5%
+// of the limit; it stops where a trial says so, and at the maximum.
+func TestRateSearch(t *testing.T) {
+	run := func(limit, maxRate float64, stopAt float64) (best float64, trials int) {
+		err := rateSearch(context.Background(), 1000, maxRate, 20, func(rate float64) (bool, bool, error) {
+			trials++
+			pass := rate <= limit
+			if pass {
+				best = max(best, rate)
+			}
+			return pass, stopAt > 0 && rate >= stopAt, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return best, trials
+	}
+	if best, n := run(37000, 200000, 0); best > 37000 || best < 0.95*37000 || n > 12 {
+		t.Errorf("limit 37,000: best %.0f after %d trials", best, n)
+	}
+	if best, n := run(1e9, 200000, 0); best != 200000 || n != 9 { // 1k..128k doubling, then the maximum
+		t.Errorf("no limit: best %.0f after %d trials", best, n)
+	}
+	if _, n := run(1e9, 200000, 4000); n != 3 {
+		t.Errorf("a trial that says stop at 4,000: %d trials", n)
 	}
 }

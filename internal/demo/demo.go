@@ -167,20 +167,28 @@ func report(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "offload\tsent\treceived\tlost\tfast path\tslow path\tfast share\tthroughput\trelay CPU\tCPU/1k pkts\t")
 	for _, r := range rows {
-		share := 0.0
-		if r.fast+r.slow > 0 {
-			share = 100 * r.fast / (r.fast + r.slow)
-		}
-		perK := time.Duration(0)
-		if r.received > 0 {
-			perK = r.relayCPU * 1000 / time.Duration(r.received)
-		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.1f%%\t%.0f pkt/s\t%v\t%v\t\n",
-			r.mode, r.sent, r.received, r.sent-r.received, r.fast, r.slow, share,
-			float64(r.received)/r.elapsed.Seconds(), r.relayCPU.Round(time.Millisecond), perK.Round(time.Microsecond))
+			r.mode, r.sent, r.received, r.sent-r.received, r.fast, r.slow, percent(r.fast, r.fast+r.slow),
+			float64(r.received)/r.elapsed.Seconds(), r.relayCPU.Round(time.Millisecond), perThousand(r.relayCPU, r.received))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nfast/slow path: packets relayed in the kernel (XDP or TC) and by user space (Prometheus ebrtc_turn_packets_total).")
 	fmt.Fprintln(w, "relay CPU: user+system time of the ebrtc turn process itself; the fast path's work (XDP or TC) is kernel softirq time outside it.")
 	fmt.Fprintln(w, "throughput is the paced senders' rate; the relays' limits are for a benchmark, not this demo.")
+}
+
+// percent is part of whole, in percent (0 of nothing).
+func percent(part, whole float64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return 100 * part / whole
+}
+
+// perThousand is a CPU time per thousand of n, rounded to the microsecond.
+func perThousand(cpu time.Duration, n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return (cpu * 1000 / time.Duration(n)).Round(time.Microsecond)
 }

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
@@ -88,12 +89,11 @@ func runSFU(ctx context.Context, tb *testbed.Testbed, bin, plane string, packets
 			row.received += st.Packets
 		}
 	}
-	outcome := func(m testbed.Metrics, o string) float64 {
-		return m[fmt.Sprintf("ebrtc_sfu_datagrams_total{outcome=%q}", o)]
-	}
-	row.replicated = outcome(after, "replicated") - outcome(before, "replicated")
-	for _, o := range []string{"unknown_sender", "no_receivers", "malformed", "segmented", "source_refused", "rewrite_failed"} {
-		row.notReplicated += outcome(after, o) - outcome(before, o)
+	delta := func(o dataplane.Outcome) float64 { return after.SFUOutcome(o.String()) - before.SFUOutcome(o.String()) }
+	row.replicated = delta(dataplane.Replicated)
+	for _, o := range []dataplane.Outcome{dataplane.UnknownSender, dataplane.NoReceivers, dataplane.Malformed, dataplane.Segmented,
+		dataplane.SourceRefused, dataplane.RewriteFailed} {
+		row.notReplicated += delta(o)
 	}
 	return row, nil
 }
@@ -103,16 +103,9 @@ func sfuReport(w io.Writer, rows []sfuRow) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sfu data plane\tsent\treplicas due\treceived\tlost\tnot as sent\treplicated by the data plane\tSFU process CPU\tCPU/1k replicas\t")
 	for _, r := range rows {
-		share := 0.0
-		if r.replicated+r.notReplicated > 0 {
-			share = 100 * r.replicated / (r.replicated + r.notReplicated)
-		}
-		perK := time.Duration(0)
-		if r.received > 0 {
-			perK = r.relayCPU * 1000 / time.Duration(r.received)
-		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.1f%%\t%v\t%v\t\n", r.plane, r.sent, r.expected, r.received, r.expected-r.received,
-			r.mismatched, share, r.relayCPU.Round(time.Millisecond), perK.Round(time.Microsecond))
+			r.mismatched, percent(r.replicated, r.replicated+r.notReplicated), r.relayCPU.Round(time.Millisecond),
+			perThousand(r.relayCPU, r.received))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nreceived: distinct RTP packets the receivers got; not as sent: bytes differing from what the publisher sent.")

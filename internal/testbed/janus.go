@@ -21,10 +21,10 @@ var JanusAPI = SFUWeb
 const janusConfig = `general: {
 	configs_folder = "%[1]s"
 	interface = "%[3]s"
-	plugins_folder = "/usr/lib/x86_64-linux-gnu/janus/plugins"
-	transports_folder = "/usr/lib/x86_64-linux-gnu/janus/transports"
-	events_folder = "/usr/lib/x86_64-linux-gnu/janus/events"
-	loggers_folder = "/usr/lib/x86_64-linux-gnu/janus/loggers"
+	plugins_folder = "%[4]s/plugins"
+	transports_folder = "%[4]s/transports"
+	events_folder = "%[4]s/events"
+	loggers_folder = "%[4]s/loggers"
 	log_to_stdout = true
 	debug_level = 3
 	session_timeout = 120
@@ -80,11 +80,14 @@ const janusVideoRoomConfig = `general: {
 // server namespace with its configuration in workDir, and returns once the
 // API answers. Rooms are created through the API.
 func (tb *Testbed) StartJanus(workDir string, out io.Writer) (*Process, error) {
-	if _, err := os.Stat("/usr/bin/janus"); err != nil {
-		return nil, fmt.Errorf("janus is not installed (apt-get install janus): %w", err)
+	// Debian's multiarch directory: /usr/lib/<triplet>/janus.
+	libs, _ := filepath.Glob("/usr/lib/*/janus/plugins/libjanus_videoroom.so")
+	if _, err := os.Stat("/usr/bin/janus"); err != nil || len(libs) == 0 {
+		return nil, fmt.Errorf("janus is not installed (apt-get install janus): %v", err)
 	}
+	libDir := filepath.Dir(filepath.Dir(libs[0]))
 	files := map[string]string{
-		"janus.jcfg":                  fmt.Sprintf(janusConfig, workDir, ServerCliIface, ServerClientIP4),
+		"janus.jcfg":                  fmt.Sprintf(janusConfig, workDir, ServerCliIface, ServerClientIP4, libDir),
 		"janus.transport.http.jcfg":   fmt.Sprintf(janusHTTPConfig, JanusAPI.Port(), ServerCliIface),
 		"janus.plugin.videoroom.jcfg": janusVideoRoomConfig,
 	}

@@ -151,6 +151,12 @@ func (m Metrics) Packets(path, direction string) float64 {
 	return m[fmt.Sprintf(`ebrtc_turn_packets_total{direction=%q,path=%q}`, direction, path)]
 }
 
+// SFUOutcome is ebrtc_sfu_datagrams_total for one outcome (named as
+// dataplane.Outcome's String names it).
+func (m Metrics) SFUOutcome(name string) float64 {
+	return m[fmt.Sprintf(`ebrtc_sfu_datagrams_total{outcome=%q}`, name)]
+}
+
 // Outcome is ebrtc_xdp_packets_total for one outcome.
 func (m Metrics) Outcome(name string) float64 {
 	return m[fmt.Sprintf(`ebrtc_xdp_packets_total{outcome=%q}`, name)]

@@ -176,16 +176,7 @@ func (tb *Testbed) connect(outer *netns.NS, outerName, inner string, subnet int)
 // (eth-peerN, 10.201.N+1.0/24), for relays with several relay interfaces.
 // It returns the namespace, the peer's IPv4 address and the server interface.
 func (tb *Testbed) AddPeer(n int) (*netns.NS, netip.Addr, string, error) {
-	ns, err := netns.New("ebrtc-tb")
-	if err != nil {
-		return nil, netip.Addr{}, "", err
-	}
-	tb.extra = append(tb.extra, ns)
-	iface := fmt.Sprintf("eth-peer%d", n)
-	if err := tb.connect(ns, PeerIface, iface, n+1); err != nil {
-		return nil, netip.Addr{}, "", err
-	}
-	return ns, netip.MustParseAddr(fmt.Sprintf("10.201.%d.2", n+1)), iface, nil
+	return tb.addFar(PeerIface, fmt.Sprintf("%s%d", ServerPeerIface, n), n+1)
 }
 
 // AddClient adds another client namespace behind a server interface of its
@@ -194,16 +185,20 @@ func (tb *Testbed) AddPeer(n int) (*netns.NS, netip.Addr, string, error) {
 // It returns the namespace, the client's IPv4 address and the server
 // interface.
 func (tb *Testbed) AddClient(n int) (*netns.NS, netip.Addr, string, error) {
+	return tb.addFar(ClientIface, fmt.Sprintf("%s%d", ServerCliIface, n), 100+n)
+}
+
+// addFar adds a namespace linked to the server over subnet (connect).
+func (tb *Testbed) addFar(farIface, serverIface string, subnet int) (*netns.NS, netip.Addr, string, error) {
 	ns, err := netns.New("ebrtc-tb")
 	if err != nil {
 		return nil, netip.Addr{}, "", err
 	}
 	tb.extra = append(tb.extra, ns)
-	iface := fmt.Sprintf("%s%d", ServerCliIface, n)
-	if err := tb.connect(ns, ClientIface, iface, 100+n); err != nil {
+	if err := tb.connect(ns, farIface, serverIface, subnet); err != nil {
 		return nil, netip.Addr{}, "", err
 	}
-	return ns, netip.MustParseAddr(fmt.Sprintf("10.201.%d.2", 100+n)), iface, nil
+	return ns, netip.MustParseAddr(fmt.Sprintf("10.201.%d.2", subnet)), serverIface, nil
 }
 
 // Close removes the namespaces and with them every interface and process

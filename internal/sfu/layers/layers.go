@@ -130,9 +130,7 @@ type Switch struct {
 // the frame's DTIs. It returns the target in force for the frame, and
 // whether to ask the sender for a key frame.
 func (s *Switch) Frame(now time.Time, chosen int, dtis []dd.DTI) (target int, askKeyFrame bool) {
-	if chosen >= len(dtis) {
-		chosen = len(dtis) - 1
-	}
+	chosen = max(0, min(chosen, len(dtis)-1))
 	switch {
 	case chosen < s.current: // lower targets never depend on what is dropped
 		s.current, s.waiting, s.asked = chosen, time.Time{}, false
@@ -160,5 +158,5 @@ func (s *Switch) Frame(now time.Time, chosen int, dtis []dd.DTI) (target int, as
 // Forward says whether a frame with these DTIs goes to a receiver at
 // target.
 func Forward(target int, dtis []dd.DTI) bool {
-	return target < len(dtis) && dtis[target] != dd.NotPresent
+	return target >= 0 && target < len(dtis) && dtis[target] != dd.NotPresent
 }

@@ -91,7 +91,7 @@ func TestSwitchOnlyWhereTheDecoderCanFollow(t *testing.T) {
 	if got, _ := frame(0, dtis("--D")); got != 0 {
 		t.Fatalf("down: target %d, want 0 at once", got)
 	}
-	if Forward(0, dtis("--D")) || !Forward(0, dtis("SSS")) || !Forward(2, dtis("--D")) || Forward(5, dtis("SSS")) {
+	if Forward(0, dtis("--D")) || !Forward(0, dtis("SSS")) || !Forward(2, dtis("--D")) || Forward(5, dtis("SSS")) || Forward(-1, dtis("SSS")) {
 		t.Error("Forward disagrees with the DTIs")
 	}
 	// Up to 2: not at T2 (D) frames, at the T1 frame (S for target 2).
@@ -119,5 +119,9 @@ func TestSwitchOnlyWhereTheDecoderCanFollow(t *testing.T) {
 	}
 	if got, _ := frame(1, dtis("SSS")); got != 1 {
 		t.Errorf("at the key frame: %d, want 1", got)
+	}
+	// A frame without decode targets (no structure yet) moves nothing out of range.
+	if got, _ := frame(2, nil); got != 0 || Forward(got, nil) {
+		t.Errorf("a frame without DTIs: target %d", got)
 	}
 }

@@ -134,13 +134,11 @@ func (r *Rewriter) Rewrite(p Packet) (uint16, Verdict) {
 	}
 	// Packets top+1 .. seq-1 have not arrived: dropped if they cannot be
 	// anything this receiver gets, else their numbers kept free.
-	missing := seq - r.top - 1
-	absorb := missing > 0 && r.onlyDroppedBetween(r.last, p)
-	for s := r.top + 1; s < seq; s++ {
-		if absorb {
-			r.offset++
-			r.slots[s%History] = slot{seq: s, state: dropped}
-		} else {
+	// Only the last History of them can still arrive in time to matter.
+	if missing := seq - r.top - 1; missing > 0 && r.onlyDroppedBetween(r.last, p) {
+		r.offset += missing
+	} else {
+		for s := max(r.top+1, seq-History); s < seq; s++ {
 			r.number(s, kept, uint16(s-r.offset))
 		}
 	}
@@ -170,20 +168,14 @@ func (r *Rewriter) late(seq uint32, forward bool) (uint16, Verdict) {
 	if sl.seq != seq {
 		return 0, Drop
 	}
-	switch sl.state {
-	case sent: // a retransmission: the same number, as it went first
-		if forward {
-			return sl.number, Send
-		}
-		return sl.number, SendAsPadding
-	case kept:
-		sl.state = sent
-		if forward {
-			return sl.number, Send
-		}
-		return sl.number, SendAsPadding
+	if sl.state != sent && sl.state != kept {
+		return 0, Drop
 	}
-	return 0, Drop
+	sl.state = sent // a kept number taken, or a retransmission: the same number as first
+	if forward {
+		return sl.number, Send
+	}
+	return sl.number, SendAsPadding
 }
 
 // onlyDroppedBetween: whether every packet between a and b (b later, and

@@ -97,6 +97,11 @@ func ParsePublish(offer string, codecs Codecs) (*Publish, error) {
 		p.RemoteUfrag, p.RemotePwd = ufrag, pwd
 		p.Media = append(p.Media, m)
 	}
+	// The data plane keeps one key-frame gate per sender: one video stream.
+	if videos := slices.IndexFunc(p.Media, func(m *Media) bool { return m.Kind == "video" }); videos >= 0 &&
+		slices.ContainsFunc(p.Media[videos+1:], func(m *Media) bool { return m.Kind == "video" }) {
+		return nil, errors.New("signaling: more than one video section (the SFU forwards one video stream per participant)")
+	}
 	return p, nil
 }
 

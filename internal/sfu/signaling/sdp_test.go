@@ -116,6 +116,8 @@ func TestParsePublishRefuses(t *testing.T) {
 		"too large":        {offer + strings.Repeat("a=x:y\r\n", MaxSDPSize/7), DefaultCodecs, "at most"},
 		"garbage":          {"hello", DefaultCodecs, "description"},
 		"not bundled":      {strings.Replace(offer, "a=group:BUNDLE 0 1", "a=group:BUNDLE 0", 1), DefaultCodecs, "BUNDLE"},
+		"two video sections": {strings.Replace(offer, "a=group:BUNDLE 0 1", "a=group:BUNDLE 0 1 2", 1) +
+			strings.Replace(offer[strings.Index(offer, "m=video"):], "a=mid:1", "a=mid:2", 1), DefaultCodecs, "one video"},
 	} {
 		if _, err := ParsePublish(c.offer, c.codecs); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)

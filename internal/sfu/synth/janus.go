@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 )
@@ -89,18 +88,19 @@ func joinJanus(n Net, server, room string) (*janusSession, error) {
 	}}
 	s := &janusSession{client: client, room: room, waiting: map[string]chan janusMessage{}, up: map[uint64]chan struct{}{},
 		subscribed: map[string]bool{}, signals: make(chan signal, 16), done: make(chan struct{})}
-	created, err := s.post(context.Background(), "http://"+server+"/janus", map[string]any{"janus": "create"})
-	if err != nil {
-		return nil, fmt.Errorf("synth: janus session: %w", err)
-	}
-	s.base = fmt.Sprintf("http://%s/janus/%d", server, created.Data.ID)
 	// Janus wants our candidates: the address we reach it from.
 	probe, err := n.DialTCP(server)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("synth: janus: %w", err)
 	}
 	s.local = probe.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	probe.Close()
+	created, err := s.post(context.Background(), "http://"+server+"/janus", map[string]any{"janus": "create"})
+	if err != nil {
+		client.CloseIdleConnections()
+		return nil, fmt.Errorf("synth: janus session: %w", err)
+	}
+	s.base = fmt.Sprintf("http://%s/janus/%d", server, created.Data.ID)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.workers.Add(1)
@@ -109,9 +109,13 @@ func joinJanus(n Net, server, room string) (*janusSession, error) {
 		s.close()
 		return nil, err
 	}
-	if s.pub, err = s.attach(); err != nil {
+	pub, err := s.attach()
+	if err != nil {
 		return fail(err)
 	}
+	s.mu.Lock() // the poll loop reads it
+	s.pub = pub
+	s.mu.Unlock()
 	create := map[string]any{"request": "create", "room": room, "publishers": 1000, "videocodec": "av1", "audiocodec": "opus",
 		"bitrate": 0, "fir_freq": 0, "notify_joining": false}
 	if _, err := s.message(s.pub, create, nil, ""); err != nil && !isJanusError(err, janusRoomExists) {
@@ -121,7 +125,9 @@ func joinJanus(n Net, server, room string) (*janusSession, error) {
 	if err != nil {
 		return fail(fmt.Errorf("synth: janus join %q: %w", room, err))
 	}
+	s.mu.Lock()
 	s.id = joined.PluginData.Data.ID
+	s.mu.Unlock()
 	s.subscribeAll(joined.PluginData.Data)
 	return s, nil
 }
@@ -297,11 +303,7 @@ func (s *janusSession) post(ctx context.Context, url string, req map[string]any)
 	}
 	defer resp.Body.Close()
 	var m janusMessage
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if os.Getenv("JANUS_DEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "POST %s %s -> %s\n", url, b, raw)
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m); err != nil {
 		return m, fmt.Errorf("janus answer: %w", err)
 	}
 	if m.Janus == "error" && m.Error != nil {
@@ -329,12 +331,8 @@ func (s *janusSession) poll(ctx context.Context) {
 			continue
 		}
 		var batch []janusMessage
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		err = json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&batch)
 		resp.Body.Close()
-		if os.Getenv("JANUS_DEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "GET %s -> %s\n", s.base, raw)
-		}
-		err = json.Unmarshal(raw, &batch)
 		if err != nil {
 			continue // a keepalive, or a single message of an old Janus: nothing we wait for
 		}
@@ -346,7 +344,7 @@ func (s *janusSession) poll(ctx context.Context) {
 
 func (s *janusSession) route(m janusMessage) {
 	s.mu.Lock()
-	waiter := s.waiting[m.Transaction]
+	waiter, pub := s.waiting[m.Transaction], s.pub
 	if up := s.up[m.Sender]; m.Janus == "webrtcup" && up != nil {
 		select {
 		case <-up:
@@ -362,7 +360,7 @@ func (s *janusSession) route(m janusMessage) {
 		}
 		return
 	}
-	if m.Janus == "event" && m.Sender == s.pub && len(m.PluginData.Data.Publishers) > 0 {
+	if m.Janus == "event" && m.Sender == pub && len(m.PluginData.Data.Publishers) > 0 {
 		s.subscribeAll(m.PluginData.Data)
 	}
 }
@@ -383,6 +381,7 @@ func (s *janusSession) close() {
 		go func() {
 			s.workers.Wait()
 			close(s.signals)
+			s.client.CloseIdleConnections()
 		}()
 	})
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/pion/rtp"
-	"github.com/pion/stun/v4"
 	"golang.org/x/sys/unix"
 )
 
@@ -414,22 +413,19 @@ type Incoming struct {
 // Port is the local UDP port the stream arrives on.
 func (in *Incoming) Port() uint16 { return uint16(in.port) }
 
-// Arrival is when the RTP packet sent as sent arrived, if arrivals are
-// recorded and it did. Packets are told apart by their payload: an SFU
-// such as Janus rewrites SSRCs, sequence numbers and header extensions.
-func (in *Incoming) Arrival(sent []byte) (time.Time, bool) {
-	key, ok := payloadKey(sent)
-	if !ok {
-		return time.Time{}, false
-	}
+// Arrival is when the RTP packet whose PayloadKey is key arrived, if
+// arrivals are recorded and it did. Packets are told apart by their
+// payload: an SFU such as Janus rewrites SSRCs, sequence numbers and
+// header extensions.
+func (in *Incoming) Arrival(key uint64) (time.Time, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	t, ok := in.arrivals[key]
 	return t, ok
 }
 
-// payloadKey is a hash of an RTP packet's payload.
-func payloadKey(b []byte) (uint64, bool) {
+// PayloadKey is a hash of an RTP packet's payload.
+func PayloadKey(b []byte) (uint64, bool) {
 	var h rtp.Header
 	n, err := h.Unmarshal(b)
 	if err != nil {
@@ -442,9 +438,10 @@ func payloadKey(b []byte) (uint64, bool) {
 
 // ssrcStats is one SSRC's reception: distinct packets and RFC 3550 jitter.
 type ssrcStats struct {
-	seen      map[uint16]bool
-	jitter    float64 // in timestamp units
-	clock     float64 // timestamp units per second
+	seen      map[uint32]bool // extended sequence numbers: counts go past 65,536
+	top       uint32          // the highest extended sequence number
+	jitter    float64         // in timestamp units
+	clock     float64         // timestamp units per second
 	lastTrans float64
 	started   bool
 	pt        uint8
@@ -488,7 +485,7 @@ func arrival(oob []byte) time.Time {
 }
 
 func (in *Incoming) handle(b []byte, now time.Time) {
-	if len(b) < 12 || b[0]>>6 != 2 || stun.IsMessage(b) {
+	if len(b) < 12 || b[0]>>6 != 2 { // STUN starts 0b00
 		return
 	}
 	in.mu.Lock()
@@ -509,19 +506,22 @@ func (in *Incoming) handle(b []byte, now time.Time) {
 	}
 	ssrc := binary.BigEndian.Uint32(b[8:])
 	if in.arrivals != nil {
-		if key, ok := payloadKey(b); ok {
+		if key, ok := PayloadKey(b); ok {
 			in.arrivals[key] = now
 		}
 	}
 	st := in.streams[ssrc]
 	if st == nil {
-		st = &ssrcStats{seen: map[uint16]bool{}, clock: 90000, pt: b[1] & 0x7f}
+		// Room below the first number for packets reordered before it.
+		st = &ssrcStats{seen: map[uint32]bool{}, clock: 90000, pt: b[1] & 0x7f, top: uint32(binary.BigEndian.Uint16(b[2:])) + 1<<16}
 		if b[1]&0x7f == 111 {
 			st.clock = 48000
 		}
 		in.streams[ssrc] = st
 	}
-	st.seen[binary.BigEndian.Uint16(b[2:])] = true
+	// RFC 3550 serial arithmetic: within half the space of the top.
+	ext := uint32(int64(st.top) + int64(int16(binary.BigEndian.Uint16(b[2:])-uint16(st.top))))
+	st.seen[ext], st.top = true, max(st.top, ext)
 	// RFC 3550 A.8: transit time's variation, smoothed by 1/16.
 	transit := float64(now.UnixNano())/1e9*st.clock - float64(binary.BigEndian.Uint32(b[4:]))
 	if st.started {
