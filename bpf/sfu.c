@@ -29,6 +29,8 @@
 #include "sfu.h"
 #include "sfu_outcome.h"
 #include "video.h"
+#include "dd.h"
+#include "layers.h"
 #include <linux/if_packet.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -105,6 +107,43 @@ struct {
 	__type(value, __u32);
 } replica_gates SEC(".maps");
 
+/* Rate adaptation (layers.h): each sender's templates (user space installs
+ * them from the structures video_events reports), the bytes of each of its
+ * layers, each receiver's target (user space) and state (here). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, struct layer_templates);
+} sender_templates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SFU_MAX_SENDERS * LAYERS_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct sfu_stats);
+} layer_bytes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4 * SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, __u32); /* decode target; LAYERS_ALL: not adapted */
+} replica_targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4 * SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, struct replica_layers);
+} replica_adapt SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+	__type(value, struct video_event); /* for BTF: Go reads the records as this */
+} video_events SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SFU_OUTCOME_MAX);
@@ -120,7 +159,10 @@ struct media {
 	__u32 len;     /* UDP payload bytes */
 	__u32 ip_len;  /* the IP datagram's, for the replicas' MTU checks */
 	__u64 now;     /* CLOCK_MONOTONIC_COARSE, read once per packet */
+	struct frame_info frame; /* when adapt */
+	__be16 seq;    /* RTP: the sender's sequence number */
 	__u8 gate;     /* enum gate: what a waiting receiver's replica does */
+	__u8 adapt;    /* video with a dependency descriptor: layers adapt per receiver */
 };
 
 /* Receivers waiting for a key frame: audio and sender reports pass, other
@@ -140,6 +182,7 @@ struct addressing {
 	__u8 macs[12] __attribute__((aligned(8))); /* when macs_set */
 	__be16 sport;
 	__be16 dport;
+	__be16 seq;
 	__u8 ttl;
 	__u8 macs_set;
 };
@@ -432,41 +475,145 @@ INLINE void count_replica(const struct replica *r, __u32 bytes)
 	count(bpf_map_lookup_elem(&replica_stats, &slot), bytes);
 }
 
-/* One replica of all but the last: readdress, clone out. */
+/* A late packet of a layer the receiver does not get fills the gap kept
+ * for it as padding: user space sends that (one packet cannot be cut
+ * down for one replica and stay whole for the next). */
+INLINE __u32 padding_upcall(struct __sk_buff *skb, const struct media *m, const struct replica *r, __u16 number)
+{
+	struct video_event *ev = bpf_ringbuf_reserve(&video_events, sizeof(*ev), 0);
+
+	if (!ev)
+		return SFU_EVENT_LOST;
+	ev->kind = VIDEO_EVENT_PADDING;
+	ev->sender = 0;
+	ev->r = *r;
+	ev->number = number;
+	ev->len = 0;
+	if (bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr), ev->rtp, sizeof(ev->rtp))) {
+		bpf_ringbuf_discard(ev, 0);
+		return SFU_EVENT_LOST;
+	}
+	bpf_ringbuf_submit(ev, 0);
+	return SFU_PADDING_UPCALL;
+}
+
+/* One replica's layer decision, verified once on its own (a global
+ * function): inlined, every path into it would be walked through it.
+ * Returns enum layer_verdict, and the number above bit 8. */
+__attribute__((noinline)) int replica_layers_step(struct replica_layers *l, const struct frame_info *f, __u32 target,
+						  __u64 now)
+{
+	enum layer_verdict v;
+	__u16 number = 0;
+
+	if (!l || !f)
+		return LAYER_AS_IS;
+	v = layers_decide(l, f, target > LAYERS_ALL ? LAYERS_ALL : target, now, &number);
+	return (int)number << 8 | v;
+}
+
+/* What r's decode target and renumbering make of this packet. */
+INLINE enum layer_verdict adapt(const struct replica *r, const struct media *m, __u16 *number)
+{
+	__u32 slot = r->slot;
+	__u32 *target = bpf_map_lookup_elem(&replica_targets, &slot);
+	struct replica_layers *l = bpf_map_lookup_elem(&replica_adapt, &slot);
+	int step;
+
+	if (!target || !l)
+		return LAYER_AS_IS;
+	/* Only this program moves current off LAYERS_ALL and started off zero:
+	 * a receiver never adapted stays on the sender's numbers unclaimed. */
+	if (*target >= LAYERS_ALL && l->current == LAYERS_ALL && !l->rw.started)
+		return LAYER_AS_IS;
+	if (!layers_claim(l))
+		return LAYER_DROP;
+	step = replica_layers_step(l, &m->frame, *target, m->now);
+	layers_release(l);
+	*number = step >> 8;
+	return step & 0xff;
+}
+
+/* The RTP sequence number r is sent, by difference in the UDP checksum. */
+INLINE int renumber(struct __sk_buff *skb, const struct media *m, struct addressing *cur, __u16 number)
+{
+	__u32 off = m->l4_off + sizeof(struct udphdr) + offsetof(struct rtp_fixed, seq);
+	__be16 seq = bpf_htons(number);
+
+	if (seq == cur->seq)
+		return 0;
+	if (bpf_skb_store_bytes(skb, off, &seq, sizeof(seq), 0) ||
+	    bpf_l4_csum_replace(skb, m->l4_off + offsetof(struct udphdr, check), cur->seq, seq,
+				BPF_F_MARK_MANGLED_0 | sizeof(seq)))
+		return -1;
+	cur->seq = seq;
+	return 0;
+}
+
+/* Everything before replica r leaves: its gate, its layer and number, its
+ * path, its headers. SFU_REPLICA when it is ready to go out by *path;
+ * else what became of it (SFU_REWRITE_FAILED: the packet is lost). */
+INLINE __u32 ready_replica(struct __sk_buff *skb, struct media *m, struct addressing *cur, const struct replica *r,
+			   const struct replica_path **path, enum gate_verdict *gate)
+{
+	__u16 number = bpf_ntohs(m->seq);
+
+	if (r->family != m->ip.family)
+		return SFU_FAMILY_MISMATCH;
+	*gate = gate_of(r, m->gate);
+	if (*gate == GATE_HELD)
+		return SFU_GATED;
+	if (m->adapt) {
+		switch (adapt(r, m, &number)) {
+		case LAYER_DROP:
+			return SFU_LAYER_DROPPED;
+		case LAYER_PADDING:
+			return padding_upcall(skb, m, r, number);
+		default:
+			break;
+		}
+	}
+	*path = replica_path(skb, r, m->ip_len, m->now);
+	if (!*path)
+		return SFU_NO_ROUTE;
+	if (readdress(skb, m, cur, r, *path) || (m->adapt && renumber(skb, m, cur, number)))
+		return SFU_REWRITE_FAILED;
+	return SFU_REPLICA;
+}
+
+/* A replica has gone: its gate opens if this packet opens gates. */
+INLINE void replica_sent(const struct replica *r, enum gate_verdict gate, __u32 bytes)
+{
+	if (gate == GATE_OPENS)
+		gate_open(r);
+	count_replica(r, bytes);
+}
+
+/* One replica of all but the last: made ready, cloned out. */
 static long clone_one(__u64 i, struct fan *c)
 {
-	const struct replica_path *path;
+	const struct replica_path *path = NULL;
 	const struct replica *r;
 	enum gate_verdict gate;
+	__u32 o;
 
 	if (i >= c->n)
 		return 1;
 	r = &c->f->r[i & (SFU_MAX_FANOUT - 1)];
-	if (r->family != c->m->ip.family) {
-		outcome(SFU_FAMILY_MISMATCH, c->m->len);
-		return 0;
-	}
-	gate = gate_of(r, c->m->gate);
-	if (gate == GATE_HELD) {
-		outcome(SFU_GATED, c->m->len);
-		return 0;
-	}
-	path = replica_path(c->skb, r, c->m->ip_len, c->m->now);
-	if (!path) {
-		outcome(SFU_NO_ROUTE, c->m->len);
-		return 0;
-	}
-	if (readdress(c->skb, c->m, c->cur, r, path)) {
+	o = ready_replica(c->skb, c->m, c->cur, r, &path, &gate);
+	if (o == SFU_REWRITE_FAILED) {
 		c->failed = 1;
 		return 1;
+	}
+	if (o != SFU_REPLICA || !path) {
+		outcome(o, c->m->len);
+		return 0;
 	}
 	if (bpf_clone_redirect(c->skb, path->ifindex, 0)) {
 		outcome(SFU_CLONE_FAILED, c->m->len);
 		return 0;
 	}
-	if (gate == GATE_OPENS)
-		gate_open(r);
-	count_replica(r, c->m->len);
+	replica_sent(r, gate, c->m->len);
 	c->sent++;
 	return 0;
 }
@@ -485,12 +632,12 @@ INLINE int drop_complete_sum(struct __sk_buff *skb)
 INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender *s)
 {
 	struct addressing cur = { .saddr = m->ip.saddr, .daddr = m->ip.daddr,
-				  .sport = m->udp.sport, .dport = m->udp.dport };
+				  .sport = m->udp.sport, .dport = m->udp.dport, .seq = m->seq };
 	struct fan c = { .skb = skb, .m = m, .cur = &cur };
-	const struct replica_path *path;
+	const struct replica_path *path = NULL;
 	const struct replica *last;
 	enum gate_verdict gate;
-	__u32 id = s->id, slot = s->slot;
+	__u32 id = s->id, slot = s->slot, o;
 	__u8 ttl, summed;
 	int rc = 0;
 
@@ -523,21 +670,85 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	 * as replicated whatever becomes of the last one. */
 	outcome(SFU_REPLICATED, m->len);
 	last = &c.f->r[c.n & (SFU_MAX_FANOUT - 1)];
-	if (last->family != m->ip.family)
-		return outcome(SFU_FAMILY_MISMATCH, m->len), TC_ACT_SHOT;
-	gate = gate_of(last, m->gate);
-	if (gate == GATE_HELD)
-		return outcome(SFU_GATED, m->len), TC_ACT_SHOT;
-	path = replica_path(skb, last, m->ip_len, m->now);
-	if (!path)
-		return outcome(SFU_NO_ROUTE, m->len), TC_ACT_SHOT;
-	if (readdress(skb, m, &cur, last, path))
-		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
-	if (gate == GATE_OPENS)
-		gate_open(last);
-	count_replica(last, m->len);
+	o = ready_replica(skb, m, &cur, last, &path, &gate);
+	if (o != SFU_REPLICA || !path)
+		return outcome(o, m->len), TC_ACT_SHOT;
+	replica_sent(last, gate, m->len);
 	outcome(SFU_REPLICA, m->len);
 	return bpf_redirect(path->ifindex, 0);
+}
+
+/* A sender attached a template structure: user space parses it and
+ * installs the templates (sender_templates). */
+INLINE void structure_upcall(struct __sk_buff *skb, const struct media *m, const struct sender *s,
+			     const struct rtp_ext *e)
+{
+	struct video_event *ev = bpf_ringbuf_reserve(&video_events, sizeof(*ev), 0);
+	__u32 len = e->len;
+
+	if (!ev) {
+		outcome(SFU_EVENT_LOST, m->len);
+		return;
+	}
+	__builtin_memset(&ev->r, 0, sizeof(ev->r));
+	ev->kind = VIDEO_EVENT_STRUCTURE;
+	ev->sender = s->slot;
+	ev->number = 0;
+	ev->len = len;
+	if (len == 0 || len > DD_MAX_LEN || bpf_skb_load_bytes(skb, e->off, ev->dd, len) ||
+	    bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr), ev->rtp, sizeof(ev->rtp))) {
+		bpf_ringbuf_discard(ev, 0);
+		return;
+	}
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* A frame's DTIs: its template's; for the packet attaching a structure
+ * (a key frame's first), a switch point of every target, as the ids of
+ * the new structure are not installed yet. */
+#define DTIS_ALL_SWITCH 0xaaaa
+
+/* The packet's frame, for senders whose layers adapt: its descriptor's
+ * fields and its template's DTIs (unknown: everyone gets it); its bytes
+ * counted to its layer. Padding-only packets have no frame. */
+INLINE void video_frame(struct __sk_buff *skb, struct media *m, const struct sender *s, const struct rtp_fixed *h,
+			int hdr)
+{
+	__u32 payload = m->l4_off + sizeof(struct udphdr), slot = s->slot, key, t;
+	struct frame_info *f = &m->frame;
+	struct layer_templates *tbl;
+	struct dd_fields d;
+	struct rtp_ext e;
+	__u8 pad;
+
+	m->adapt = 1;
+	f->p.seq = bpf_ntohs(h->seq);
+	if ((h->vpxcc & 0x20) && !bpf_skb_load_bytes(skb, payload + m->len - 1, &pad, 1) &&
+	    pad == m->len - (__u32)hdr) {
+		f->p.flags = LAST_PADDING;
+		return;
+	}
+	if (rtp_ext_find(skb, payload, h->vpxcc, hdr, s->dd_ext, &e) || dd_read(skb, &e, &d))
+		return;
+	f->p.frame = d.frame;
+	f->p.flags = (d.flags & DD_START ? LAST_START : 0) | (d.flags & DD_END ? LAST_END : 0);
+	if (d.flags & DD_STRUCTURE)
+		structure_upcall(skb, m, s, &e);
+	tbl = bpf_map_lookup_elem(&sender_templates, &slot);
+	if (!tbl || !tbl->targets || tbl->targets > LAYERS_MAX_TARGETS)
+		return;
+	if (d.flags & DD_STRUCTURE) {
+		t = TEMPLATE_KNOWN | DTIS_ALL_SWITCH;
+	} else {
+		t = tbl->t[d.template_id & 63];
+		if (!(t & TEMPLATE_KNOWN) || (d.flags & DD_CUSTOM_DTIS))
+			return;
+	}
+	f->dtis = TEMPLATE_DTIS(t);
+	f->flags = FRAME_KNOWN;
+	f->targets = tbl->targets;
+	key = slot * LAYERS_MAX_TARGETS + TEMPLATE_LAYER(t);
+	count(bpf_map_lookup_elem(&layer_bytes, &key), m->len);
 }
 
 /* What an RTP packet of this codec does to waiting receivers: a key
@@ -607,7 +818,11 @@ int sfu_ingress(struct __sk_buff *skb)
 	m.now = coarse_now();
 	if (!source_admitted(skb, &m, s))
 		return outcome(SFU_SOURCE_REFUSED, m.len), TC_ACT_UNSPEC;
-	if (hdr >= 0)
+	if (hdr >= 0) {
+		m.seq = h.rtp.seq;
+		if (s->video && s->dd_ext)
+			video_frame(skb, &m, s, &h.rtp, hdr);
 		m.gate = video_gate(skb, &m, s->video, hdr, h.peek);
+	}
 	return replicate(skb, &m, s);
 }

@@ -45,7 +45,8 @@ struct sender {
 	 * passing verdict, so a torn pair is still a passing one. */
 	__u32 src_ifindex;
 	__u8 video; /* enum video_codec of this SSRC: its new receivers wait for a key frame */
-	__u8 pad[3];
+	__u8 dd_ext; /* header extension id of its dependency descriptor (0: none): layers adapt per receiver */
+	__u8 pad[2];
 	__u64 src_until;
 };
 
@@ -87,6 +88,22 @@ struct fanout {
 struct sfu_stats {
 	__u64 packets;
 	__u64 bytes; /* UDP payload bytes */
+};
+
+/* What user space is told through video_events. */
+enum video_event_kind {
+	VIDEO_EVENT_STRUCTURE = 1, /* a sender attached a template structure: install its templates */
+	VIDEO_EVENT_PADDING = 2,   /* send a receiver a padding-only packet under number (closes a kept gap) */
+};
+
+struct video_event {
+	__u32 kind;
+	__u32 sender;      /* the sender's slot */
+	struct replica r;  /* PADDING: to whom, from where */
+	__u16 number;      /* PADDING: the receiver's sequence number */
+	__u16 len;         /* STRUCTURE: descriptor bytes in dd */
+	__u8 rtp[12];      /* the packet's fixed RTP header (payload type, timestamp, SSRC) */
+	__u8 dd[256];      /* STRUCTURE: the dependency descriptor */
 };
 
 #endif

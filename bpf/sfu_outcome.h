@@ -20,6 +20,9 @@ enum sfu_outcome {
 	SFU_SOURCE_REFUSED, /* a martian source or one not routed back through its interface: to the stack */
 	SFU_NO_ROUTE,       /* a replica with no route, neighbour or MTU room towards its receiver: not sent */
 	SFU_GATED,          /* a video replica held back: its receiver waits for a key frame */
+	SFU_LAYER_DROPPED,  /* a video replica not sent: its receiver's decode target leaves the layer out */
+	SFU_PADDING_UPCALL, /* a late packet of a dropped layer: user space sends the receiver padding in its place */
+	SFU_EVENT_LOST,     /* user space could not be told (ring buffer full): a structure or a padding packet lost */
 	SFU_OUTCOME_MAX,
 };
 

@@ -16,12 +16,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pion/rtp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
@@ -33,6 +35,9 @@ type SFU struct {
 	Name     string
 	Describe string
 	plane    string // ebrtc sfu --dataplane
+	// adapted: every other receiver reports a narrow link (REMB), so its
+	// video is cut to the lowest temporal layer and renumbered.
+	adapted bool
 }
 
 func (s SFU) janus() bool { return s.plane == "" }
@@ -44,6 +49,10 @@ func SFUs() []SFU {
 			plane: "ebpf"},
 		{Name: "ebrtc-sfu-user", Describe: "ebrtc sfu --dataplane user: recvmmsg, sendmmsg per socket run",
 			plane: "user"},
+		{Name: "ebrtc-sfu-ebpf-ra", Describe: "ebrtc sfu --dataplane ebpf, every other receiver adapted to the lowest temporal layer (REMB 100 kbit/s)",
+			plane: "ebpf", adapted: true},
+		{Name: "ebrtc-sfu-user-ra", Describe: "ebrtc sfu --dataplane user, every other receiver adapted to the lowest temporal layer (REMB 100 kbit/s)",
+			plane: "user", adapted: true},
 		{Name: "janus", Describe: "Janus 1.1.2 VideoRoom (Debian), no_webrtc_encryption, ICE-lite, a thread per handle"},
 	}
 }
@@ -204,7 +213,7 @@ func addHosts(e *env, hosts int) error {
 
 func selectSFUs(names []string) ([]SFU, error) {
 	return selectNamed("SFU", SFUs(), names, func(s SFU) string { return s.Name },
-		func(name, asked string) bool { return name == asked }, "ebrtc-sfu-ebpf, ebrtc-sfu-user, janus")
+		func(name, asked string) bool { return name == asked }, "ebrtc-sfu-ebpf, ebrtc-sfu-user, ebrtc-sfu-ebpf-ra, ebrtc-sfu-user-ra, janus")
 }
 
 func sfuProgress(o SFUOptions, format string, args ...any) {
@@ -248,6 +257,7 @@ func measureSFU(e *env, s SFU, rec *synth.Recording, o SFUOptions) (*SFUResult, 
 // join it, and what it sent.
 type sfuUnderTest struct {
 	name    string
+	adapted bool // SFU.adapted
 	pid     int
 	stop    func()
 	join    synth.Config // without Net and Room
@@ -262,6 +272,10 @@ type sfuUnderTest struct {
 	// counts one).
 	replicaLength func(n int) uint16
 }
+
+// adaptedEstimate is what an adapted receiver reports: below the captured
+// stream's lowest temporal layer, so it gets only that.
+const adaptedEstimate = 100e3
 
 func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 	if s.janus() {
@@ -289,7 +303,7 @@ func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sfuUnderTest{name: s.Name, pid: r.Pid(),
+	return &sfuUnderTest{name: s.Name, pid: r.Pid(), adapted: s.adapted,
 		stop:    func() { _ = r.Stop(5 * time.Second) },
 		join:    synth.Config{Server: testbed.SFUWeb.String()},
 		metrics: r.Metrics,
@@ -318,6 +332,9 @@ func (e *env) hostIP(host int) netip.Addr { return e.hostIPs[host%len(e.hostIPs)
 func (sut *sfuUnderTest) config(e *env, host int, room string) synth.Config {
 	c := sut.join
 	c.Net, c.Room = synth.NetIn(e.hosts[host%len(e.hosts)]), room
+	if sut.adapted && host%2 == 1 {
+		c.Estimate = adaptedEstimate
+	}
 	return c
 }
 
@@ -475,8 +492,9 @@ func quantile(v []float64, q float64) float64 {
 }
 
 // replicaTemplate is one of the stream's AV1 packets that starts no key
-// frame, as a frame from the publisher's address to the SFU, and its UDP
-// payload length.
+// frame and is in every decode target (a T0 frame's: a receiver adapted
+// to the lowest temporal layer gets it too, renumbered), as a frame from
+// the publisher's address to the SFU, and its UDP payload length.
 func replicaTemplate(tb *testbed.Testbed, pub *synth.Participant, stream *synth.Stream, from int) ([]byte, int, error) {
 	conn, sfu := pub.Publishing()
 	src := netip.AddrPortFrom(testbed.ClientIP4, addrPort(conn.LocalAddr()).Port()) // the socket is bound to 0.0.0.0
@@ -485,17 +503,32 @@ func replicaTemplate(tb *testbed.Testbed, pub *synth.Participant, stream *synth.
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, 0, err
 	}
-	for k := from; k < from+1000; k++ {
+	var structure *dd.Structure
+	for k := 0; k < from+1000; k++ {
 		b, _, err := stream.Packet(k)
 		if err != nil {
 			return nil, 0, err
 		}
-		if binary.BigEndian.Uint32(b[8:]) == stream.VideoSSRC && len(b) > 800 && b[0]&0x20 == 0 {
-			f := frame.UDP{SrcMAC: cliMAC, DstMAC: srvMAC, Src: src, Dst: sfu, TTL: 64, DF: true, Payload: b}.Marshal()
-			return f, len(b), nil
+		var h rtp.Header
+		if _, err := h.Unmarshal(b); err != nil || h.SSRC != stream.VideoSSRC {
+			continue
 		}
+		desc, err := dd.Parse(h.GetExtension(synth.DDExtensionID), structure)
+		if err != nil {
+			continue
+		}
+		if desc.Structure != nil {
+			structure = desc.Structure
+			continue
+		}
+		dtis, err := desc.DTIs(structure)
+		if k < from || err != nil || slices.Contains(dtis, dd.NotPresent) || len(b) <= 800 || b[0]&0x20 != 0 {
+			continue
+		}
+		f := frame.UDP{SrcMAC: cliMAC, DstMAC: srvMAC, Src: src, Dst: sfu, TTL: 64, DF: true, Payload: b}.Marshal()
+		return f, len(b), nil
 	}
-	return nil, 0, errors.New("no AV1 packet of over 800 bytes in the capture")
+	return nil, 0, errors.New("no AV1 packet of a T0 frame over 800 bytes in the capture")
 }
 
 // searchReplicas finds the highest paced input rate the SFU replicates

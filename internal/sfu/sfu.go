@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/metrics"
@@ -27,6 +28,9 @@ type Config struct {
 	Ifaces    []string         // where the eBPF data plane runs (TC ingress)
 	Dataplane string           // "ebpf" or "user"
 	Codecs    signaling.Codecs
+	// NoRateAdaptation: every receiver gets every layer of every stream
+	// (by default each receiver's AV1 temporal layers follow its estimate).
+	NoRateAdaptation bool
 	// MetricsListen, if set, serves Prometheus metrics (ebrtc_sfu_*) at
 	// http://MetricsListen/metrics.
 	MetricsListen string
@@ -82,16 +86,24 @@ func Run(ctx context.Context, cfg Config) error {
 		conns = append(conns, c)
 	}
 	var ctrl *controller.Controller
-	ag, err := agent.New(agent.ICEConfig{OnBinding: func(b agent.Binding) { ctrl.OnBinding(b) }}, agent.FeedbackConfig{}, conns)
-	if err != nil {
-		return err
-	}
-	plane, err := openPlane(cfg, conns, ag)
+	var agentReady atomic.Pointer[agent.Agent] // the planes call it from their own goroutines, once it is
+	plane, err := openPlane(cfg, conns, agentReady.Load)
 	if err != nil {
 		return err
 	}
 	defer plane.Close()
-	if ctrl, err = controller.New(controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, Plane: plane, Agent: ag}); err != nil {
+	ag, err := agent.New(agent.ICEConfig{OnBinding: func(b agent.Binding) { ctrl.OnBinding(b) }},
+		agent.FeedbackConfig{Original: plane.Original}, conns)
+	if err != nil {
+		return err
+	}
+	agentReady.Store(ag)
+	var adapter *agent.Adapter
+	if !cfg.NoRateAdaptation {
+		adapter = agent.NewAdapter(plane, ag.Feedback, 0)
+	}
+	if ctrl, err = controller.New(controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, Plane: plane, Agent: ag,
+		Adapter: adapter}); err != nil {
 		return err
 	}
 	if cfg.MetricsListen != "" {
@@ -128,14 +140,22 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func openPlane(cfg Config, conns []*net.UDPConn, ag *agent.Agent) (dataplane.Plane, error) {
+func openPlane(cfg Config, conns []*net.UDPConn, ag func() *agent.Agent) (dataplane.Plane, error) {
 	if cfg.Dataplane == "user" {
 		// The user plane reads the sockets; the agent gets what it is owed.
 		return dataplane.NewUser(dataplane.UserConfig{Conns: conns, Upcall: func(p []byte, from netip.AddrPort, c *net.UDPConn) {
-			_ = ag.Handle(p, from, c)
+			if a := ag(); a != nil {
+				_ = a.Handle(p, from, c)
+			}
 		}})
 	}
-	d, err := dataplane.Load(dataplane.Config{Media: cfg.Media})
+	send := func(p []byte, from, to netip.AddrPort) error {
+		if a := ag(); a != nil {
+			return a.Send(p, from, to)
+		}
+		return nil
+	}
+	d, err := dataplane.Load(dataplane.Config{Media: cfg.Media, Send: send})
 	if err != nil {
 		return nil, err
 	}
@@ -148,16 +168,24 @@ func openPlane(cfg Config, conns []*net.UDPConn, ag *agent.Agent) (dataplane.Pla
 	return d, nil
 }
 
-// housekeeping checks consent every second (RFC 7675) and asks again for
+// adaptRounds is how many rate adaptation rounds run a second.
+const adaptRounds = 4
+
+// housekeeping adapts receivers' layers a few times a second, checks consent every second (RFC 7675) and asks again for
 // key frames receivers still wait for.
 func housekeeping(ctx context.Context, ctrl *controller.Controller, ag *agent.Agent) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(time.Second / adaptRounds)
 	defer t.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			ctrl.Adapt()
+			if ticks++; ticks%adaptRounds != 0 {
+				continue
+			}
 			if gone := ag.ICE.Expire(); len(gone) > 0 {
 				ctrl.Expired(gone)
 			}

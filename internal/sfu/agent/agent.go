@@ -35,6 +35,10 @@ func New(ice ICEConfig, fb FeedbackConfig, conns []*net.UDPConn) (*Agent, error)
 	return a, nil
 }
 
+// Send sends p from the SFU's socket at from to `to` (the data plane's
+// padding packets).
+func (a *Agent) Send(p []byte, from, to netip.AddrPort) error { return a.sendVia(p, to, from) }
+
 func (a *Agent) sendVia(p []byte, to, via netip.AddrPort) error {
 	a.mu.Lock()
 	c := a.conns[unmap(via)]

@@ -27,6 +27,11 @@ type FeedbackConfig struct {
 	PLIInterval time.Duration
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
+	// Original maps a sequence number a receiver's NACK names to the
+	// sender's (the data plane renumbers receivers whose layers it drops);
+	// false: the number was never given, or is too old. Nil: NACKs go
+	// through as they are.
+	Original func(sender, receiver netip.AddrPort, number uint16) (uint16, bool)
 }
 
 // Feedback routes receivers' RTCP to senders. NACKs go through as they
@@ -151,7 +156,9 @@ func (f *Feedback) route(path Path, from netip.AddrPort, pkts []rtcp.Packet) []r
 	for _, pkt := range pkts {
 		switch p := pkt.(type) {
 		case *rtcp.TransportLayerNack:
-			out = append(out, p)
+			if p = f.translate(path.Sender, from, p); p != nil {
+				out = append(out, p)
+			}
 		case *rtcp.PictureLossIndication:
 			if f.firstPLI(path.Sender, p.MediaSSRC, now) {
 				out = append(out, p)
@@ -166,12 +173,42 @@ func (f *Feedback) route(path Path, from netip.AddrPort, pkts []rtcp.Packet) []r
 				out = append(out, p)
 			}
 		case *rtcp.ReceiverEstimatedMaximumBitrate:
-			if f.bestDownlink(path.Sender, from, float64(p.Bitrate)) {
-				out = append(out, p)
+			if smoothed, best := f.bestDownlink(path.Sender, from, float64(p.Bitrate)); best {
+				fwd := *p
+				fwd.Bitrate = float32(smoothed) // the sender sees the smoothed best, not one raw dip
+				out = append(out, &fwd)
 			}
 		}
 	}
 	return out
+}
+
+// translate renames a NACK's numbers to the sender's; nil if none is left.
+func (f *Feedback) translate(sender, receiver netip.AddrPort, n *rtcp.TransportLayerNack) *rtcp.TransportLayerNack {
+	if f.cfg.Original == nil {
+		return n
+	}
+	var seqs []uint16
+	for _, pair := range n.Nacks {
+		for _, number := range pair.PacketList() {
+			if seq, ok := f.cfg.Original(sender, receiver, number); ok {
+				seqs = append(seqs, seq)
+			}
+		}
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	return &rtcp.TransportLayerNack{SenderSSRC: n.SenderSSRC, MediaSSRC: n.MediaSSRC, Nacks: rtcp.NackPairsFromSequenceNumbers(seqs)}
+}
+
+// Estimate is the receiver's smoothed bandwidth estimate (REMB) for the
+// sender's streams, bits/s, if it sent one.
+func (f *Feedback) Estimate(sender, receiver netip.AddrPort) (float64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.remb[sender][receiver]
+	return v, ok
 }
 
 func (f *Feedback) firstPLI(sender netip.AddrPort, ssrc uint32, now time.Time) bool {
@@ -185,7 +222,7 @@ func (f *Feedback) firstPLI(sender netip.AddrPort, ssrc uint32, now time.Time) b
 
 // bestDownlink smooths the receiver's estimate and says whether it is now
 // the sender's best (ties: the receiver just heard).
-func (f *Feedback) bestDownlink(sender, receiver netip.AddrPort, bps float64) bool {
+func (f *Feedback) bestDownlink(sender, receiver netip.AddrPort, bps float64) (float64, bool) {
 	est := f.remb[sender]
 	if est == nil {
 		est = map[netip.AddrPort]float64{}
@@ -197,8 +234,8 @@ func (f *Feedback) bestDownlink(sender, receiver netip.AddrPort, bps float64) bo
 	est[receiver] = bps
 	for r, v := range est {
 		if r != receiver && v > bps {
-			return false
+			return bps, false
 		}
 	}
-	return true
+	return bps, true
 }

@@ -142,6 +142,11 @@ func TestFeedbackForwardsTheBestREMB(t *testing.T) {
 	if len(forwarded()) != 5 {
 		t.Fatalf("forwarded %d REMBs, want the fast receiver's 5", len(forwarded()))
 	}
+	// One raw dip of the best receiver reaches the sender smoothed.
+	must(t, f.Handle(remb(1e6), fast))
+	if got := forwarded(); got[len(got)-1] != 1.7e6 {
+		t.Fatalf("a dip to 1e6 forwarded as %v, want the smoothed 1.7e6", got[len(got)-1])
+	}
 	f.RemovePath(fast)
 	must(t, f.Handle(remb(3e5), slow))
 	if got := forwarded(); got[len(got)-1] != 3e5 {

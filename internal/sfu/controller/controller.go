@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"regexp"
 	"sync"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
@@ -36,6 +37,8 @@ type Config struct {
 	TTL   uint8 // of replicas
 	Plane dataplane.Plane
 	Agent *agent.Agent
+	// Adapter adapts each receiver's video layers (Adapt); nil: never.
+	Adapter *agent.Adapter
 }
 
 // Controller holds the rooms.
@@ -180,6 +183,9 @@ func (c *Controller) Leave(p *Participant) error {
 		if p.pub.addr.IsValid() {
 			errs = append(errs, c.cfg.Plane.RemoveStream(p.pub.addr))
 			c.cfg.Agent.Feedback.RemoveSender(p.pub.addr)
+			if c.cfg.Adapter != nil {
+				c.cfg.Adapter.Forget(p.pub.addr)
+			}
 		}
 		c.dropConn(p.pub)
 	}
@@ -254,6 +260,9 @@ func (c *Controller) updateStream(p *Participant) error {
 			src := dataplane.Source{SSRC: ssrc}
 			if m.Kind == "video" {
 				src.Video = c.video
+				if c.video == dataplane.AV1 && c.cfg.Adapter != nil {
+					src.DDExt = m.ExtensionID(signaling.DependencyDescriptorURI)
+				}
 			}
 			sources = append(sources, src)
 		}
@@ -344,6 +353,38 @@ func (c *Controller) Tick() {
 				c.requestKeyFrames(p)
 			}
 		}
+	}
+}
+
+// Adapt runs a round of rate adaptation for every published video; call
+// it a few times a second.
+func (c *Controller) Adapt() {
+	if c.cfg.Adapter == nil {
+		return
+	}
+	type job struct {
+		from, via netip.AddrPort
+		ssrc      uint32
+	}
+	var jobs []job
+	c.mu.Lock()
+	for _, r := range c.rooms {
+		for _, p := range r.parts {
+			if p.pub == nil || !p.pub.addr.IsValid() || len(p.serving) == 0 {
+				continue
+			}
+			via, ok := c.mediaFor(p.pub.addr)
+			for _, m := range p.publish.Media {
+				if ok && m.Kind == "video" && len(m.SSRCs) > 0 {
+					jobs = append(jobs, job{p.pub.addr, via, m.SSRCs[0]})
+				}
+			}
+		}
+	}
+	c.mu.Unlock()
+	now := time.Now()
+	for _, j := range jobs {
+		_ = c.cfg.Adapter.Adapt(now, j.from, j.via, j.ssrc)
 	}
 }
 

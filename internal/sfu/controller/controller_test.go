@@ -57,6 +57,9 @@ func (p *plane) StreamStats(from netip.AddrPort) (dataplane.StreamStats, error) 
 }
 func (p *plane) Outcomes() (map[dataplane.Outcome]dataplane.Counter, error) { return nil, nil }
 func (p *plane) Close() error                                               { return nil }
+func (p *plane) SetTarget(from, to netip.AddrPort, target int) error        { return nil }
+func (p *plane) Layers(netip.AddrPort) (dataplane.Layers, error)            { return dataplane.Layers{}, nil }
+func (p *plane) Original(_, _ netip.AddrPort, n uint16) (uint16, bool)      { return n, true }
 
 // inbox collects one participant's messages.
 type inbox struct{ msgs []Message }

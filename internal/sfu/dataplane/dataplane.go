@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/ebrtc/ebrtc/internal/forwarding"
 	"github.com/ebrtc/ebrtc/internal/netorder"
@@ -30,6 +31,11 @@ type Config struct {
 	// datagrams to one of them are the data plane's, as only those would
 	// reach the SFU through the kernel.
 	Media []netip.AddrPort
+	// Send sends a datagram from the SFU's socket at from: the padding a
+	// receiver gets in place of a late packet of a layer it does not get
+	// (rate adaptation). Nil: such packets are not sent (the receiver
+	// NACKs the gap).
+	Send func(p []byte, from, to netip.AddrPort) error
 }
 
 func (c Config) validate() error {
@@ -54,12 +60,16 @@ type Receiver struct {
 
 // DataPlane is the loaded program and its maps.
 type DataPlane struct {
+	cfg     Config
 	objs    sfuObjects
 	links   []link.Link
 	restore func() error // the forwarding sysctls Load changed
+	events  *ringbuf.Reader
+	readers sync.WaitGroup
 
 	mu        sync.Mutex
 	streams   map[netip.AddrPort]*stream
+	byID      map[uint32]*stream
 	ids       slots.Pool // fanout ids and sender_stats slots
 	replicaSl slots.Pool
 }
@@ -70,6 +80,7 @@ type stream struct {
 	sources   []Source
 	receivers []Receiver
 	replicas  []uint32 // replica slots (counters, path, gate), one per receiver
+	structure []byte   // the descriptor whose templates are installed
 }
 
 // slotOf is the replica slot the stream has for a receiver, if any: a
@@ -95,8 +106,8 @@ func Load(cfg Config) (*DataPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
-	d := &DataPlane{streams: map[netip.AddrPort]*stream{}, ids: slots.New(maxSenders), replicaSl: slots.New(4 * maxSenders),
-		restore: restore}
+	d := &DataPlane{cfg: cfg, streams: map[netip.AddrPort]*stream{}, byID: map[uint32]*stream{}, ids: slots.New(maxSenders),
+		replicaSl: slots.New(4 * maxSenders), restore: restore}
 	if err := loadSfuObjects(&d.objs, nil); err != nil {
 		_ = restore()
 		var verr *ebpf.VerifierError
@@ -120,6 +131,16 @@ func Load(cfg Config) (*DataPlane, error) {
 		_ = restore()
 		return nil, fmt.Errorf("dataplane: config: %w", err)
 	}
+	if d.events, err = ringbuf.NewReader(d.objs.VideoEvents); err != nil {
+		d.objs.Close()
+		_ = restore()
+		return nil, fmt.Errorf("dataplane: video events: %w", err)
+	}
+	d.readers.Add(1)
+	go func() {
+		defer d.readers.Done()
+		d.readEvents(d.events)
+	}()
 	return d, nil
 }
 
@@ -164,7 +185,8 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 			return fmt.Errorf("dataplane: more than %d streams", maxSenders)
 		}
 		// A reused slot starts from zero.
-		if err := d.objs.SenderStats.Put(id, make([]sfuSfuStats, ebpf.MustPossibleCPU())); err != nil {
+		if err := errors.Join(d.objs.SenderStats.Put(id, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
+			d.resetSenderLayers(id)); err != nil {
 			d.ids.Put(id)
 			return fmt.Errorf("dataplane: sender counters: %w", err)
 		}
@@ -190,6 +212,7 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 	}
 	s.receivers, s.replicas = receivers, slots
 	d.streams[from] = s // from here on, RemoveStream undoes all of it
+	d.byID[s.id] = s
 	// New SSRCs first, then drop the ones no longer sent.
 	for _, src := range sources {
 		if err := d.putSender(from, src, s.id); err != nil {
@@ -256,6 +279,7 @@ func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
 	d.releaseReplicas(s.replicas)
 	d.ids.Put(s.id)
 	delete(d.streams, from)
+	delete(d.byID, s.id)
 	return errors.Join(errs...)
 }
 
@@ -293,7 +317,7 @@ func (d *DataPlane) newReplicaSlot() (uint32, error) {
 	}
 	err := errors.Join(d.objs.ReplicaStats.Put(slot, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
 		d.objs.ReplicaPaths.Put(slot, make([]sfuReplicaPath, ebpf.MustPossibleCPU())),
-		d.objs.ReplicaGates.Put(slot, uint32(1)))
+		d.objs.ReplicaGates.Put(slot, uint32(1)), d.resetReplicaLayers(slot))
 	if err != nil {
 		d.replicaSl.Put(slot)
 		return 0, fmt.Errorf("dataplane: receiver slot: %w", err)
@@ -369,7 +393,7 @@ func (d *DataPlane) releaseReplicas(used []uint32) {
 }
 
 func (d *DataPlane) putSender(from netip.AddrPort, src Source, id uint32) error {
-	v := sfuSender{Id: id, Slot: id, Video: uint8(src.Video)}
+	v := sfuSender{Id: id, Slot: id, Video: uint8(src.Video), DdExt: src.DDExt}
 	ssrc := src.SSRC
 	var err error
 	if from.Addr().Is4() {
@@ -392,9 +416,14 @@ func (d *DataPlane) deleteSender(from netip.AddrPort, ssrc uint32) error {
 
 // Close detaches and unloads everything.
 func (d *DataPlane) Close() error {
+	var errs []error
+	if d.events != nil {
+		errs = append(errs, d.events.Close())
+		d.readers.Wait()
+		d.events = nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var errs []error
 	for _, l := range d.links {
 		errs = append(errs, l.Close())
 	}

@@ -28,13 +28,16 @@ const (
 	SourceRefused
 	NoRoute
 	Gated
+	LayerDropped
+	PaddingUpcall
+	EventLost
 	outcomeMax
 )
 
 var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
 	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused", "no_route",
-	"gated",
+	"gated", "layer_dropped", "padding_upcall", "event_lost",
 }
 
 func (o Outcome) String() string {

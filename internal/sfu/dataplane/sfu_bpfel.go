@@ -31,6 +31,13 @@ type sfuFibScratch struct {
 	Bytes [64]uint8
 }
 
+type sfuLayerTemplates struct {
+	_       structs.HostLayout
+	T       [64]uint32
+	Targets uint32
+	Pad     uint32
+}
+
 type sfuReplica struct {
 	_     structs.HostLayout
 	Saddr struct {
@@ -49,6 +56,15 @@ type sfuReplica struct {
 	Slot   uint32
 }
 
+type sfuReplicaLayers struct {
+	_          structs.HostLayout
+	Busy       uint32
+	Current    uint8
+	Pad        [3]uint8
+	SwitchWait uint64
+	Rw         sfuRewriteState
+}
+
 type sfuReplicaPath struct {
 	_       structs.HostLayout
 	Expires uint64
@@ -59,13 +75,26 @@ type sfuReplicaPath struct {
 	Pad2    uint32
 }
 
+type sfuRewriteState struct {
+	_         structs.HostLayout
+	Top       uint32
+	Offset    uint32
+	Base      uint32
+	LastFrame uint16
+	LastFlags uint8
+	Started   uint8
+	Dropped   [8]uint64
+	Frames    [32]uint32
+}
+
 type sfuSender struct {
 	_          structs.HostLayout
 	Id         uint32
 	Slot       uint32
 	SrcIfindex uint32
 	Video      uint8
-	Pad        [3]uint8
+	DdExt      uint8
+	Pad        [2]uint8
 	SrcUntil   uint64
 }
 
@@ -107,22 +136,38 @@ type sfuSfuStats struct {
 	Bytes   uint64
 }
 
+type sfuVideoEvent struct {
+	_      structs.HostLayout
+	Kind   uint32
+	Sender uint32
+	R      sfuReplica
+	Number uint16
+	Len    uint16
+	Rtp    [12]uint8
+	Dd     [256]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sfuMapClockCache   = "clock_cache"
-	sfuMapConfig       = "config"
-	sfuMapFanouts      = "fanouts"
-	sfuMapFibScratch   = "fib_scratch"
-	sfuMapOutcomes     = "outcomes"
-	sfuMapReplicaGates = "replica_gates"
-	sfuMapReplicaPaths = "replica_paths"
-	sfuMapReplicaStats = "replica_stats"
-	sfuMapSenderStats  = "sender_stats"
-	sfuMapSendersV4    = "senders_v4"
-	sfuMapSendersV6    = "senders_v6"
-	sfuProgSfuIngress  = "sfu_ingress"
+	sfuMapClockCache      = "clock_cache"
+	sfuMapConfig          = "config"
+	sfuMapFanouts         = "fanouts"
+	sfuMapFibScratch      = "fib_scratch"
+	sfuMapLayerBytes      = "layer_bytes"
+	sfuMapOutcomes        = "outcomes"
+	sfuMapReplicaAdapt    = "replica_adapt"
+	sfuMapReplicaGates    = "replica_gates"
+	sfuMapReplicaPaths    = "replica_paths"
+	sfuMapReplicaStats    = "replica_stats"
+	sfuMapReplicaTargets  = "replica_targets"
+	sfuMapSenderStats     = "sender_stats"
+	sfuMapSenderTemplates = "sender_templates"
+	sfuMapSendersV4       = "senders_v4"
+	sfuMapSendersV6       = "senders_v6"
+	sfuMapVideoEvents     = "video_events"
+	sfuProgSfuIngress     = "sfu_ingress"
 )
 
 // loadSfu returns the embedded CollectionSpec for sfu.
@@ -174,17 +219,22 @@ type sfuProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sfuMapSpecs struct {
-	ClockCache   *ebpf.MapSpec `ebpf:"clock_cache"`
-	Config       *ebpf.MapSpec `ebpf:"config"`
-	Fanouts      *ebpf.MapSpec `ebpf:"fanouts"`
-	FibScratch   *ebpf.MapSpec `ebpf:"fib_scratch"`
-	Outcomes     *ebpf.MapSpec `ebpf:"outcomes"`
-	ReplicaGates *ebpf.MapSpec `ebpf:"replica_gates"`
-	ReplicaPaths *ebpf.MapSpec `ebpf:"replica_paths"`
-	ReplicaStats *ebpf.MapSpec `ebpf:"replica_stats"`
-	SenderStats  *ebpf.MapSpec `ebpf:"sender_stats"`
-	SendersV4    *ebpf.MapSpec `ebpf:"senders_v4"`
-	SendersV6    *ebpf.MapSpec `ebpf:"senders_v6"`
+	ClockCache      *ebpf.MapSpec `ebpf:"clock_cache"`
+	Config          *ebpf.MapSpec `ebpf:"config"`
+	Fanouts         *ebpf.MapSpec `ebpf:"fanouts"`
+	FibScratch      *ebpf.MapSpec `ebpf:"fib_scratch"`
+	LayerBytes      *ebpf.MapSpec `ebpf:"layer_bytes"`
+	Outcomes        *ebpf.MapSpec `ebpf:"outcomes"`
+	ReplicaAdapt    *ebpf.MapSpec `ebpf:"replica_adapt"`
+	ReplicaGates    *ebpf.MapSpec `ebpf:"replica_gates"`
+	ReplicaPaths    *ebpf.MapSpec `ebpf:"replica_paths"`
+	ReplicaStats    *ebpf.MapSpec `ebpf:"replica_stats"`
+	ReplicaTargets  *ebpf.MapSpec `ebpf:"replica_targets"`
+	SenderStats     *ebpf.MapSpec `ebpf:"sender_stats"`
+	SenderTemplates *ebpf.MapSpec `ebpf:"sender_templates"`
+	SendersV4       *ebpf.MapSpec `ebpf:"senders_v4"`
+	SendersV6       *ebpf.MapSpec `ebpf:"senders_v6"`
+	VideoEvents     *ebpf.MapSpec `ebpf:"video_events"`
 }
 
 // sfuVariableSpecs contains global variables before they are loaded into the kernel.
@@ -213,17 +263,22 @@ func (o *sfuObjects) Close() error {
 //
 // It can be passed to loadSfuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sfuMaps struct {
-	ClockCache   *ebpf.Map `ebpf:"clock_cache"`
-	Config       *ebpf.Map `ebpf:"config"`
-	Fanouts      *ebpf.Map `ebpf:"fanouts"`
-	FibScratch   *ebpf.Map `ebpf:"fib_scratch"`
-	Outcomes     *ebpf.Map `ebpf:"outcomes"`
-	ReplicaGates *ebpf.Map `ebpf:"replica_gates"`
-	ReplicaPaths *ebpf.Map `ebpf:"replica_paths"`
-	ReplicaStats *ebpf.Map `ebpf:"replica_stats"`
-	SenderStats  *ebpf.Map `ebpf:"sender_stats"`
-	SendersV4    *ebpf.Map `ebpf:"senders_v4"`
-	SendersV6    *ebpf.Map `ebpf:"senders_v6"`
+	ClockCache      *ebpf.Map `ebpf:"clock_cache"`
+	Config          *ebpf.Map `ebpf:"config"`
+	Fanouts         *ebpf.Map `ebpf:"fanouts"`
+	FibScratch      *ebpf.Map `ebpf:"fib_scratch"`
+	LayerBytes      *ebpf.Map `ebpf:"layer_bytes"`
+	Outcomes        *ebpf.Map `ebpf:"outcomes"`
+	ReplicaAdapt    *ebpf.Map `ebpf:"replica_adapt"`
+	ReplicaGates    *ebpf.Map `ebpf:"replica_gates"`
+	ReplicaPaths    *ebpf.Map `ebpf:"replica_paths"`
+	ReplicaStats    *ebpf.Map `ebpf:"replica_stats"`
+	ReplicaTargets  *ebpf.Map `ebpf:"replica_targets"`
+	SenderStats     *ebpf.Map `ebpf:"sender_stats"`
+	SenderTemplates *ebpf.Map `ebpf:"sender_templates"`
+	SendersV4       *ebpf.Map `ebpf:"senders_v4"`
+	SendersV6       *ebpf.Map `ebpf:"senders_v6"`
+	VideoEvents     *ebpf.Map `ebpf:"video_events"`
 }
 
 func (m *sfuMaps) Close() error {
@@ -232,13 +287,18 @@ func (m *sfuMaps) Close() error {
 		m.Config,
 		m.Fanouts,
 		m.FibScratch,
+		m.LayerBytes,
 		m.Outcomes,
+		m.ReplicaAdapt,
 		m.ReplicaGates,
 		m.ReplicaPaths,
 		m.ReplicaStats,
+		m.ReplicaTargets,
 		m.SenderStats,
+		m.SenderTemplates,
 		m.SendersV4,
 		m.SendersV6,
+		m.VideoEvents,
 	)
 }
 

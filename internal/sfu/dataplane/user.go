@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +11,9 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/net/ipv4"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/dd"
+	"github.com/ebrtc/ebrtc/internal/sfu/layers"
 )
 
 // Plane is what the SFU asks of a data plane, in the kernel or not.
@@ -17,6 +22,12 @@ type Plane interface {
 	RemoveStream(from netip.AddrPort) error
 	StreamStats(from netip.AddrPort) (StreamStats, error)
 	Outcomes() (map[Outcome]Counter, error)
+	// Rate adaptation: a receiver's decode target of a sender's video,
+	// what the data plane measures and decided, and the sender's number
+	// behind a receiver's.
+	SetTarget(from, to netip.AddrPort, target int) error
+	Layers(from netip.AddrPort) (Layers, error)
+	Original(from, to netip.AddrPort, number uint16) (uint16, bool)
 	Close() error
 }
 
@@ -66,12 +77,26 @@ type userStream struct {
 	sources   []Source
 	receivers []*userReceiver
 	in        *counter
+	video     *userVideo // shared by the stream's versions (SetStream)
+}
+
+// userVideo is a stream's rate adaptation state (bpf/sfu.c's
+// sender_templates and layer_bytes).
+type userVideo struct {
+	mu        sync.Mutex
+	structure []byte
+	templates sfuLayerTemplates
+	bytes     [8]counter // per layer (layers.MaxTargets)
 }
 
 type userReceiver struct {
 	Receiver
 	out     counter
 	waiting atomic.Bool // for a key frame (video only)
+
+	target atomic.Uint32 // layers.AllTargets, or a decode target
+	mu     sync.Mutex
+	adapt  layers.Replica
 }
 
 // receiver is the stream's entry for r, if it has one.
@@ -135,9 +160,9 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	old := u.streams[from]
-	s := &userStream{sources: append([]Source(nil), sources...), in: &counter{}}
+	s := &userStream{sources: append([]Source(nil), sources...), in: &counter{}, video: &userVideo{}}
 	if old != nil {
-		s.in = old.in
+		s.in, s.video = old.in, old.video
 		for _, src := range old.sources {
 			delete(u.senders, userKey{from, src.SSRC})
 		}
@@ -148,8 +173,9 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 			have = old.receiver(r)
 		}
 		if have == nil {
-			have = &userReceiver{Receiver: r}
+			have = &userReceiver{Receiver: r, adapt: layers.NewReplica()}
 			have.waiting.Store(true)
+			have.target.Store(layers.AllTargets)
 		}
 		s.receivers = append(s.receivers, have)
 	}
@@ -264,6 +290,8 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 	}
 	s.in.add(len(p))
 	gate := s.gate(cl)
+	frame, adapt := s.frame(p, cl)
+	now := coarseNow()
 	// Replicas leave by their From socket; runs of one socket go in one sendmmsg.
 	var to []*userReceiver
 	for i := 0; i < len(s.receivers); {
@@ -275,7 +303,15 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 				u.count(Gated, len(p))
 				continue
 			}
-			out = append(out, ipv4.Message{Buffers: [][]byte{p}, Addr: net.UDPAddrFromAddrPort(r.To)})
+			b := p
+			if adapt {
+				var o Outcome
+				if b, o = u.adapted(c, r, p, &frame, now); b == nil {
+					u.count(o, len(p))
+					continue
+				}
+			}
+			out = append(out, ipv4.Message{Buffers: [][]byte{b}, Addr: net.UDPAddrFromAddrPort(r.To)})
 			to = append(to, r)
 		}
 		if len(out) == 0 {
@@ -322,6 +358,120 @@ func (s *userStream) gate(cl Classified) gate {
 		return gateOpen
 	}
 	return gateHold
+}
+
+// frame is the packet's frame for rate adaptation (bpf/sfu.c video_frame),
+// its bytes counted to its layer; false if the stream does not adapt.
+func (s *userStream) frame(p []byte, cl Classified) (layers.Frame, bool) {
+	var src Source
+	for _, have := range s.sources {
+		if have.SSRC == cl.SSRC {
+			src = have
+		}
+	}
+	if src.Video == NoVideo || src.DDExt == 0 || cl.Payload == nil {
+		return layers.Frame{}, false
+	}
+	v := s.video
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f, layer, structure := frameOf(p, len(p)-len(cl.Payload), src.DDExt, &v.templates)
+	if structure != nil && !bytes.Equal(structure, v.structure) {
+		if d, err := dd.Parse(structure, nil); err == nil && d.Structure != nil {
+			v.templates, v.structure = templatesOf(d.Structure), append(v.structure[:0], structure...)
+		}
+	}
+	if layer >= 0 {
+		v.bytes[layer].add(len(p))
+	}
+	return f, true
+}
+
+// adapted is what receiver r gets of p: p itself, a renumbered copy, or
+// padding in its place; nil and why when it gets nothing.
+func (u *User) adapted(c *userConn, r *userReceiver, p []byte, f *layers.Frame, now uint64) ([]byte, Outcome) {
+	r.mu.Lock()
+	number, v := r.adapt.Decide(f, uint8(r.target.Load()), now)
+	r.mu.Unlock()
+	switch v {
+	case layers.AsIs:
+		return p, 0
+	case layers.Drop:
+		return nil, LayerDropped
+	case layers.Padding:
+		if _, err := u.conns[r.From].conn.WriteToUDPAddrPort(paddingPacket(p, number), r.To); err != nil {
+			return nil, CloneFailed
+		}
+		return nil, PaddingUpcall
+	}
+	b := append([]byte(nil), p...)
+	binary.BigEndian.PutUint16(b[2:], number)
+	return b, 0
+}
+
+// SetTarget is DataPlane.SetTarget.
+func (u *User) SetTarget(from, to netip.AddrPort, target int) error {
+	r, err := u.receiverTo(from, to)
+	if err == nil {
+		r.target.Store(targetValue(target))
+	}
+	return err
+}
+
+func (u *User) receiverTo(from, to netip.AddrPort) (*userReceiver, error) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	s, ok := u.streams[unmapped(from)]
+	if !ok {
+		return nil, fmt.Errorf("dataplane: no stream from %v", from)
+	}
+	for _, r := range s.receivers {
+		if r.To == unmapped(to) {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("dataplane: %v does not receive %v", to, from)
+}
+
+// Layers is DataPlane.Layers.
+func (u *User) Layers(from netip.AddrPort) (Layers, error) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	s, ok := u.streams[unmapped(from)]
+	if !ok {
+		return Layers{}, fmt.Errorf("dataplane: no stream from %v", from)
+	}
+	v := s.video
+	v.mu.Lock()
+	out := Layers{Targets: int(v.templates.Targets)}
+	var perLayer [layers.MaxTargets]uint64
+	for l := range perLayer {
+		perLayer[l] = v.bytes[l].load().Bytes
+	}
+	v.mu.Unlock()
+	out.Bytes = cumulative(perLayer[:], out.Targets)
+	now := coarseNow()
+	for _, r := range s.receivers {
+		r.mu.Lock()
+		out.Receivers = append(out.Receivers, ReceiverLayers{To: r.To, Target: targetOf(uint8(r.target.Load())),
+			Current: targetOf(r.adapt.Current), SwitchWaiting: waited(r.adapt.SwitchWait, now)})
+		r.mu.Unlock()
+	}
+	return out, nil
+}
+
+// Original is DataPlane.Original.
+func (u *User) Original(from, to netip.AddrPort, number uint16) (uint16, bool) {
+	r, err := u.receiverTo(from, to)
+	if err != nil {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.adapt.RW.Started == 0 {
+		return number, true
+	}
+	return r.adapt.RW.Original(number)
 }
 
 func unmapped(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }

@@ -47,6 +47,9 @@ func VideoCodec(name string) (Codec, bool) {
 type Source struct {
 	SSRC  uint32
 	Video Codec
+	// DDExt is the header extension id of the stream's AV1 dependency
+	// descriptor (0: none): with it, each receiver's layers adapt.
+	DDExt uint8
 }
 
 // videoPeek is how much of the payload the key-frame test reads; shorter

@@ -18,6 +18,21 @@ type Rates struct {
 	bytes  []float64     // per target, in the current window
 	rate   []float64     // per target, bits/s, smoothed
 	start  time.Time
+	last   []uint64 // Observe's previous totals
+}
+
+// Observe counts what each target carried since the previous totals
+// (cumulative bytes per target, as the data planes count them).
+func (r *Rates) Observe(now time.Time, totals []uint64) {
+	r.roll(now, len(totals))
+	if len(r.last) == len(totals) {
+		for t, n := range totals {
+			if n >= r.last[t] {
+				r.bytes[t] += float64(n - r.last[t])
+			}
+		}
+	}
+	r.last = append(r.last[:0], totals...)
 }
 
 // Add counts one frame (or packet) of n bytes with its DTIs.
@@ -61,12 +76,25 @@ func (r *Rates) roll(now time.Time, targets int) {
 	}
 }
 
-// Chooser picks the highest decode target whose bitrate fits a share of
-// the receiver's estimate: lower at once when the current one stops
-// fitting, higher only once it has fitted for HoldUp (so an estimate that
-// wavers does not make the stream waver).
+// Chooser picks a receiver's decode target from its bandwidth estimate
+// and each target's bitrate. A receive-side estimate (REMB) of a receiver
+// that gets all its link carries sits near what it receives, and never
+// climbs far above it (libwebrtc caps it at 1.5 times the incoming rate
+// plus 10 kbit/s), so:
+//   - the target in force (and any lower) still fits while the estimate
+//     is at least Keep times its bitrate; below that the choice falls at
+//     once to the highest that fits;
+//   - a higher target fits when its bitrate is within Headroom of the
+//     estimate, and the next one up also when the estimate is at least
+//     Probe times what the receiver gets now (the link carries more than
+//     it is given: the estimate cannot show more);
+//   - the choice rises only once the higher target has fitted for HoldUp
+//     without a break (an estimate that wavers does not make the stream
+//     waver).
 type Chooser struct {
-	Headroom float64       // share of the estimate a target may use; 0: 0.9
+	Headroom float64       // share of the estimate a higher target may use; 0: 0.9
+	Keep     float64       // 0: 0.85
+	Probe    float64       // 0: 1.3
 	HoldUp   time.Duration // 0: 3 s
 	current  int
 	started  bool
@@ -75,37 +103,41 @@ type Chooser struct {
 
 // Choose returns the decode target for an estimate (bits/s) given each
 // target's bitrate (ascending: target i includes the layers of the ones
-// below it).
+// below it). It starts at the highest.
 func (c *Chooser) Choose(now time.Time, estimate float64, rates []float64) int {
 	if len(rates) == 0 {
 		return 0
 	}
-	headroom, hold := c.Headroom, c.HoldUp
-	if headroom == 0 {
-		headroom = 0.9
-	}
+	headroom, keep, probe, hold := or(c.Headroom, 0.9), or(c.Keep, 0.85), or(c.Probe, 1.3), c.HoldUp
 	if hold == 0 {
 		hold = 3 * time.Second
 	}
 	if len(c.fitSince) != len(rates) {
 		c.fitSince = make([]time.Time, len(rates))
 	}
+	if !c.started || c.current >= len(rates) {
+		c.started, c.current = true, len(rates)-1
+	}
 	best := 0
 	for t := range rates {
-		if rates[t] <= headroom*estimate {
-			best = t
-			if c.fitSince[t].IsZero() {
-				c.fitSince[t] = now
+		var fits bool
+		if t <= c.current {
+			fits = estimate >= keep*rates[t]
+			if fits {
+				best = t
 			}
 		} else {
-			c.fitSince[t] = time.Time{}
+			fits = rates[t] <= headroom*estimate || (t == c.current+1 && estimate >= probe*rates[c.current])
 		}
-	}
-	if !c.started || c.current >= len(rates) {
-		c.started, c.current = true, best
+		if !fits {
+			c.fitSince[t] = time.Time{}
+		} else if c.fitSince[t].IsZero() {
+			c.fitSince[t] = now
+		}
 	}
 	if best < c.current {
 		c.current = best // down at once
+		return c.current
 	}
 	for t := len(rates) - 1; t > c.current; t-- {
 		if !c.fitSince[t].IsZero() && now.Sub(c.fitSince[t]) >= hold {
@@ -116,43 +148,11 @@ func (c *Chooser) Choose(now time.Time, estimate float64, rates []float64) int {
 	return c.current
 }
 
-// Switch applies a receiver's chosen decode target to the sender's frames.
-type Switch struct {
-	// PLIAfter: an up-switch waiting this long for a switch point asks
-	// for a key frame; 0: 500 ms.
-	PLIAfter time.Duration
-	current  int
-	waiting  time.Time // since when an up-switch waits
-	asked    bool      // a key frame was asked for this wait
-}
-
-// Frame is called at each frame's first packet with the target chosen and
-// the frame's DTIs. It returns the target in force for the frame, and
-// whether to ask the sender for a key frame.
-func (s *Switch) Frame(now time.Time, chosen int, dtis []dd.DTI) (target int, askKeyFrame bool) {
-	chosen = max(0, min(chosen, len(dtis)-1))
-	switch {
-	case chosen < s.current: // lower targets never depend on what is dropped
-		s.current, s.waiting, s.asked = chosen, time.Time{}, false
-	case chosen > s.current:
-		if dtis[chosen] == dd.Switch {
-			s.current, s.waiting, s.asked = chosen, time.Time{}, false
-			break
-		}
-		if s.waiting.IsZero() {
-			s.waiting = now
-		}
-		after := s.PLIAfter
-		if after == 0 {
-			after = 500 * time.Millisecond
-		}
-		if !s.asked && now.Sub(s.waiting) >= after {
-			s.asked, askKeyFrame = true, true
-		}
-	default:
-		s.waiting, s.asked = time.Time{}, false
+func or(v, def float64) float64 {
+	if v == 0 {
+		return def
 	}
-	return s.current, askKeyFrame
+	return v
 }
 
 // Forward says whether a frame with these DTIs goes to a receiver at

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
+	"github.com/ebrtc/ebrtc/internal/sfu/rewrite"
 )
 
 func dtis(s string) []dd.DTI {
@@ -74,54 +75,95 @@ func TestChooserHysteresis(t *testing.T) {
 	}
 }
 
-// A receiver moves down at the next frame; up only at a frame that is a
-// switch point of the higher target (Chromium's L1T3: T1 frames for target
-// 2, T0 frames for all); an up-switch with no switch point in sight asks
-// for one key frame after PLIAfter.
-func TestSwitchOnlyWhereTheDecoderCanFollow(t *testing.T) {
-	var s Switch
+// A receive-side estimate cannot climb far above what the receiver gets:
+// one at 1.05 times the highest target's rate keeps it; a receiver held
+// at a lower target whose estimate stands 1.4 times above that target's
+// rate (not yet the next target's) is moved up one target after HoldUp,
+// and again from there.
+func TestChooserProbesPastTheEstimatesCap(t *testing.T) {
+	rates := []float64{160e3, 240e3, 320e3}
+	var c Chooser
 	now := time.Unix(0, 0)
-	frame := func(chosen int, d []dd.DTI) (int, bool) {
-		now = now.Add(50 * time.Millisecond)
-		return s.Frame(now, chosen, d)
+	for range 10 {
+		now = now.Add(time.Second)
+		if got := c.Choose(now, 1.05*320e3, rates); got != 2 {
+			t.Fatalf("an estimate at the rate it gets: moved to %d", got)
+		}
 	}
-	if got, _ := frame(2, dtis("SSS")); got != 2 {
+	if got := c.Choose(now, 100e3, rates); got != 0 {
+		t.Fatalf("a collapsed estimate: %d, want 0", got)
+	}
+	climb := func(want int, estimate float64) {
+		for range 4 {
+			now = now.Add(time.Second)
+			c.Choose(now, estimate, rates)
+		}
+		if got := c.Choose(now.Add(time.Millisecond), estimate, rates); got != want {
+			t.Fatalf("estimate %.0f: target %d, want %d", estimate, got, want)
+		}
+	}
+	climb(1, 1.4*160e3+10e3)
+	climb(2, 1.4*240e3+10e3)
+}
+
+// A receiver's decode target moves only at a frame's start: down at once,
+// up only at a frame that is a switch point of the higher target
+// (Chromium's L1T3: T1 frames for target 2, T0 frames for all); an
+// up-switch with no switch point in sight says since when it waits, and
+// the key frame is due once, after the wait.
+func TestSwitchOnlyWhereTheDecoderCanFollow(t *testing.T) {
+	r := NewReplica()
+	var seq, frameNo uint16
+	now := uint64(1e9)
+	frame := func(target uint8, d []dd.DTI) uint8 {
+		now += 50e6
+		frameNo++
+		for i := range 2 {
+			seq++
+			f := Frame{Packet: rewrite.Packet{Seq: seq, Frame: frameNo, Start: i == 0, End: i == 1},
+				DTIs: PackDTIs(d), Known: d != nil, Targets: uint8(len(d))}
+			if _, v := r.Decide(&f, target, now); v == AsIs && target != AllTargets {
+				t.Fatalf("frame %d: as is under target %d", frameNo, target)
+			}
+		}
+		return r.Current
+	}
+	if got := frame(AllTargets, dtis("SSS")); got != AllTargets || r.RW.Started != 0 {
+		t.Fatalf("never adapted: current %d, renumbering %d", got, r.RW.Started)
+	}
+	if got := frame(2, dtis("SSS")); got != 2 {
 		t.Fatalf("key frame: target %d, want 2", got)
 	}
-	if got, _ := frame(0, dtis("--D")); got != 0 {
+	if got := frame(0, dtis("--D")); got != 0 {
 		t.Fatalf("down: target %d, want 0 at once", got)
 	}
 	if Forward(0, dtis("--D")) || !Forward(0, dtis("SSS")) || !Forward(2, dtis("--D")) || Forward(5, dtis("SSS")) || Forward(-1, dtis("SSS")) {
 		t.Error("Forward disagrees with the DTIs")
 	}
-	// Up to 2: not at T2 (D) frames, at the T1 frame (S for target 2).
-	if got, _ := frame(2, dtis("--D")); got != 0 {
-		t.Fatalf("up at a T2 frame: %d", got)
+	// Up to 2 (AllTargets clamps to the highest): not at T2 (D) frames, at the T1 frame (S for target 2).
+	if got := frame(AllTargets, dtis("--D")); got != 0 || r.SwitchWait == 0 {
+		t.Fatalf("up at a T2 frame: %d (waiting since %d)", got, r.SwitchWait)
 	}
-	if got, _ := frame(2, dtis("-DS")); got != 2 {
+	if got := frame(AllTargets, dtis("-DS")); got != 2 || r.SwitchWait != 0 {
 		t.Fatalf("up at a T1 frame: %d, want 2", got)
 	}
-	// Up to 1 from 0 where only key frames are switch points of target 1:
-	// one PLI after 500 ms, not one per frame.
+	// Up to 1 from 0 where only key frames are switch points of target 1.
 	frame(0, dtis("SSS"))
-	plis := 0
 	for range 30 {
-		got, pli := frame(1, dtis("-D-"))
-		if got != 0 {
+		if got := frame(1, dtis("-D-")); got != 0 {
 			t.Fatalf("up at a D frame: %d", got)
 		}
-		if pli {
-			plis++
-		}
 	}
-	if plis != 1 {
-		t.Errorf("%d key frame requests while waiting 1.5 s for a switch point, want 1", plis)
+	if !KeyFrameDue(r.SwitchWait, now, 500*time.Millisecond) || KeyFrameDue(r.SwitchWait, r.SwitchWait+1, 500*time.Millisecond) ||
+		KeyFrameDue(0, now, 0) {
+		t.Error("KeyFrameDue disagrees with the wait")
 	}
-	if got, _ := frame(1, dtis("SSS")); got != 1 {
+	if got := frame(1, dtis("SSS")); got != 1 || r.SwitchWait != 0 {
 		t.Errorf("at the key frame: %d, want 1", got)
 	}
-	// A frame without decode targets (no structure yet) moves nothing out of range.
-	if got, _ := frame(2, nil); got != 0 || Forward(got, nil) {
-		t.Errorf("a frame without DTIs: target %d", got)
+	// A frame whose template is unknown moves nothing and goes out.
+	f := Frame{Packet: rewrite.Packet{Seq: seq + 1, Frame: frameNo + 1, Start: true}}
+	if _, v := r.Decide(&f, 0, now); v != Send || r.Current != 1 {
+		t.Errorf("an unknown frame: %v, current %d", v, r.Current)
 	}
 }

@@ -18,7 +18,9 @@
 // padding packet as received); so does a retransmission the receiver's NACK
 // for such a gap draws from the sender.
 //
-// This Go implementation is the reference for the data plane's.
+// This Go implementation is the reference for the data plane's
+// (bpf/rewrite.h), and its State is the data plane's map value: the agent
+// reads it to translate NACKs.
 package rewrite
 
 // Packet is what the rewriter needs of one packet of the sender's stream.
@@ -36,73 +38,63 @@ type Packet struct {
 }
 
 // History is how many recent sequence numbers the rewriter remembers: a
-// packet older than that is dropped (its number is unknown).
-const History = 512
+// packet older than that is dropped (its number is unknown). Frames is
+// how many recent frames' decisions it remembers.
+const (
+	History = 512
+	Frames  = 32
+)
+
+// Flags of the packet at the top (State.LastFlags).
+const (
+	lastStart   = 1 << 0
+	lastEnd     = 1 << 1
+	lastPadding = 1 << 2
+)
+
+// State is one (sender, receiver) stream's renumbering, laid out as the
+// data plane keeps it (struct rewrite_state in bpf/rewrite.h). The zero
+// value has seen nothing.
+//
+// A number is `seq - (packets before seq that took none)`, so the state
+// holds only which recent sequence numbers took none (Dropped, a bit per
+// seq mod History) and how many did up to the top (Offset).
+type State struct {
+	Top       uint32 // extended highest sequence number processed
+	Offset    uint32 // sequence numbers up to Top that took no number
+	Base      uint32 // the first packet's: numbers below it were never given
+	LastFrame uint16 // the packet at Top
+	LastFlags uint8
+	Started   uint8
+	Dropped   [History / 64]uint64
+	Frames    [Frames]uint32 // per frame mod Frames: frame<<16 | forward<<1 | 1
+}
 
 // Rewriter renumbers one (sender, receiver) stream.
-type Rewriter struct {
-	started bool
-	top     uint32 // extended highest sequence number processed
-	offset  uint32 // dropped packets before top+1 that no number is kept for
-	slots   [History]slot
-	origin  [History]uint32 // by number mod History: the extended sequence number given it
-	frames  frameLog
-	last    Packet // the packet at top
-}
+type Rewriter = State
 
 // Original is the sender's sequence number behind a number this receiver
 // saw or sees missing (a NACK names it), if it is recent: the agent asks
 // the sender for that packet. False for a number never given.
-func (r *Rewriter) Original(number uint16) (uint16, bool) {
-	seq := r.origin[number%History]
-	sl := r.slots[seq%History]
-	if !r.started || sl.seq != seq || sl.number != number || (sl.state != sent && sl.state != kept) {
+func (r *State) Original(number uint16) (uint16, bool) {
+	if r.Started == 0 {
 		return 0, false
 	}
-	return uint16(seq), true
-}
-
-// number gives seq the receiver's number n (kept free or sent).
-func (r *Rewriter) number(seq uint32, st state, n uint16) {
-	r.slots[seq%History] = slot{seq: seq, state: st, number: n}
-	r.origin[n%History] = seq
-}
-
-// slot is one sequence number's fate.
-type slot struct {
-	seq    uint32 // extended, to tell a slot's current number from an old one
-	state  state
-	number uint16 // the receiver's number, for kept and sent
-}
-
-type state uint8
-
-const (
-	unused  state = iota
-	kept          // missing, its number kept free
-	dropped       // dropped (or taken for dropped): no number
-	sent          // forwarded with number
-)
-
-// frameLog remembers recent frames' decisions: a missing packet inside a
-// frame inherits its frame's.
-type frameLog struct {
-	frame   [64]uint16
-	forward [64]bool
-	known   [64]bool
-}
-
-func (f *frameLog) set(frame uint16, forward bool) {
-	i := frame % 64
-	f.frame[i], f.forward[i], f.known[i] = frame, forward, true
-}
-
-func (f *frameLog) get(frame uint16) (forward, known bool) {
-	i := frame % 64
-	if !f.known[i] || f.frame[i] != frame {
-		return false, false
+	above := uint32(0) // numbers not given in (seq, Top]
+	for seq := r.Top; r.Top-seq < History && seq >= r.Base; seq-- {
+		if r.dropped(seq) {
+			above++
+			continue
+		}
+		n := uint16(seq - r.Offset + above)
+		if n == number {
+			return uint16(seq), true
+		}
+		if int16(n-number) < 0 {
+			return 0, false // numbers only fall from here down
+		}
 	}
-	return f.forward[i], true
+	return 0, false
 }
 
 // Verdict is what becomes of a packet for this receiver.
@@ -118,87 +110,125 @@ const (
 
 // Rewrite decides packet p's fate for this receiver, and the sequence
 // number it goes out with.
-func (r *Rewriter) Rewrite(p Packet) (uint16, Verdict) {
+func (r *State) Rewrite(p Packet) (uint16, Verdict) {
 	forward := p.Forward && !p.Padding
 	if !p.Padding {
-		r.frames.set(p.Frame, forward)
+		r.Frames[p.Frame%Frames] = uint32(p.Frame)<<16 | b2u(forward)<<1 | 1
 	}
-	if !r.started {
+	if r.Started == 0 {
 		// Room below the first number for packets reordered before it.
-		r.started, r.top, r.last = true, uint32(p.Seq)+1<<16, p
-		return r.settle(r.top, forward)
+		top := uint32(p.Seq) + 1<<16
+		*r = State{Top: top, Base: top, Started: 1, Frames: r.Frames}
+		r.setLast(p)
+		return r.settle(top, forward)
 	}
 	seq := r.extend(p.Seq)
-	if seq <= r.top {
+	if seq <= r.Top {
 		return r.late(seq, forward)
 	}
-	// Packets top+1 .. seq-1 have not arrived: dropped if they cannot be
+	// Packets Top+1 .. seq-1 have not arrived: dropped if they cannot be
 	// anything this receiver gets, else their numbers kept free.
-	// Only the last History of them can still arrive in time to matter.
-	if missing := seq - r.top - 1; missing > 0 && r.onlyDroppedBetween(r.last, p) {
-		r.offset += missing
-	} else {
-		for s := max(r.top+1, seq-History); s < seq; s++ {
-			r.number(s, kept, uint16(s-r.offset))
-		}
+	missing := seq - r.Top - 1
+	absorbed := missing > 0 && r.onlyDroppedBetween(p)
+	if absorbed {
+		r.Offset += missing
 	}
-	r.top, r.last = seq, p
+	r.mark(r.Top+1, seq, absorbed)
+	r.Top = seq
+	r.setLast(p)
 	return r.settle(seq, forward)
 }
 
+func (r *State) setLast(p Packet) {
+	r.LastFrame = p.Frame
+	r.LastFlags = uint8(b2u(p.Start)*lastStart | b2u(p.End)*lastEnd | b2u(p.Padding)*lastPadding)
+}
+
 // settle forwards or drops the packet at the top.
-func (r *Rewriter) settle(seq uint32, forward bool) (uint16, Verdict) {
+func (r *State) settle(seq uint32, forward bool) (uint16, Verdict) {
+	r.mark(seq, seq+1, !forward)
 	if !forward {
-		r.offset++
-		r.slots[seq%History] = slot{seq: seq, state: dropped}
+		r.Offset++
 		return 0, Drop
 	}
-	n := uint16(seq - r.offset)
-	r.number(seq, sent, n)
-	return n, Send
+	return uint16(seq - r.Offset), Send
 }
 
-// late handles a packet at or below the top: a reordered one, or a
-// retransmission.
-func (r *Rewriter) late(seq uint32, forward bool) (uint16, Verdict) {
-	if r.top-seq >= History {
-		return 0, Drop // older than what is remembered
+// late handles a packet below the top: a reordered one, or a
+// retransmission. It takes the number kept (or first given) for it.
+func (r *State) late(seq uint32, forward bool) (uint16, Verdict) {
+	if r.Top-seq >= History || seq < r.Base || r.dropped(seq) {
+		return 0, Drop // older than what is remembered, or it took no number
 	}
-	sl := &r.slots[seq%History]
-	if sl.seq != seq {
-		return 0, Drop
-	}
-	if sl.state != sent && sl.state != kept {
-		return 0, Drop
-	}
-	sl.state = sent // a kept number taken, or a retransmission: the same number as first
+	n := uint16(seq - r.Offset + r.droppedAbove(seq))
 	if forward {
-		return sl.number, Send
+		return n, Send
 	}
-	return sl.number, SendAsPadding
+	return n, SendAsPadding
 }
 
-// onlyDroppedBetween: whether every packet between a and b (b later, and
-// not consecutive) is one this receiver does not get. Missing packets
-// belong to a's frame (unless a ended it), to b's frame (unless b starts
-// it), or are padding between frames; frames wholly missing are unknown.
-func (r *Rewriter) onlyDroppedBetween(a, b Packet) bool {
+// mark sets the Dropped bits of [from, to): whether they took no number.
+func (r *State) mark(from, to uint32, dropped bool) {
+	if to-from > History {
+		from = to - History
+	}
+	for seq := from; seq != to; seq++ {
+		w, b := seq%History/64, seq%64
+		if dropped {
+			r.Dropped[w] |= 1 << b
+		} else {
+			r.Dropped[w] &^= 1 << b
+		}
+	}
+}
+
+func (r *State) dropped(seq uint32) bool {
+	return r.Dropped[seq%History/64]&(1<<(seq%64)) != 0
+}
+
+// droppedAbove counts the sequence numbers in (seq, Top] that took none.
+func (r *State) droppedAbove(seq uint32) uint32 {
+	n := 0
+	for s := seq + 1; s != r.Top+1; s++ {
+		if r.dropped(s) {
+			n++
+		}
+	}
+	return uint32(n)
+}
+
+// frame is a recent frame's decision, if remembered.
+func (r *State) frame(f uint16) (forward, known bool) {
+	e := r.Frames[f%Frames]
+	if e&1 == 0 || uint16(e>>16) != f {
+		return false, false
+	}
+	return e&2 != 0, true
+}
+
+// onlyDroppedBetween: whether every packet between the top and b (b
+// later, and not consecutive) is one this receiver does not get. Missing
+// packets belong to the top's frame (unless it ended there), to b's frame
+// (unless b starts it), or are padding between frames; frames wholly
+// missing are unknown.
+func (r *State) onlyDroppedBetween(b Packet) bool {
+	a := r.LastFrame
 	switch {
-	case a.Padding || b.Padding:
+	case r.LastFlags&lastPadding != 0 || b.Padding:
 		return false // no frame to reason from
-	case a.Frame == b.Frame:
-		forward, known := r.frames.get(a.Frame)
+	case a == b.Frame:
+		forward, known := r.frame(a)
 		return known && !forward
-	case b.Frame != a.Frame+1:
+	case b.Frame != a+1:
 		return false // whole frames in between, their layers unknown
 	}
-	if !a.End {
-		if forward, known := r.frames.get(a.Frame); !known || forward {
+	if r.LastFlags&lastEnd == 0 {
+		if forward, known := r.frame(a); !known || forward {
 			return false
 		}
 	}
 	if !b.Start {
-		if forward, known := r.frames.get(b.Frame); !known || forward {
+		if forward, known := r.frame(b.Frame); !known || forward {
 			return false
 		}
 	}
@@ -207,7 +237,14 @@ func (r *Rewriter) onlyDroppedBetween(a, b Packet) bool {
 
 // extend places a 16-bit sequence number next to the top (RFC 3550 serial
 // arithmetic: within half the space of it).
-func (r *Rewriter) extend(seq uint16) uint32 {
-	delta := int16(seq - uint16(r.top))
-	return uint32(int64(r.top) + int64(delta))
+func (r *State) extend(seq uint16) uint32 {
+	delta := int16(seq - uint16(r.Top))
+	return uint32(int64(r.Top) + int64(delta))
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -57,6 +57,24 @@ type Media struct {
 	Msid        string
 }
 
+// DependencyDescriptorURI names the AV1 dependency descriptor extension.
+const DependencyDescriptorURI = "https://aomediacodec.github.io/av1-rtp-spec/#dependency-descriptor-rtp-header-extension"
+
+// ExtensionID is the id the section maps the header extension uri to (0:
+// not negotiated).
+func (m *Media) ExtensionID(uri string) uint8 {
+	for _, a := range m.ExtMaps {
+		id, rest, _ := strings.Cut(a.Value, " ")
+		if u, _, _ := strings.Cut(rest, " "); u == uri {
+			id, _, _ = strings.Cut(id, "/") // an id may carry a direction
+			if n, err := strconv.Atoi(id); err == nil && n > 0 && n < 256 {
+				return uint8(n)
+			}
+		}
+	}
+	return 0
+}
+
 // Stripped header extensions and feedback: the data plane does not rewrite
 // transport-wide sequence numbers or answer their feedback.
 var (

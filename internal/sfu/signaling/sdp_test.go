@@ -50,6 +50,9 @@ func TestParsePublishKeepsWhatTheDataPlaneHonours(t *testing.T) {
 	if !slices.ContainsFunc(video.ExtMaps, func(a sdp.Attribute) bool { return strings.Contains(a.Value, "dependency-descriptor") }) {
 		t.Error("the AV1 dependency descriptor extension was not kept")
 	}
+	if id := video.ExtensionID(DependencyDescriptorURI); id != synth.DDExtensionID || audio.ExtensionID(DependencyDescriptorURI) != 0 {
+		t.Errorf("dependency descriptor extension id %d, want %d (and none for audio)", id, synth.DDExtensionID)
+	}
 	if !slices.ContainsFunc(video.Codec, func(a sdp.Attribute) bool { return a.Value == "45 nack pli" }) {
 		t.Errorf("video feedback %v lacks nack pli", video.Codec)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/pion/rtcp"
 	"hash/fnv"
 	"net"
 	"net/netip"
@@ -30,6 +31,10 @@ type Config struct {
 	RecordArrivals bool
 	// Janus: Server is Janus's HTTP API (VideoRoom), not ebrtc sfu.
 	Janus bool
+	// Estimate, if set, is the bandwidth estimate (bits/s) it reports for
+	// every stream it receives, in a REMB every estimateEvery, as a
+	// receiver on a link that narrow would.
+	Estimate float64
 }
 
 // Participant is one synthetic member of a room: it may publish a
@@ -168,6 +173,28 @@ func (p *Participant) keepConsent(c *connection) {
 	}
 }
 
+const estimateEvery = 250 * time.Millisecond
+
+// reportEstimate sends the SFU REMBs on c until the participant leaves.
+func (p *Participant) reportEstimate(c *connection) {
+	defer p.wg.Done()
+	b, err := rtcp.Marshal([]rtcp.Packet{&rtcp.ReceiverEstimatedMaximumBitrate{SenderSSRC: 1, Bitrate: float32(p.cfg.Estimate), SSRCs: []uint32{1}}})
+	if err != nil {
+		p.fail(err)
+		return
+	}
+	t := time.NewTicker(estimateEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+			_, _ = c.conn.WriteToUDPAddrPort(b, c.remote.Candidate)
+		}
+	}
+}
+
 // Publish offers the stream; when Publish returns, the SFU has bound the
 // publisher's address and will replicate what Send sends.
 func (p *Participant) Publish(s *Stream) error {
@@ -260,6 +287,10 @@ func (p *Participant) accept(o *streamOffer) error {
 	}()
 	if err := o.established(); err != nil {
 		return err
+	}
+	if p.cfg.Estimate > 0 {
+		p.wg.Add(1)
+		go p.reportEstimate(c)
 	}
 	p.mu.Lock()
 	p.incoming[o.from] = in

@@ -22,6 +22,9 @@ func (nopPlane) StreamStats(netip.AddrPort) (dataplane.StreamStats, error) {
 }
 func (nopPlane) Outcomes() (map[dataplane.Outcome]dataplane.Counter, error) { return nil, nil }
 func (nopPlane) Close() error                                               { return nil }
+func (nopPlane) SetTarget(_, _ netip.AddrPort, _ int) error                 { return nil }
+func (nopPlane) Layers(netip.AddrPort) (dataplane.Layers, error)            { return dataplane.Layers{}, nil }
+func (nopPlane) Original(_, _ netip.AddrPort, n uint16) (uint16, bool)      { return n, true }
 
 // The page is served; signaling answers out-of-order and unknown messages
 // with an error naming the problem, and a join with the participant's id.

@@ -1,0 +1,122 @@
+/* Rate adaptation per receiver: which decode target of a sender's scalable
+ * stream (dependency descriptor, dd.h) each replica is sent, switched only
+ * where the receiver's decoder can follow, and the sequence renumbering
+ * (rewrite.h) that hides what was dropped on purpose and nothing else.
+ * The Go reference is internal/sfu/layers (Replica.Decide). */
+#ifndef EBRTC_LAYERS_H
+#define EBRTC_LAYERS_H
+
+#include "common.h"
+#include "rewrite.h"
+
+#define LAYERS_ALL 0xff      /* a target or current decode target: every layer, no renumbering */
+#define LAYERS_MAX_TARGETS 8 /* decode targets one sender's structure may have */
+
+/* DTIs (dd.h's decode target indications), 2 bits per decode target. */
+#define DTI_NOT_PRESENT 0
+#define DTI_SWITCH 2
+
+/* A template id's entry in the sender's table (struct layer_templates). */
+#define TEMPLATE_KNOWN (1U << 31)
+#define TEMPLATE_DTIS(t) ((t) & 0xffff)
+#define TEMPLATE_LAYER(t) (((t) >> 16) & (LAYERS_MAX_TARGETS - 1)) /* lowest decode target it serves */
+
+/* Per sender, installed by user space from the structures the stream
+ * attaches: template id -> its DTIs. Ids not in the structure in force
+ * are unknown, and their frames go to everyone (fail open). */
+struct layer_templates {
+	__u32 t[64];
+	__u32 targets; /* decode targets of the structure */
+	__u32 pad;
+};
+
+/* One packet's frame, as every replica's decision needs it. */
+#define FRAME_KNOWN 0x10 /* the template is known: dtis hold */
+
+struct frame_info {
+	struct rewrite_packet p;
+	__u16 dtis;
+	__u8 flags;   /* FRAME_KNOWN */
+	__u8 targets; /* decode targets of the structure */
+};
+
+/* One receiver of one sender. current only moves at a frame's start;
+ * switch_wait tells user space an up-switch waits for a switch point (it
+ * asks the sender for a key frame when that takes too long). */
+struct replica_layers {
+	__u32 busy;   /* a CPU is deciding (layers_claim) */
+	__u8 current; /* decode target in force; LAYERS_ALL: never adapted */
+	__u8 pad[3];
+	__u64 switch_wait; /* CLOCK_MONOTONIC_COARSE ns since an up-switch waits; 0: none */
+	struct rewrite_state rw;
+};
+
+enum layer_verdict {
+	LAYER_AS_IS,   /* never adapted: the sender's packet as it is */
+	LAYER_SEND,    /* under the new number */
+	LAYER_DROP,
+	LAYER_PADDING, /* emptied to padding under the new number */
+};
+
+INLINE __u8 dti_of(__u16 dtis, __u8 target)
+{
+	return (dtis >> (2 * (target & (LAYERS_MAX_TARGETS - 1)))) & 3;
+}
+
+/* At a frame's first packet: down at once; up only at a frame that is a
+ * switch point of the chosen target. */
+INLINE void layers_switch(struct replica_layers *l, const struct frame_info *f, __u8 target, __u64 now)
+{
+	__u8 chosen = target < f->targets ? target : f->targets - 1;
+
+	if (chosen < l->current) {
+		l->current = chosen;
+		l->switch_wait = 0;
+	} else if (chosen > l->current) {
+		if (dti_of(f->dtis, chosen) == DTI_SWITCH) {
+			l->current = chosen;
+			l->switch_wait = 0;
+		} else if (!l->switch_wait) {
+			l->switch_wait = now;
+		}
+	} else {
+		l->switch_wait = 0;
+	}
+}
+
+/* Whether this CPU may decide for l now. A sender's packets reach one CPU
+ * at a time but for a sender that moves between CPUs; a packet that finds
+ * another CPU deciding is not sent to this receiver (a loss it NACKs),
+ * where a spin lock would have the verifier walk the decision on every
+ * path into it. */
+INLINE int layers_claim(struct replica_layers *l)
+{
+	return __sync_lock_test_and_set(&l->busy, 1) == 0;
+}
+
+INLINE void layers_release(struct replica_layers *l)
+{
+	__sync_lock_test_and_set(&l->busy, 0); /* a full barrier: the decision is written first */
+}
+
+/* The caller has claimed l. */
+INLINE enum layer_verdict layers_decide(struct replica_layers *l, const struct frame_info *f, __u8 target,
+					 __u64 now, __u16 *number)
+{
+	int forward;
+
+	if ((f->flags & FRAME_KNOWN) && f->targets && (f->p.flags & LAST_START))
+		layers_switch(l, f, target, now);
+	forward = !(f->flags & FRAME_KNOWN) || l->current == LAYERS_ALL ||
+		  dti_of(f->dtis, l->current) != DTI_NOT_PRESENT;
+	switch (rw_rewrite(&l->rw, &f->p, forward, number)) {
+	case REWRITE_SEND:
+		return LAYER_SEND;
+	case REWRITE_PADDING:
+		return LAYER_PADDING;
+	default:
+		return LAYER_DROP;
+	}
+}
+
+#endif

@@ -1,0 +1,116 @@
+package layers
+
+import (
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/dd"
+	"github.com/ebrtc/ebrtc/internal/sfu/rewrite"
+)
+
+// AllTargets as a target or a current decode target: every layer, the
+// sender's numbers (LAYERS_ALL). MaxTargets is how many decode targets a
+// structure may have for the data planes to adapt it (LAYERS_MAX_TARGETS).
+const (
+	AllTargets = 0xff
+	MaxTargets = 8
+)
+
+// DTIs are a frame's decode target indications, 2 bits per target, as the
+// data plane's templates hold them.
+type DTIs uint16
+
+// PackDTIs packs up to MaxTargets indications.
+func PackDTIs(d []dd.DTI) DTIs {
+	var p DTIs
+	for t, v := range d[:min(len(d), MaxTargets)] {
+		p |= DTIs(v&3) << (2 * t)
+	}
+	return p
+}
+
+// Of is target's indication.
+func (d DTIs) Of(target uint8) dd.DTI { return dd.DTI(d >> (2 * (target % MaxTargets)) & 3) }
+
+// allSwitch: the frame that attaches a structure (a key frame) is a switch
+// point of every target (DTIS_ALL_SWITCH).
+const allSwitch DTIs = 0xaaaa
+
+// Frame is what every receiver's decision needs of one packet (struct
+// frame_info): its place in the stream and, if its template is known,
+// the targets it serves.
+type Frame struct {
+	Packet  rewrite.Packet // Forward is each receiver's
+	DTIs    DTIs
+	Known   bool
+	Targets uint8 // of the structure in force
+}
+
+// Verdict is what becomes of a packet for one receiver (enum layer_verdict).
+type Verdict uint8
+
+const (
+	AsIs    Verdict = iota // never adapted: as the sender sent it
+	Send                   // under the new number
+	Drop                   //
+	Padding                // emptied to padding under the new number
+)
+
+// Replica is one receiver's adaptation of one sender's stream (struct
+// replica_layers): the decode target in force, which moves only at a
+// frame's start (down at once, up at a switch point of the target), and
+// the renumbering that hides what is dropped on purpose.
+type Replica struct {
+	Current uint8
+	// SwitchWait: since when (ns, the data plane's clock) an up-switch
+	// waits for a switch point; 0: none. The agent asks for a key frame
+	// when that lasts (KeyFrameDue).
+	SwitchWait uint64
+	RW         rewrite.State
+}
+
+// NewReplica has never been adapted.
+func NewReplica() Replica { return Replica{Current: AllTargets} }
+
+// Decide is the data plane's decision for this receiver, whose target is
+// target (AllTargets: every layer), at now (ns).
+func (r *Replica) Decide(f *Frame, target uint8, now uint64) (uint16, Verdict) {
+	if target == AllTargets && r.Current == AllTargets && r.RW.Started == 0 {
+		return f.Packet.Seq, AsIs
+	}
+	if f.Known && f.Targets > 0 && f.Packet.Start {
+		r.switchAt(f, target, now)
+	}
+	p := f.Packet
+	p.Forward = !f.Known || r.Current == AllTargets || f.DTIs.Of(r.Current) != dd.NotPresent
+	n, v := r.RW.Rewrite(p)
+	switch v {
+	case rewrite.Send:
+		return n, Send
+	case rewrite.SendAsPadding:
+		return n, Padding
+	}
+	return 0, Drop
+}
+
+func (r *Replica) switchAt(f *Frame, target uint8, now uint64) {
+	chosen := min(target, f.Targets-1)
+	switch {
+	case chosen < r.Current:
+		r.Current, r.SwitchWait = chosen, 0
+	case chosen > r.Current:
+		if f.DTIs.Of(chosen) == dd.Switch {
+			r.Current, r.SwitchWait = chosen, 0
+		} else if r.SwitchWait == 0 {
+			r.SwitchWait = now
+		}
+	default:
+		r.SwitchWait = 0
+	}
+}
+
+// KeyFrameDue says whether an up-switch waiting since switchWait (0: none)
+// has waited after or longer at now: time to ask the sender for a key
+// frame, a switch point of every target.
+func KeyFrameDue(switchWait, now uint64, after time.Duration) bool {
+	return switchWait != 0 && now-switchWait >= uint64(after)
+}

@@ -1,0 +1,929 @@
+package sfu
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pion/rtcp"
+	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+// The rate-adaptation meeting (issue 11, Scallop's Fig. 16): P1 and P2 send
+// audio and video (AV1 L1T3, 320x180) from the testbed's client namespace;
+// P3 only receives, from a namespace of its own behind its own veth
+// (testbed.AddClient), so that its downlink can be shaped (testbed.Shape on
+// the server's end: what the data plane bpf_redirects goes through that
+// qdisc) or made lossy (testbed.DropRandom in P3's namespace: bpf_redirect
+// bypasses the server namespace's netfilter) without touching P1's and P2's.
+
+// TestBrowserRateAdaptationBaseline runs the meeting without rate
+// adaptation (Config.NoRateAdaptation): 10 s as it is, 15 s with P3's downlink shaped to 40% of P1's
+// video rate, 15 s lifted, 15 s with 1% random loss on P3's downlink. It
+// logs the time series and each phase's figures (what P3 suffers is the
+// baseline a rate-adapting SFU is to improve on) and asserts only what must
+// hold anyway: every participant joined, samples in every phase, P3
+// decoded both senders before the shaping, P2 kept decoding P1.
+func TestBrowserRateAdaptationBaseline(t *testing.T) {
+	bed := newRateBed(t, func(c *Config) { c.NoRateAdaptation = true })
+	res := bed.run(t, baselinePhases(0.4, 1))
+	res.log(t)
+	if res.IDs[0] == "" || res.IDs[1] == "" || res.IDs[2] == "" ||
+		res.IDs[0] == res.IDs[1] || res.IDs[1] == res.IDs[2] || res.IDs[0] == res.IDs[2] {
+		t.Fatalf("participants P1, P2, P3 joined as %q", res.IDs)
+	}
+	for _, ph := range res.Phases {
+		for p := range 3 {
+			if want := int(ph.End.Sub(ph.Start) / rateInterval / 2); len(ph.Samples[p]) < want {
+				t.Errorf("phase %s: %d samples of P%d, want at least %d", ph.Name, len(ph.Samples[p]), p+1, want)
+			}
+		}
+		// Without rate adaptation P3's NACKs make P1 resend to everyone, and
+		// P2 can stall for a while under that: kept decoding, not smoothly.
+		if in := ph.Inbound(1, res.IDs[0]); in.FPS < 3 {
+			t.Errorf("phase %s: P2 decoded P1 at %.1f fps, want >= 3: %+v", ph.Name, in.FPS, in)
+		}
+	}
+	first := res.Phases[0]
+	for _, from := range res.IDs[:2] {
+		if in := first.Inbound(2, from); in.FPS < 1 {
+			t.Errorf("phase %s: P3 decoded %s at %.1f fps: %+v", first.Name, from, in.FPS, in)
+		}
+	}
+}
+
+// baselinePhases are the baseline's phases: unshaped 10 s, shaped 15 s to
+// fraction of P1's video rate measured in the first phase, lifted 15 s,
+// then lossPercent random loss 15 s.
+func baselinePhases(fraction float64, lossPercent int) []ratePhase {
+	return []ratePhase{
+		{Name: "unshaped", Duration: 10 * time.Second},
+		{Name: "shaped", Duration: 15 * time.Second, Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
+			p1 := done[0].Outbound(0).VideoKbps
+			kbit := max(int(fraction*p1), 30)
+			undo, err := testbed.Shape(b.tb.Server, b.p3Link, kbit)
+			return fmt.Sprintf("tbf %d kbit/s on %s (%.0f%% of P1's %.0f kbit/s video)", kbit, b.p3Link, 100*fraction, p1), undo, err
+		}, Report: func(b *rateBed) string {
+			out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
+			return strings.Join(strings.Fields(out), " ") + errString(err)
+		}},
+		{Name: "lifted", Duration: 15 * time.Second},
+		{Name: "lossy", Duration: 15 * time.Second, Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
+			undo, err := testbed.DropRandom(b.p3, lossPercent)
+			return fmt.Sprintf("%d%% random UDP loss in P3's namespace", lossPercent), undo, err
+		}, Report: func(b *rateBed) string {
+			out, err := b.p3.Output("nft", "list", "table", "inet", testbed.DropTable)
+			if m := regexp.MustCompile(`counter packets \d+ bytes \d+`).FindString(out); m != "" {
+				out = "dropped: " + m
+			}
+			return strings.Join(strings.Fields(out), " ") + errString(err)
+		}},
+	}
+}
+
+// rateInterval is how often participants.mjs samples the pages' stats.
+const rateInterval = time.Second
+
+// rateBed is ebrtc sfu with the eBPF data plane on the testbed (set up as a
+// container host has it), attached to the client's veth and to P3's.
+// newRateBed's configure, if set, changes the SFU's Config before it starts.
+type rateBed struct {
+	tb     *testbed.Testbed
+	plane  dataplane.Plane
+	p3     *netns.NS  // P3's namespace
+	p3Addr netip.Addr // P3's address there
+	p3Link string     // the server's end of P3's veth
+}
+
+func newRateBed(t *testing.T, configure func(*Config)) *rateBed {
+	testenv.RequireRoot(t)
+	for _, c := range []string{"chromium", "node", "tc", "nft"} {
+		testenv.RequireCommand(t, c)
+	}
+	if _, err := os.Stat(filepath.Join(participantsScript(t), "..", "node_modules", "playwright-core")); err != nil {
+		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
+	}
+	tb, err := testbed.NewWith(testbed.Options{Unprepared: true})
+	if err != nil {
+		testenv.Missing(t, "testbed: %v", err)
+	}
+	t.Cleanup(func() { _ = tb.Close() })
+	b := &rateBed{tb: tb}
+	// P3 reaches the SFU's media socket (10.201.1.1) through its own veth:
+	// the address is the server namespace's own, whichever interface a
+	// datagram comes in on, and the route back to P3 leaves by that veth.
+	if b.p3, b.p3Addr, b.p3Link, err = tb.AddClient(1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan dataplane.Plane, 1)
+	done := make(chan error, 1)
+	cfg := Config{Listen: testbed.SFUWeb.String(), Dataplane: "ebpf",
+		MetricsListen: testbed.ServerClientIP4.String() + ":9108",
+		Media:         []netip.AddrPort{testbed.SFUMedia},
+		Ifaces:        []string{testbed.ServerCliIface, b.p3Link},
+		Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }}
+	if configure != nil {
+		configure(&cfg)
+	}
+	go func() { done <- tb.Server.Do(func() error { return Run(ctx, cfg) }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sfu: %v", err)
+		}
+	})
+	select {
+	case b.plane = <-ready:
+	case err := <-done:
+		t.Fatalf("sfu: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("sfu: not serving after 30 s")
+	}
+	return b
+}
+
+// ratePhase is a stretch of the meeting. Apply, if set, changes the network
+// when the phase starts (done: the phases before, measured) and says how;
+// its undo runs when the phase ends. Report, if set, says at the end (before
+// the undo) what the change did (a qdisc's or a rule's counters).
+type ratePhase struct {
+	Name     string
+	Duration time.Duration
+	Apply    func(b *rateBed, done []phaseSeries) (note string, undo func() error, err error)
+	Report   func(b *rateBed) string
+}
+
+// rateSeries is what a run measured: the participants' ids (P1, P2, P3),
+// each phase's samples, the descriptions negotiated, and P3's RTCP.
+type rateSeries struct {
+	IDs        [3]string
+	Phases     []phaseSeries
+	Negotiated [3]negotiated // P1's, P2's, P3's
+	// RTCP is what crossed P3's veth and the client's (P1's and P2's), by
+	// direction and type ("P3 ->SFU REMB": packets), over the whole run.
+	RTCP map[string]int
+	// REMB is every REMB seen on those veths, in time order.
+	REMB []rembSample
+	// VideoSSRC is P1's and P2's video SSRC (what REMBs about them name).
+	VideoSSRC [2]uint32
+}
+
+// phaseSeries is one phase: its samples of P1, P2 and P3 (Samples[0..2],
+// taken in [Start, End)), the last sample of each before it (Before; zero
+// if none), and the REMBs seen during it.
+type phaseSeries struct {
+	Name       string
+	Note       string // what Apply did
+	Report     string // what Report said
+	Start, End time.Time
+	Samples    [3][]pageSample
+	Before     [3]pageSample
+	REMB       []rembSample
+}
+
+// pageSample is one participant's stats at one moment (participants.mjs).
+type pageSample struct {
+	T        int64 `json:"t"` // ms since the epoch (the line's)
+	Role     string
+	ID       string
+	Status   string
+	Inbound  map[string]inboundStreams // by publisher id
+	Outbound map[string]outStats       // by kind
+	Pub      connStats                 // the send-only connection's candidate pair
+}
+
+type inboundStreams struct {
+	Video, Audio inStats
+	Conn         connStats
+}
+
+type inStats struct {
+	PacketsReceived, PacketsLost, BytesReceived, FramesDecoded, FramesDropped, KeyFramesDecoded float64
+	FramesPerSecond, FreezeCount, TotalFreezesDuration, NackCount, PliCount, FirCount           float64
+	PauseCount, TotalPausesDuration                                                             float64
+	JitterBufferDelay, JitterBufferEmittedCount, FrameWidth                                     float64
+	Codec                                                                                       string
+}
+
+type outStats struct {
+	PacketsSent, BytesSent, RetransmittedPacketsSent, FramesEncoded, KeyFramesEncoded float64
+	FramesPerSecond, TargetBitrate, NackCount, PliCount, FrameWidth, SSRC             float64
+	ScalabilityMode, QualityLimitationReason, EncoderImplementation                   string
+	Remote                                                                            struct{ PacketsLost, FractionLost, RoundTripTime float64 }
+}
+
+type connStats struct {
+	AvailableOutgoingBitrate, AvailableIncomingBitrate, CurrentRoundTripTime float64
+}
+
+// negotiated is the rtcp-fb and extmap lines of a page's descriptions.
+type negotiated struct {
+	PubAnswer []string
+	Subs      map[string]struct{ Offer, Answer []string }
+}
+
+// inboundPhase is one inbound stream over a phase: rates from the counters'
+// change since the sample before the phase, Chromium's framesPerSecond's
+// mean and minimum over the phase's samples.
+type inboundPhase struct {
+	FPS, MeanFPS, MinFPS, Kbps               float64
+	Freezes, FreezeSeconds, Nacks, Plis      float64
+	Pauses, PauseSeconds                     float64 // no frame for 5 s or more (not a freeze)
+	PacketsLost, PacketsReceived, FrameWidth float64
+}
+
+// Inbound is participant p's (0: P1, 1: P2, 2: P3) video from publisher from.
+func (ph phaseSeries) Inbound(p int, from string) inboundPhase {
+	s := ph.Samples[p]
+	if len(s) == 0 {
+		return inboundPhase{}
+	}
+	first, last := ph.Before[p], s[len(s)-1]
+	if first.T == 0 {
+		first = s[0]
+	}
+	a, z := first.Inbound[from].Video, last.Inbound[from].Video
+	dt := float64(last.T-first.T) / 1000
+	r := inboundPhase{Freezes: z.FreezeCount - a.FreezeCount, FreezeSeconds: z.TotalFreezesDuration - a.TotalFreezesDuration,
+		Nacks: z.NackCount - a.NackCount, Plis: z.PliCount - a.PliCount, PacketsLost: z.PacketsLost - a.PacketsLost,
+		Pauses: z.PauseCount - a.PauseCount, PauseSeconds: z.TotalPausesDuration - a.TotalPausesDuration,
+		PacketsReceived: z.PacketsReceived - a.PacketsReceived, FrameWidth: z.FrameWidth, MinFPS: -1}
+	if dt > 0 {
+		r.FPS = (z.FramesDecoded - a.FramesDecoded) / dt
+		r.Kbps = (z.BytesReceived - a.BytesReceived) * 8 / 1000 / dt
+	}
+	for _, x := range s {
+		fps := x.Inbound[from].Video.FramesPerSecond
+		r.MeanFPS += fps / float64(len(s))
+		if r.MinFPS < 0 || fps < r.MinFPS {
+			r.MinFPS = fps
+		}
+	}
+	return r
+}
+
+// outboundPhase is a participant's video as sent over a phase.
+type outboundPhase struct {
+	VideoKbps, FPS                                float64 // from the counters' change
+	MeanTargetKbps, MinTargetKbps, LastTargetKbps float64
+	Nacks, Plis, Retransmitted, AvailableOutKbps  float64 // AvailableOutKbps: the last sample's
+	ScalabilityMode, QualityLimitationReason      string  // the last sample's
+}
+
+// Outbound is participant p's video as sent during the phase.
+func (ph phaseSeries) Outbound(p int) outboundPhase {
+	s := ph.Samples[p]
+	if len(s) == 0 {
+		return outboundPhase{}
+	}
+	first, last := ph.Before[p], s[len(s)-1]
+	if first.T == 0 {
+		first = s[0]
+	}
+	a, z := first.Outbound["video"], last.Outbound["video"]
+	dt := float64(last.T-first.T) / 1000
+	r := outboundPhase{Nacks: z.NackCount - a.NackCount, Plis: z.PliCount - a.PliCount,
+		Retransmitted: z.RetransmittedPacketsSent - a.RetransmittedPacketsSent, LastTargetKbps: z.TargetBitrate / 1000,
+		AvailableOutKbps: last.Pub.AvailableOutgoingBitrate / 1000, ScalabilityMode: z.ScalabilityMode,
+		QualityLimitationReason: z.QualityLimitationReason, MinTargetKbps: -1}
+	if dt > 0 {
+		r.VideoKbps = (z.BytesSent - a.BytesSent) * 8 / 1000 / dt
+		r.FPS = (z.FramesEncoded - a.FramesEncoded) / dt
+	}
+	for _, x := range s {
+		k := x.Outbound["video"].TargetBitrate / 1000
+		r.MeanTargetKbps += k / float64(len(s))
+		if r.MinTargetKbps < 0 || k < r.MinTargetKbps {
+			r.MinTargetKbps = k
+		}
+	}
+	return r
+}
+
+// REMBFor is the phase's REMBs seen at where (rembSample.Where) about ssrc.
+func (ph phaseSeries) REMBFor(where string, ssrc uint32) []rembSample {
+	var r []rembSample
+	for _, x := range ph.REMB {
+		if x.Where == where && slices.Contains(x.SSRCs, ssrc) {
+			r = append(r, x)
+		}
+	}
+	return r
+}
+
+// rembSummary is how many REMBs there were and their first, lowest,
+// highest and last estimate in kbit/s.
+func rembSummary(r []rembSample) string {
+	if len(r) == 0 {
+		return "none"
+	}
+	lo, hi := r[0].Bitrate, r[0].Bitrate
+	for _, x := range r {
+		lo, hi = min(lo, x.Bitrate), max(hi, x.Bitrate)
+	}
+	return fmt.Sprintf("%d, kbit/s first %.0f min %.0f max %.0f last %.0f", len(r), r[0].Bitrate/1000, lo/1000, hi/1000, r[len(r)-1].Bitrate/1000)
+}
+
+// rembSample is one REMB: its estimate for the SSRCs, and where it was
+// seen: "P3 ->SFU" (P3 sent it), "P1+P2 ->SFU" (P1 or P2 sent it), "P1+P2
+// SFU->" (the SFU forwarded it to P1 or P2).
+type rembSample struct {
+	Where   string
+	T       time.Time
+	Bitrate float64
+	SSRCs   []uint32
+}
+
+// run holds the meeting through the phases: P1 and P2 in the client
+// namespace, P3 in its own, each process sampling every rateInterval. It
+// waits (up to 30 s) until every participant decodes every sender, applies
+// each phase in turn, then stops the browsers and returns what they
+// measured.
+func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
+	var total time.Duration
+	for _, ph := range phases {
+		total += ph.Duration
+	}
+	const joinWithin = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), total+joinWithin+time.Minute)
+	t.Cleanup(cancel)
+	room := "rate" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	url := "http://" + testbed.SFUWeb.String() + "/?room=" + room
+	seconds := int((total + joinWithin + 20*time.Second) / time.Second)
+
+	caps := map[string]*rtcpCapture{
+		"P3":    startRTCPCapture(t, ctx, "P3", b.p3, testbed.ClientIface),
+		"P1+P2": startRTCPCapture(t, ctx, "P1+P2", b.tb.Client, testbed.ClientIface),
+	}
+	senders := startParticipants(t, ctx, b.tb.Client, url, "send,send", seconds)
+	receiver := startParticipants(t, ctx, b.p3, url, "recv", seconds)
+	// latest is each participant's newest sample (P1, P2, P3).
+	latest := func() [3]pageSample {
+		var l [3]pageSample
+		s, r := senders.snapshot(), receiver.snapshot()
+		if len(s) > 0 && len(s[len(s)-1].Pages) == 2 {
+			l[0], l[1] = s[len(s)-1].Pages[0], s[len(s)-1].Pages[1]
+		}
+		if len(r) > 0 && len(r[len(r)-1].Pages) == 1 {
+			l[2] = r[len(r)-1].Pages[0]
+		}
+		return l
+	}
+	// Everyone decodes every sender: P1 and P2 each other, P3 both.
+	decoding := func(l [3]pageSample) bool {
+		if l[0].ID == "" || l[1].ID == "" || l[2].ID == "" {
+			return false
+		}
+		dec := func(p int, from string) bool { return l[p].Inbound[from].Video.FramesDecoded > 0 }
+		return dec(0, l[1].ID) && dec(1, l[0].ID) && dec(2, l[0].ID) && dec(2, l[1].ID)
+	}
+	joinStart := time.Now()
+	for !decoding(latest()) {
+		if time.Since(joinStart) > joinWithin || ctx.Err() != nil {
+			stopAll(senders, receiver)
+			t.Fatalf("not every participant decodes every sender within %v: %+v\nsenders' log:\n%s\nP3's log:\n%s",
+				joinWithin, latest(), senders.stderr(), receiver.stderr())
+		}
+		for _, p := range []*participants{senders, receiver} {
+			if p.exited() {
+				t.Fatalf("participants.mjs %s ended: %s", p.roles, p.stderr())
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("every participant decodes every sender after %v", time.Since(joinStart).Round(time.Millisecond))
+
+	var done []phaseSeries
+	var bounds [][2]time.Time
+	var notes, reports []string
+	for _, ph := range phases {
+		start := time.Now()
+		note, undo := "", func() error { return nil }
+		if ph.Apply != nil {
+			// What the phases so far measured, for Apply.
+			done = b.series(bounds, notes, reports, phases, senders, receiver, caps).Phases
+			n, u, err := ph.Apply(b, done)
+			if err != nil {
+				t.Fatalf("phase %s: %v", ph.Name, err)
+			}
+			note, undo = n, u
+			t.Cleanup(func() { _ = undo() })
+			t.Logf("phase %s: %s", ph.Name, note)
+		}
+		select {
+		case <-time.After(ph.Duration - time.Since(start)):
+		case <-ctx.Done():
+			t.Fatalf("phase %s: %v", ph.Name, ctx.Err())
+		}
+		report := ""
+		if ph.Report != nil {
+			report = ph.Report(b)
+		}
+		if err := undo(); err != nil {
+			t.Errorf("phase %s: %v", ph.Name, err)
+		}
+		bounds = append(bounds, [2]time.Time{start, time.Now()})
+		notes = append(notes, note)
+		reports = append(reports, report)
+	}
+	stopAll(senders, receiver)
+	for _, c := range caps {
+		c.stop()
+	}
+	res := b.series(bounds, notes, reports, phases, senders, receiver, caps)
+	for i, p := range []*participants{senders, senders, receiver} {
+		if sum := p.summary(); sum != nil {
+			// The page's index in its process: P1 and P2 are the senders' 0 and 1, P3 the receiver's 0.
+			if j := [3]int{0, 1, 0}[i]; j < len(sum.Negotiated) {
+				res.Negotiated[i] = sum.Negotiated[j]
+			}
+		} else {
+			t.Errorf("participants.mjs %s printed no summary:\n%s", p.roles, p.stderr())
+		}
+	}
+	return res
+}
+
+// series cuts what has been sampled so far into the phases that ended
+// (bounds: their start and end).
+func (b *rateBed) series(bounds [][2]time.Time, notes, reports []string, phases []ratePhase, senders, receiver *participants, caps map[string]*rtcpCapture) *rateSeries {
+	res := &rateSeries{RTCP: map[string]int{}}
+	// Each participant's samples in time order: P1, P2 from the senders' lines, P3 from the receiver's.
+	var all [3][]pageSample
+	for _, l := range senders.snapshot() {
+		if len(l.Pages) == 2 {
+			for p := range 2 {
+				l.Pages[p].T = l.T
+				all[p] = append(all[p], l.Pages[p])
+			}
+		}
+	}
+	for _, l := range receiver.snapshot() {
+		if len(l.Pages) == 1 {
+			l.Pages[0].T = l.T
+			all[2] = append(all[2], l.Pages[0])
+		}
+	}
+	for p := range 3 {
+		if n := len(all[p]); n > 0 {
+			res.IDs[p] = all[p][n-1].ID
+		}
+	}
+	for p := range 2 {
+		if n := len(all[p]); n > 0 {
+			res.VideoSSRC[p] = uint32(all[p][n-1].Outbound["video"].SSRC)
+		}
+	}
+	remb := append(caps["P3"].rembs(), caps["P1+P2"].rembs()...)
+	sort.SliceStable(remb, func(i, j int) bool { return remb[i].T.Before(remb[j].T) })
+	res.REMB = remb
+	for i, bd := range bounds {
+		ph := phaseSeries{Name: phases[i].Name, Note: notes[i], Report: reports[i], Start: bd[0], End: bd[1]}
+		for p := range 3 {
+			for _, s := range all[p] {
+				at := time.UnixMilli(s.T)
+				if at.Before(ph.Start) {
+					ph.Before[p] = s
+				} else if at.Before(ph.End) {
+					ph.Samples[p] = append(ph.Samples[p], s)
+				}
+			}
+		}
+		for _, r := range remb {
+			if !r.T.Before(ph.Start) && r.T.Before(ph.End) {
+				ph.REMB = append(ph.REMB, r)
+			}
+		}
+		res.Phases = append(res.Phases, ph)
+	}
+	for who, c := range caps {
+		for k, n := range c.counts() {
+			res.RTCP[who+" "+k] = n
+		}
+	}
+	return res
+}
+
+// log writes the time series, each phase's figures, the RTCP seen and the
+// feedback negotiated.
+func (r *rateSeries) log(t *testing.T) {
+	p1, p2 := r.IDs[0], r.IDs[1]
+	var b strings.Builder
+	fmt.Fprintf(&b, "participants: P1 %s, P2 %s, P3 %s (receive only)\n", r.IDs[0], r.IDs[1], r.IDs[2])
+	fmt.Fprintf(&b, "%-9s %6s | %-38s | %-38s | %-9s | %-11s | %s\n", "phase", "t(s)",
+		"P3 from P1: fps frames frz pau nack lost", "P3 from P2: fps frames frz pau nack lost", "REMB P1 P2/P3/fwd", "P2<-P1 fps", "P1 out: target kbps, fps, avail kbps")
+	var t0 int64
+	if len(r.Phases) > 0 {
+		t0 = r.Phases[0].Start.UnixMilli()
+	}
+	for _, ph := range r.Phases {
+		// Interleave P3's samples with the senders' nearest earlier one.
+		for _, s3 := range ph.Samples[2] {
+			var s1, s2 pageSample
+			for i, s := range ph.Samples[0] {
+				if s.T <= s3.T+500 {
+					s1, s2 = s, ph.Samples[1][i]
+				}
+			}
+			in := func(from string) string {
+				v := s3.Inbound[from].Video
+				return fmt.Sprintf("%4.0f %6.0f %3.0f %3.0f %4.0f %5.0f", v.FramesPerSecond, v.FramesDecoded, v.FreezeCount, v.PauseCount, v.NackCount, v.PacketsLost)
+			}
+			// The newest REMBs by then about P1's video: P2's, P3's, and what the SFU forwarded to P1.
+			var remb []string
+			for _, where := range []string{"P1+P2 ->SFU", "P3 ->SFU", "P1+P2 SFU->"} {
+				v := "-"
+				for _, x := range r.REMB {
+					if x.T.UnixMilli() <= s3.T && x.Where == where && slices.Contains(x.SSRCs, r.VideoSSRC[0]) {
+						v = fmt.Sprintf("%.0f", x.Bitrate/1000)
+					}
+				}
+				remb = append(remb, v)
+			}
+			o := s1.Outbound["video"]
+			fmt.Fprintf(&b, "%-9s %6.1f | %-38s | %-38s | %9s | %11.0f | %6.0f %4.0f %6.0f\n", ph.Name, float64(s3.T-t0)/1000,
+				in(p1), in(p2), strings.Join(remb, "/"), s2.Inbound[p1].Video.FramesPerSecond, o.TargetBitrate/1000, o.FramesPerSecond, s1.Pub.AvailableOutgoingBitrate/1000)
+		}
+	}
+	for _, ph := range r.Phases {
+		fmt.Fprintf(&b, "phase %s (%v)", ph.Name, ph.End.Sub(ph.Start).Round(100*time.Millisecond))
+		if ph.Note != "" {
+			fmt.Fprintf(&b, ": %s", ph.Note)
+		}
+		if ph.Report != "" {
+			fmt.Fprintf(&b, "\n  at the end: %s", ph.Report)
+		}
+		fmt.Fprintf(&b, "\n  P1 video out: %+v\n", ph.Outbound(0))
+		fmt.Fprintf(&b, "  P2 from P1: %+v\n  P1 from P2: %+v\n", ph.Inbound(1, p1), ph.Inbound(0, p2))
+		fmt.Fprintf(&b, "  P3 from P1: %+v\n  P3 from P2: %+v\n", ph.Inbound(2, p1), ph.Inbound(2, p2))
+		for i, ssrc := range r.VideoSSRC {
+			for _, where := range []string{"P1+P2 ->SFU", "P3 ->SFU", "P1+P2 SFU->"} {
+				fmt.Fprintf(&b, "  REMBs about P%d's video, %s: %s\n", i+1, where, rembSummary(ph.REMBFor(where, ssrc)))
+			}
+		}
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range r.RTCP {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	fmt.Fprintf(&b, "RTCP packets over the run:")
+	for _, k := range keys {
+		fmt.Fprintf(&b, " [%s: %d]", k, r.RTCP[k])
+	}
+	fmt.Fprintf(&b, "\nnegotiated: SFU's answer to P1: %q\n", r.Negotiated[0].PubAnswer)
+	for id, s := range r.Negotiated[2].Subs {
+		fmt.Fprintf(&b, "  SFU's offer to P3 for %s: %q\n  P3's answer: %q\n", id, s.Offer, s.Answer)
+		break
+	}
+	t.Log(b.String())
+}
+
+// participants is one participants.mjs process and the lines it printed.
+type participants struct {
+	roles   string
+	stdin   io.WriteCloser
+	mu      sync.Mutex
+	lines   []sampleLine
+	sum     *summaryLine
+	errBuf  strings.Builder
+	partial []byte
+	done    chan struct{}
+}
+
+// sampleLine is one line of participants.mjs.
+type sampleLine struct {
+	T     int64
+	Pages []pageSample
+}
+
+type summaryLine struct {
+	ElapsedMs  float64
+	Samples    int
+	Last       sampleLine
+	Negotiated []negotiated
+}
+
+func participantsScript(t *testing.T) string {
+	s, err := filepath.Abs("../testbed/browser/participants.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startParticipants runs participants.mjs in ns with these roles for at
+// most seconds, sampling every rateInterval; the test's end kills it.
+func startParticipants(t *testing.T, ctx context.Context, ns *netns.NS, url, roles string, seconds int) *participants {
+	node := testenv.RequireCommand(t, "node")
+	p := &participants{roles: roles, done: make(chan struct{})}
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name, node, participantsScript(t),
+		url, roles, strconv.Itoa(seconds), strconv.Itoa(int(rateInterval/time.Millisecond)))
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	cmd.Stdout, cmd.Stderr = (*lineWriter)(p), (*errWriter)(p)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stdin = stdin
+	testenv.StartGroup(t, cmd)
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+// stopAll stops the processes at once (each page's participants leave
+// when their process ends).
+func stopAll(ps ...*participants) {
+	for _, p := range ps {
+		_, _ = io.WriteString(p.stdin, "stop\n")
+	}
+	for _, p := range ps {
+		p.stop()
+	}
+}
+
+// stop asks the script to end and print its summary, and waits (up to 30 s).
+func (p *participants) stop() {
+	_, _ = io.WriteString(p.stdin, "stop\n")
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+func (p *participants) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *participants) snapshot() []sampleLine {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.lines)
+}
+
+func (p *participants) summary() *summaryLine {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sum
+}
+
+func (p *participants) stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.errBuf.String()
+	if len(s) > 20000 {
+		s = "..." + s[len(s)-20000:]
+	}
+	return s
+}
+
+// lineWriter parses participants.mjs's standard output line by line.
+type lineWriter participants
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	p := (*participants)(w)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partial = append(p.partial, b...)
+	for {
+		i := slices.Index(p.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := p.partial[:i]
+		p.partial = p.partial[i+1:]
+		var s struct {
+			sampleLine
+			Summary *summaryLine
+		}
+		if err := json.Unmarshal(line, &s); err != nil {
+			fmt.Fprintf(&p.errBuf, "unparsed stdout line %q: %v\n", line, err)
+			continue
+		}
+		if s.Summary != nil {
+			p.sum = s.Summary
+		} else {
+			p.lines = append(p.lines, s.sampleLine)
+		}
+	}
+}
+
+type errWriter participants
+
+func (w *errWriter) Write(b []byte) (int, error) {
+	p := (*participants)(w)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.errBuf.Len() < 1<<20 {
+		p.errBuf.Write(b)
+	}
+	return len(b), nil
+}
+
+// rtcpCapture counts the RTCP packets (by type, each packet of a compound)
+// that cross iface in a namespace to or from the SFU's media socket, and
+// keeps the REMBs.
+type rtcpCapture struct {
+	mu    sync.Mutex
+	name  string         // "P3", "P1+P2"
+	count map[string]int // "->SFU REMB", "SFU-> SR", ...
+	remb  []rembSample
+	done  chan struct{}
+	// stopFn ends the reading and waits for it; nil if it never started.
+	stopFn func()
+}
+
+// startRTCPCapture reads iface's traffic in ns with a packet socket until
+// ctx ends or stop is called. A capture that cannot start is logged and
+// counts nothing.
+func startRTCPCapture(t *testing.T, ctx context.Context, name string, ns *netns.NS, iface string) *rtcpCapture {
+	c := &rtcpCapture{name: name, count: map[string]int{}, done: make(chan struct{})}
+	var fd int
+	err := ns.Do(func() error {
+		ifc, err := net.InterfaceByName(iface)
+		if err != nil {
+			return err
+		}
+		// ETH_P_ALL: a socket bound to one protocol sees only what comes in.
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(unix.ETH_P_ALL))); err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifc.Index}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+		tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
+		return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	})
+	if err != nil {
+		t.Logf("RTCP capture on %s: %v", iface, err)
+		close(c.done)
+		return c
+	}
+	stop := make(chan struct{})
+	var once sync.Once
+	c.stopFn = func() { once.Do(func() { close(stop) }); <-c.done }
+	t.Cleanup(c.stop)
+	go func() {
+		defer close(c.done)
+		defer unix.Close(fd)
+		buf := make([]byte, 65536)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-stop:
+				return
+			default:
+			}
+			n, from, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+					continue
+				}
+				return
+			}
+			ll, ok := from.(*unix.SockaddrLinklayer)
+			if !ok || ll.Protocol != htons(unix.ETH_P_IP) {
+				continue
+			}
+			c.packet(buf[:n], ll.Pkttype == unix.PACKET_OUTGOING)
+		}
+	}()
+	return c
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// packet counts one IPv4 datagram's RTCP, if it carries any to or from the SFU.
+func (c *rtcpCapture) packet(b []byte, out bool) {
+	if len(b) < 20 || b[0]>>4 != 4 || b[9] != unix.IPPROTO_UDP {
+		return
+	}
+	ihl := int(b[0]&0xf) * 4
+	if len(b) < ihl+8+8 {
+		return
+	}
+	src, _ := netip.AddrFromSlice(b[12:16])
+	dst, _ := netip.AddrFromSlice(b[16:20])
+	udp := b[ihl:]
+	sport, dport := binary.BigEndian.Uint16(udp), binary.BigEndian.Uint16(udp[2:])
+	sfu := testbed.SFUMedia
+	var dir string
+	switch {
+	case out && dst == sfu.Addr() && dport == sfu.Port():
+		dir = "->SFU"
+	case !out && src == sfu.Addr() && sport == sfu.Port():
+		dir = "SFU->"
+	default:
+		return
+	}
+	p := udp[8:]
+	if p[0]>>6 != 2 || p[1] < 192 || p[1] > 223 {
+		return // RTP, STUN
+	}
+	pkts, err := rtcp.Unmarshal(p)
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.count[dir+" unparsed"]++
+		return
+	}
+	for _, pkt := range pkts {
+		c.count[dir+" "+rtcpName(pkt)]++
+		if r, ok := pkt.(*rtcp.ReceiverEstimatedMaximumBitrate); ok {
+			c.remb = append(c.remb, rembSample{Where: c.name + " " + dir, T: now, Bitrate: float64(r.Bitrate), SSRCs: r.SSRCs})
+		}
+	}
+}
+
+func rtcpName(p rtcp.Packet) string {
+	switch p.(type) {
+	case *rtcp.SenderReport:
+		return "SR"
+	case *rtcp.ReceiverReport:
+		return "RR"
+	case *rtcp.SourceDescription:
+		return "SDES"
+	case *rtcp.Goodbye:
+		return "BYE"
+	case *rtcp.ReceiverEstimatedMaximumBitrate:
+		return "REMB"
+	case *rtcp.TransportLayerNack:
+		return "NACK"
+	case *rtcp.PictureLossIndication:
+		return "PLI"
+	case *rtcp.FullIntraRequest:
+		return "FIR"
+	case *rtcp.TransportLayerCC:
+		return "TWCC"
+	case *rtcp.ExtendedReport:
+		return "XR"
+	}
+	return strings.TrimPrefix(fmt.Sprintf("%T", p), "*rtcp.")
+}
+
+func (c *rtcpCapture) stop() {
+	if c.stopFn != nil {
+		c.stopFn()
+	}
+}
+
+func (c *rtcpCapture) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int, len(c.count))
+	for k, v := range c.count {
+		m[k] = v
+	}
+	return m
+}
+
+func (c *rtcpCapture) rembs() []rembSample {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := slices.Clone(c.remb)
+	sort.Slice(r, func(i, j int) bool { return r[i].T.Before(r[j].T) })
+	return r
+}

@@ -1,0 +1,161 @@
+// Some participants of one ebrtc sfu room, in one headless Chromium (each
+// in its own browser context, encryption off as the SFU needs): the others
+// join from another process, possibly in another network namespace. Each
+// ROLE is `send` (publishes the fake camera and microphone, as the meeting
+// page does: AV1 L1T3 at 320x180, and receives everyone) or `recv` (only
+// receives). The page always opens its camera and offers to publish; for a
+// `recv` participant this script drops the page's `publish` message, so the
+// SFU never answers it and the participant only gets the receive-only
+// connections it offers (the page itself is unchanged).
+//
+// Every INTERVAL_MS it prints one JSON line:
+//   {t: ms since the epoch, samples: n, pages: [page...]}
+// page: {role, id, status, inbound: {publisherId: {video: {...}, audio: {...}}},
+//        outbound: {video: {...}, audio: {...}}, pub: {availableOutgoingBitrate, rtt}}
+// with the cumulative counters of getStats() (framesDecoded, freezeCount,
+// nackCount, packetsLost, packetsReceived, ...) and Chromium's framesPerSecond;
+// rates are for the reader to take from counter deltas. It stops after
+// SECONDS, or earlier when a line `stop` arrives on standard input, and
+// prints a last line {summary: {...}}: the last sample, and per page the
+// feedback (rtcp-fb) and header extensions negotiated.
+//
+// usage: node participants.mjs URL ROLES SECONDS [INTERVAL_MS]
+//   e.g. node participants.mjs 'http://10.201.1.1:8088/?room=r' send,send 60 1000
+import { chromium } from 'playwright-core';
+import { createInterface } from 'node:readline';
+
+const [url, rolesArg, secondsArg, intervalArg] = process.argv.slice(2);
+if (!url || !rolesArg) {
+  console.error('usage: node participants.mjs URL ROLES SECONDS [INTERVAL_MS]');
+  process.exit(2);
+}
+const roles = rolesArg.split(',');
+if (!roles.every((r) => r === 'send' || r === 'recv')) {
+  console.error('roles: a comma-separated list of send and recv');
+  process.exit(2);
+}
+const seconds = Number(secondsArg || 30), interval = Number(intervalArg || 1000);
+
+let stopping = false;
+let wake = () => {};
+createInterface({ input: process.stdin }).on('line', (l) => {
+  if (l.trim() === 'stop') { stopping = true; wake(); }
+});
+const sleep = (ms) => new Promise((r) => { const t = setTimeout(r, ms); wake = () => { clearTimeout(t); r(); }; });
+
+// Runs in the page: the stats of its connections (window.meeting: pub, the
+// send-only connection; subs, the receive-only ones by publisher id).
+async function collect() {
+  const st = window.meeting;
+  const pick = (r, keys) => Object.fromEntries(keys.filter((k) => r[k] !== undefined).map((k) => [k, r[k]]));
+  const inKeys = ['packetsReceived', 'packetsLost', 'bytesReceived', 'framesDecoded', 'framesDropped',
+    'framesReceived', 'keyFramesDecoded', 'framesPerSecond', 'freezeCount', 'totalFreezesDuration',
+    'pauseCount', 'totalPausesDuration', 'nackCount', 'pliCount', 'firCount', 'jitter',
+    'jitterBufferDelay', 'jitterBufferEmittedCount', 'frameWidth', 'frameHeight', 'ssrc'];
+  const outKeys = ['packetsSent', 'bytesSent', 'retransmittedPacketsSent', 'framesEncoded', 'framesSent',
+    'keyFramesEncoded', 'framesPerSecond', 'targetBitrate', 'scalabilityMode', 'qualityLimitationReason',
+    'nackCount', 'pliCount', 'firCount', 'frameWidth', 'frameHeight', 'encoderImplementation', 'ssrc'];
+  const connStats = (report) => {
+    let pair;
+    report.forEach((r) => { if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded') pair = r; });
+    return pair ? pick(pair, ['availableOutgoingBitrate', 'availableIncomingBitrate', 'currentRoundTripTime']) : {};
+  };
+  const inbound = {};
+  for (const [id, pc] of st.subs) {
+    const report = await pc.getStats();
+    const s = { conn: connStats(report) };
+    report.forEach((r) => {
+      if (r.type !== 'inbound-rtp') return;
+      const codec = r.codecId && report.get(r.codecId);
+      s[r.kind] = { ...pick(r, inKeys), codec: codec ? codec.mimeType : '' };
+    });
+    inbound[id] = s;
+  }
+  const outbound = {};
+  let pub = {};
+  if (st.pub && st.pub.remoteDescription) {
+    const report = await st.pub.getStats();
+    pub = connStats(report);
+    report.forEach((r) => {
+      if (r.type === 'outbound-rtp') outbound[r.kind] = pick(r, outKeys);
+      if (r.type === 'remote-inbound-rtp') {
+        const o = outbound[r.kind] || (outbound[r.kind] = {});
+        o.remote = pick(r, ['packetsLost', 'fractionLost', 'roundTripTime', 'jitter']);
+      }
+    });
+  }
+  const status = document.getElementById('status').textContent;
+  const m = /^joined \S+ as (\S+)/.exec(status);
+  return { id: m ? m[1] : '', status, inbound, outbound, pub };
+}
+
+// Runs in the page: what feedback and header extensions were negotiated
+// (the SFU's answer to our publication, and its offers to us).
+function negotiated() {
+  const st = window.meeting;
+  const lines = (sdp) => (sdp || '').split(/\r?\n/).filter((l) => /^a=(rtcp-fb|extmap):/.test(l));
+  const subs = {};
+  for (const [id, pc] of st.subs) subs[id] = { offer: lines(pc.remoteDescription && pc.remoteDescription.sdp),
+    answer: lines(pc.localDescription && pc.localDescription.sdp) };
+  return { pubAnswer: lines(st.pub && st.pub.remoteDescription && st.pub.remoteDescription.sdp), subs };
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: [
+    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
+    '--disable-webrtc-encryption',
+    // The page needs a secure context for the camera; the testbed serves plain HTTP.
+    '--unsafely-treat-insecure-origin-as-secure=' + new URL(url).origin,
+  ],
+});
+let code = 0;
+try {
+  const pages = [];
+  for (const [i, role] of roles.entries()) {
+    const ctx = await browser.newContext();
+    if (role === 'recv') {
+      // Join without publishing: the page's publish message never leaves.
+      await ctx.addInitScript(() => {
+        const send = WebSocket.prototype.send;
+        WebSocket.prototype.send = function (data) {
+          try { if (JSON.parse(data).type === 'publish') return; } catch (e) { /* not ours */ }
+          return send.call(this, data);
+        };
+      });
+    }
+    const page = await ctx.newPage();
+    page.on('pageerror', (e) => console.error('page', i, e));
+    page.on('console', (m) => console.error('console', i, m.text()));
+    await page.goto(url);
+    pages.push({ role, page });
+  }
+  const start = Date.now();
+  let samples = 0, last = null;
+  // What each page negotiated, kept as connections come (and go, when the
+  // other process's participants leave first).
+  const sdp = pages.map(() => ({ pubAnswer: [], subs: {} }));
+  while (!stopping && Date.now() - start < seconds * 1000) {
+    const t = Date.now();
+    const out = [];
+    for (const [i, { role, page }] of pages.entries()) {
+      out.push({ role, ...(await page.evaluate(collect)) });
+      const n = await page.evaluate(negotiated);
+      if (n.pubAnswer.length) sdp[i].pubAnswer = n.pubAnswer;
+      Object.assign(sdp[i].subs, n.subs);
+    }
+    samples++;
+    last = { t, samples, pages: out };
+    console.log(JSON.stringify(last));
+    await sleep(Math.max(0, t + interval - Date.now()));
+  }
+  console.log(JSON.stringify({ summary: { elapsedMs: Date.now() - start, samples, last, negotiated: sdp } }));
+} catch (e) {
+  console.error(e);
+  code = 1;
+} finally {
+  await browser.close();
+  process.exit(code); // the stdin reader would keep node alive
+}
