@@ -273,6 +273,16 @@ type sfuUnderTest struct {
 	replicaLength func(n int) uint16
 }
 
+// layersDropped is how many replicas the SFU left out on purpose (rate
+// adaptation): 0 for an SFU that does not say.
+func (sut *sfuUnderTest) layersDropped() (uint64, error) {
+	if sut.metrics == nil || !sut.adapted {
+		return 0, nil
+	}
+	m, err := sut.metrics()
+	return uint64(m.SFUOutcome(dataplane.LayerDropped.String())), err
+}
+
 // adaptedEstimate is what an adapted receiver reports: below the captured
 // stream's lowest temporal layer, so it gets only that.
 const adaptedEstimate = 100e3
@@ -694,7 +704,7 @@ func ramp(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult, sut *sfuUn
 			if o.Log != nil { // a dozen processes on the generator's CPU: only when asked
 				where = lossSnapshot(e, sut)
 			}
-			step, err := rampStep(e, lt, meetings, o)
+			step, err := rampStep(e, lt, meetings, o, sut)
 			if err != nil {
 				return err
 			}
@@ -852,8 +862,12 @@ func rampDelivered(lt *liveTraffic, meetings []*meeting) (uint64, error) {
 // (a millisecond's worth) is missing as at its start, alike. (Reading the
 // delivered counts later than the sent ones would compare two different
 // windows of a rate that varies with the capture's frames and key frames.)
-func rampStep(e *env, lt *liveTraffic, meetings []*meeting, o SFUOptions) (RampStep, error) {
+func rampStep(e *env, lt *liveTraffic, meetings []*meeting, o SFUOptions, sut *sfuUnderTest) (RampStep, error) {
 	var core0, core1 coreSample
+	dropped0, err := sut.layersDropped()
+	if err != nil {
+		return RampStep{}, err
+	}
 	packets0, sent0, late0 := rampSent(meetings)
 	got0, err := rampDelivered(lt, meetings)
 	if err != nil {
@@ -868,6 +882,10 @@ func rampStep(e *env, lt *liveTraffic, meetings []*meeting, o SFUOptions) (RampS
 	time.Sleep(o.RampStep)
 	packets1, sent1, late1 := rampSent(meetings)
 	got1, err := rampDelivered(lt, meetings)
+	if err != nil {
+		return RampStep{}, err
+	}
+	dropped1, err := sut.layersDropped()
 	if err != nil {
 		return RampStep{}, err
 	}
@@ -890,7 +908,8 @@ func rampStep(e *env, lt *liveTraffic, meetings []*meeting, o SFUOptions) (RampS
 	if packets1 > packets0 {
 		step.LateShare = float64(step.LateSends) / float64(packets1-packets0)
 	}
-	if want := sent1 - sent0; want > 0 {
+	// Layers dropped on purpose (rate adaptation) are not owed.
+	if want := sent1 - sent0 - min(dropped1-dropped0, sent1-sent0); want > 0 {
 		step.Loss = max(0, 1-float64(got1-got0)/float64(want))
 	}
 	if e.core != nil {

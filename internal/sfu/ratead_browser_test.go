@@ -102,6 +102,10 @@ func baselinePhases(fraction float64, lossPercent int) []ratePhase {
 	}
 }
 
+// senderMaxKbps caps P1's and P2's video (the page's maxKbps): their
+// rates, and so their layers', stay put while P3's link is shaped.
+const senderMaxKbps = 250
+
 // rateInterval is how often participants.mjs samples the pages' stats.
 const rateInterval = time.Second
 
@@ -370,7 +374,7 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 	ctx, cancel := context.WithTimeout(context.Background(), total+joinWithin+time.Minute)
 	t.Cleanup(cancel)
 	room := "rate" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	url := "http://" + testbed.SFUWeb.String() + "/?room=" + room
+	url := fmt.Sprintf("http://%s/?room=%s&maxKbps=%d", testbed.SFUWeb, room, senderMaxKbps)
 	seconds := int((total + joinWithin + 20*time.Second) / time.Second)
 
 	caps := map[string]*rtcpCapture{
@@ -927,3 +931,87 @@ func (c *rtcpCapture) rembs() []rembSample {
 	sort.Slice(r, func(i, j int) bool { return r[i].T.Before(r[j].T) })
 	return r
 }
+
+// TestBrowserRateAdaptation is the meeting with rate adaptation on (the
+// default): P3's downlink shaped below what both senders' full streams
+// need but above their lowest temporal layers, then lifted, then lossy.
+// While shaped, P3's video settles where the link carries it: a stream at
+// least at a lower temporal layer (a half or a quarter of its sender's
+// frame rate; the other may keep more if the link fits it), none below a
+// quarter, without freezes and with few NACKs;
+// P2, not shaped, keeps the full rate; P1 does not lower its target to
+// P3's rate. Lifted, P3 climbs back to the full rate. At 1% loss, no
+// freezes (as the baseline has none).
+func TestBrowserRateAdaptation(t *testing.T) {
+	bed := newRateBed(t, nil)
+	res := bed.run(t, rateAdaptationPhases(0.7, 1))
+	res.log(t)
+	phase := func(name string) phaseSeries {
+		for _, ph := range res.Phases {
+			if ph.Name == name {
+				return ph
+			}
+		}
+		t.Fatalf("no phase %s", name)
+		return phaseSeries{}
+	}
+	shaped, recovered, lossy := phase("shaped"), phase("recovered"), phase("lossy")
+	adapted := 0
+	for s, from := range res.IDs[:2] {
+		full := shaped.Outbound(s).FPS
+		in := shaped.Inbound(2, from)
+		if in.FPS <= 0.65*full {
+			adapted++
+		}
+		if in.FPS < 0.2*full || in.Freezes > 0 || in.Pauses > 0 || in.Nacks > 30 {
+			t.Errorf("shaped: P3 decoded P%d at %.1f fps of %.1f (want at least a quarter), %v freezes, %v pauses, %v NACKs",
+				s+1, in.FPS, full, in.Freezes, in.Pauses, in.Nacks)
+		}
+		if in := recovered.Inbound(2, from); in.FPS < 0.8*recovered.Outbound(s).FPS {
+			t.Errorf("lifted: P3 decoded P%d at %.1f fps of %.1f", s+1, in.FPS, recovered.Outbound(s).FPS)
+		}
+		if in := lossy.Inbound(2, from); in.Freezes > 0 || in.Pauses > 0 {
+			t.Errorf("1%% loss: P3's video from P%d froze %v times, paused %v", s+1, in.Freezes, in.Pauses)
+		}
+	}
+	if adapted == 0 {
+		t.Errorf("shaped: neither stream to P3 at a lower temporal layer (at most 0.65 of the sender's fps)")
+	}
+	if in, full := shaped.Inbound(1, res.IDs[0]), shaped.Outbound(0).FPS; in.FPS < 0.8*full || in.Freezes > 0 {
+		t.Errorf("shaped: P2 decoded P1 at %.1f fps of %.1f, %v freezes", in.FPS, full, in.Freezes)
+	}
+	if out, p3 := shaped.Outbound(0), shaped.Inbound(2, res.IDs[0]); out.MinTargetKbps <= p3.Kbps {
+		t.Errorf("shaped: P1's target fell to %.0f kbit/s, P3 gets %.0f", out.MinTargetKbps, p3.Kbps)
+	}
+}
+
+// rateAdaptationPhases: 12 s as it is; P3's downlink shaped to fraction of
+// the two senders' video cap, plus their audio, for 10 s to settle
+// and 15 s measured; lifted, 20 s to climb and 10 s measured; lossPercent
+// random loss for 15 s.
+func rateAdaptationPhases(fraction float64, lossPercent int) []ratePhase {
+	var unshape func() error
+	phases := []ratePhase{
+		{Name: "unshaped", Duration: 12 * time.Second},
+		{Name: "settling", Duration: 10 * time.Second, Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
+			kbit := int(fraction*2*senderMaxKbps) + 2*audioAllowanceKbps
+			var err error
+			unshape, err = testbed.Shape(b.tb.Server, b.p3Link, kbit)
+			return fmt.Sprintf("tbf %d kbit/s on %s (%.0f%% of the two senders' %d kbit/s video, and their audio)", kbit, b.p3Link,
+				100*fraction, senderMaxKbps), func() error { return nil }, err
+		}},
+		{Name: "shaped", Duration: 15 * time.Second, Apply: func(*rateBed, []phaseSeries) (string, func() error, error) {
+			return "", func() error { return unshape() }, nil
+		}, Report: func(b *rateBed) string {
+			out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
+			return strings.Join(strings.Fields(out), " ") + errString(err)
+		}},
+		{Name: "recovering", Duration: 25 * time.Second},
+		{Name: "recovered", Duration: 10 * time.Second},
+	}
+	return append(phases, baselinePhases(0, lossPercent)[3])
+}
+
+// audioAllowanceKbps is one Opus stream with its headers, as the shaper
+// must carry it.
+const audioAllowanceKbps = 50

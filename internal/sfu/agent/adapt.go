@@ -15,24 +15,61 @@ type LayerPlane interface {
 	SetTarget(from, to netip.AddrPort, target int) error
 }
 
-// Adapter picks each receiver's decode target of each sender's video: the
-// highest whose bitrate (the data plane's per-layer counters) fits the
-// receiver's smoothed bandwidth estimate (its REMBs), down at once and up
-// after it has fitted a while (layers.Chooser). The data plane applies a
-// pick where the decoder can follow; an up-switch that waits PLIAfter for
-// a switch point gets the sender asked for a key frame.
+// Adapter picks each receiver's decode target of each sender's video from
+// the receiver's smoothed bandwidth estimate (its REMBs), the loss its
+// receiver reports and NACKs show, and the bitrate of each target (the
+// data plane's per-layer counters): layers.Chooser. A receiver's streams
+// from several senders share its link: one of them at a time is tried
+// up, loss during a try is the try's (the others hold), and a try undone
+// holds the others' back for its back-off too.
 type Adapter struct {
 	plane    LayerPlane
 	fb       *Feedback
 	pliAfter time.Duration
 
-	mu      sync.Mutex
-	senders map[netip.AddrPort]*adaptedSender
+	mu       sync.Mutex
+	senders  map[netip.AddrPort]*adaptedSender
+	choosers map[netip.AddrPort]*layers.Chooser // by receiver transport (one per sender and receiver)
+	nacked   map[netip.AddrPort]*nackWindow
+	hosts    map[netip.Addr]*receiverHost
 }
 
-type adaptedSender struct {
-	rates    layers.Rates
-	choosers map[netip.AddrPort]*layers.Chooser
+type adaptedSender struct{ rates layers.Rates }
+
+// receiverHost is a receiver's link: the stream being tried on it, and
+// until when tries wait after one was undone.
+type receiverHost struct {
+	trying    netip.AddrPort
+	congested bool // another stream's estimate fell during the try
+	quiet     time.Time
+}
+
+// nackBurst is how many packets a receiver NACKs within nackRounds rounds
+// that count as loss above any threshold: a queue overflowing, seen at
+// once (its receiver reports come a second or more apart); 1% random loss
+// of a 45-packet/s stream does not come near it.
+const (
+	nackBurst  = 5
+	nackRounds = 4
+)
+
+// nackWindow is a receiver's NACKed packets over its last rounds.
+type nackWindow struct {
+	total  uint64
+	rounds [nackRounds]uint64
+	next   int
+}
+
+// burst adds the receiver's NACK count now and says whether its last
+// rounds NACKed nackBurst packets or more.
+func (w *nackWindow) burst(total uint64) bool {
+	w.rounds[w.next%nackRounds] = total - min(w.total, total)
+	w.total, w.next = total, w.next+1
+	var sum uint64
+	for _, n := range w.rounds {
+		sum += n
+	}
+	return w.next > 1 && sum >= nackBurst
 }
 
 // NewAdapter adapts through plane, from fb's estimates; pliAfter 0: 500 ms.
@@ -40,7 +77,8 @@ func NewAdapter(plane LayerPlane, fb *Feedback, pliAfter time.Duration) *Adapter
 	if pliAfter == 0 {
 		pliAfter = 500 * time.Millisecond
 	}
-	return &Adapter{plane: plane, fb: fb, pliAfter: pliAfter, senders: map[netip.AddrPort]*adaptedSender{}}
+	return &Adapter{plane: plane, fb: fb, pliAfter: pliAfter, senders: map[netip.AddrPort]*adaptedSender{},
+		choosers: map[netip.AddrPort]*layers.Chooser{}, nacked: map[netip.AddrPort]*nackWindow{}, hosts: map[netip.Addr]*receiverHost{}}
 }
 
 // Adapt runs one round for the sender's video (SSRC videoSSRC, feedback
@@ -53,34 +91,16 @@ func (a *Adapter) Adapt(now time.Time, sender, via netip.AddrPort, videoSSRC uin
 	a.mu.Lock()
 	s := a.senders[sender]
 	if s == nil {
-		s = &adaptedSender{choosers: map[netip.AddrPort]*layers.Chooser{}}
+		s = &adaptedSender{}
 		a.senders[sender] = s
 	}
 	s.rates.Observe(now, ls.Bytes)
 	rates := s.rates.Bitrates(now)
-	var targets []int
+	targets := make([]int, len(ls.Receivers))
 	keyFrame := false
-	seen := map[netip.AddrPort]bool{}
-	for _, r := range ls.Receivers {
-		seen[r.To] = true
-		target := -1 // every layer, until the receiver says what fits
-		if est, ok := a.fb.Estimate(sender, r.To); ok && rates[len(rates)-1] > 0 {
-			c := s.choosers[r.To]
-			if c == nil {
-				c = &layers.Chooser{}
-				s.choosers[r.To] = c
-			}
-			if t := c.Choose(now, est, rates); t < ls.Targets-1 {
-				target = t
-			}
-		}
-		targets = append(targets, target)
+	for i, r := range ls.Receivers {
+		targets[i] = a.choose(now, sender, r.To, rates, ls.Targets)
 		keyFrame = keyFrame || r.SwitchWaiting >= a.pliAfter
-	}
-	for to := range s.choosers {
-		if !seen[to] {
-			delete(s.choosers, to)
-		}
 	}
 	a.mu.Unlock()
 	for i, r := range ls.Receivers {
@@ -96,9 +116,72 @@ func (a *Adapter) Adapt(now time.Time, sender, via netip.AddrPort, videoSSRC uin
 	return nil
 }
 
-// Forget drops what was kept about a sender.
+// choose is the target of the receiver at to: every layer (-1) until it
+// reports an estimate and the targets' rates are known.
+func (a *Adapter) choose(now time.Time, sender, to netip.AddrPort, rates []float64, targets int) int {
+	est, ok := a.fb.Estimate(sender, to)
+	loss, nacked := a.fb.Loss(to)
+	w := a.nacked[to]
+	if w == nil {
+		w = &nackWindow{total: nacked}
+		a.nacked[to] = w
+	}
+	burst := w.burst(nacked)
+	if !ok || rates[len(rates)-1] <= 0 {
+		return -1
+	}
+	c := a.choosers[to]
+	if c == nil {
+		c = layers.NewChooser()
+		a.choosers[to] = c
+	}
+	h := a.hosts[to.Addr()]
+	if h == nil {
+		h = &receiverHost{}
+		a.hosts[to.Addr()] = h
+	}
+	other := h.trying.IsValid() && h.trying != to
+	if other {
+		// Loss and a falling estimate here are the try's doing: they undo
+		// the try, and this stream holds.
+		if burst || loss > c.LossHigh || c.Falling(est) {
+			h.congested = true
+		}
+		loss, burst, est = 0, false, max(est, c.Peak())
+	}
+	if burst || (h.trying == to && h.congested) {
+		loss = 1
+	}
+	t := c.Choose(now, est, loss, rates, !other && !now.Before(h.quiet))
+	switch {
+	case c.Trying():
+		h.trying = to
+	case h.trying == to:
+		h.trying, h.congested = netip.AddrPort{}, false
+		if c.NextTry().After(h.quiet) {
+			h.quiet = c.NextTry()
+		}
+	}
+	if t >= targets-1 {
+		return -1
+	}
+	return t
+}
+
+// Forget drops what was kept about a sender and its receivers.
 func (a *Adapter) Forget(sender netip.AddrPort) {
 	a.mu.Lock()
 	delete(a.senders, sender)
 	a.mu.Unlock()
+}
+
+// ForgetReceiver drops what was kept about a receiver's stream.
+func (a *Adapter) ForgetReceiver(to netip.AddrPort) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.choosers, to)
+	delete(a.nacked, to)
+	if h := a.hosts[to.Addr()]; h != nil && h.trying == to {
+		h.trying = netip.AddrPort{}
+	}
 }

@@ -46,6 +46,8 @@ type Feedback struct {
 	paths   map[netip.AddrPort]Path
 	lastPLI map[pliKey]time.Time
 	remb    map[netip.AddrPort]map[netip.AddrPort]float64 // sender -> receiver -> EWMA (bps)
+	loss    map[netip.AddrPort]float64                     // receiver -> its last report's highest fraction lost
+	nacked  map[netip.AddrPort]uint64                      // receiver -> packets its NACKs asked for
 }
 
 type pliKey struct {
@@ -69,7 +71,8 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 		cfg.Now = time.Now
 	}
 	return &Feedback{cfg: cfg, paths: map[netip.AddrPort]Path{}, lastPLI: map[pliKey]time.Time{},
-		remb: map[netip.AddrPort]map[netip.AddrPort]float64{}}, nil
+		remb: map[netip.AddrPort]map[netip.AddrPort]float64{}, loss: map[netip.AddrPort]float64{},
+		nacked: map[netip.AddrPort]uint64{}}, nil
 }
 
 // SetPath says the receiver at this transport address receives this sender.
@@ -87,6 +90,8 @@ func (f *Feedback) RemovePath(receiver netip.AddrPort) {
 		delete(f.remb[p.Sender], receiver)
 	}
 	delete(f.paths, receiver)
+	delete(f.loss, receiver)
+	delete(f.nacked, receiver)
 }
 
 // RemoveSender forgets what was kept about a sender (its receivers' paths
@@ -156,6 +161,9 @@ func (f *Feedback) route(path Path, from netip.AddrPort, pkts []rtcp.Packet) []r
 	for _, pkt := range pkts {
 		switch p := pkt.(type) {
 		case *rtcp.TransportLayerNack:
+			for _, pair := range p.Nacks {
+				f.nacked[from] += uint64(len(pair.PacketList()))
+			}
 			if p = f.translate(path.Sender, from, p); p != nil {
 				out = append(out, p)
 			}
@@ -172,6 +180,8 @@ func (f *Feedback) route(path Path, from netip.AddrPort, pkts []rtcp.Packet) []r
 			if fresh {
 				out = append(out, p)
 			}
+		case *rtcp.ReceiverReport:
+			f.loss[from] = highestLoss(p.Reports)
 		case *rtcp.ReceiverEstimatedMaximumBitrate:
 			if smoothed, best := f.bestDownlink(path.Sender, from, float64(p.Bitrate)); best {
 				fwd := *p
@@ -200,6 +210,23 @@ func (f *Feedback) translate(sender, receiver netip.AddrPort, n *rtcp.TransportL
 		return nil
 	}
 	return &rtcp.TransportLayerNack{SenderSSRC: n.SenderSSRC, MediaSSRC: n.MediaSSRC, Nacks: rtcp.NackPairsFromSequenceNumbers(seqs)}
+}
+
+func highestLoss(rs []rtcp.ReceptionReport) float64 {
+	var l uint8
+	for _, r := range rs {
+		l = max(l, r.FractionLost)
+	}
+	return float64(l) / 256
+}
+
+// Loss is the share of packets lost the receiver's last report gave (the
+// highest of its streams), if it sent one, and how many packets its NACKs
+// have asked for so far (loss as soon as it is seen).
+func (f *Feedback) Loss(receiver netip.AddrPort) (share float64, nacked uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.loss[receiver], f.nacked[receiver]
 }
 
 // Estimate is the receiver's smoothed bandwidth estimate (REMB) for the

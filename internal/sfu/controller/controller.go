@@ -243,7 +243,7 @@ func (c *Controller) Expired(bs []agent.Binding) {
 			cn.addr = netip.AddrPort{}
 			continue
 		}
-		c.cfg.Agent.Feedback.RemovePath(cn.addr)
+		c.forgetReceiver(cn.addr)
 		cn.addr = netip.AddrPort{}
 		_ = c.updateStream(cn.publisher)
 	}
@@ -388,6 +388,14 @@ func (c *Controller) Adapt() {
 	}
 }
 
+// forgetReceiver drops what the agent kept about a receiving connection.
+func (c *Controller) forgetReceiver(addr netip.AddrPort) {
+	c.cfg.Agent.Feedback.RemovePath(addr)
+	if c.cfg.Adapter != nil {
+		c.cfg.Adapter.ForgetReceiver(addr)
+	}
+}
+
 // requestKeyFrames sends the publisher a PLI for its video.
 func (c *Controller) requestKeyFrames(p *Participant) {
 	via, ok := c.mediaFor(p.pub.addr)
@@ -436,7 +444,7 @@ func (c *Controller) newConn(owner, publisher *Participant) *conn {
 func (c *Controller) dropConn(cn *conn) {
 	c.cfg.Agent.ICE.Remove(cn.ice.LocalUfrag)
 	if cn.addr.IsValid() && cn.publisher != nil {
-		c.cfg.Agent.Feedback.RemovePath(cn.addr)
+		c.forgetReceiver(cn.addr)
 	}
 	delete(c.conns, cn.ice.LocalUfrag)
 }

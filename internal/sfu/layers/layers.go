@@ -76,58 +76,101 @@ func (r *Rates) roll(now time.Time, targets int) {
 	}
 }
 
-// Chooser picks a receiver's decode target from its bandwidth estimate
-// and each target's bitrate. A receive-side estimate (REMB) of a receiver
-// that gets all its link carries sits near what it receives, and never
-// climbs far above it (libwebrtc caps it at 1.5 times the incoming rate
-// plus 10 kbit/s), so:
-//   - the target in force (and any lower) still fits while the estimate
-//     is at least Keep times its bitrate; below that the choice falls at
-//     once to the highest that fits;
-//   - a higher target fits when its bitrate is within Headroom of the
-//     estimate, and the next one up also when the estimate is at least
-//     Probe times what the receiver gets now (the link carries more than
-//     it is given: the estimate cannot show more);
-//   - the choice rises only once the higher target has fitted for HoldUp
-//     without a break (an estimate that wavers does not make the stream
-//     waver).
+// Chooser picks a receiver's decode target from its bandwidth estimate,
+// its reported loss and each target's bitrate. A receive-side estimate
+// (REMB) of a receiver that gets less than its link carries sits near what
+// it receives and climbs only slowly (libwebrtc caps it at 1.5 times the
+// incoming rate plus 10 kbit/s, and increases it additively after a
+// decrease), and at a full queue it stops falling; so the estimate says
+// when to go down, loss says so too, and going up is tried:
+//   - down at once when the estimate falls below Keep times the target's
+//     bitrate (for a target reached by a try: the lower of that and the
+//     highest estimate since the try), to the highest target the
+//     estimate keeps, or by one target when the receiver reports more
+//     than LossHigh lost;
+//   - up when a higher target has been within Headroom of the estimate
+//     for HoldUp without a break (an estimate that wavers does not make
+//     the stream waver);
+//   - up by one target, tried, when the receiver has been on its target
+//     TryAfter, its estimate has not fallen (by more than Keep) for as
+//     long, it reports under LossLow lost and no try is backing off; a try that loss or the estimate undoes within
+//     TryWindow doubles the back-off (from TryAfter up to MaxBackoff).
 type Chooser struct {
-	Headroom float64       // share of the estimate a higher target may use; 0: 0.9
-	Keep     float64       // 0: 0.85
-	Probe    float64       // 0: 1.3
-	HoldUp   time.Duration // 0: 3 s
+	Headroom   float64       // 0: 0.9
+	Keep       float64       // 0: 0.85
+	LossHigh   float64       // 0: 0.1
+	LossLow    float64       // 0: 0.02
+	HoldUp     time.Duration // 0: 3 s
+	TryAfter   time.Duration // 0: 5 s
+	TryWindow  time.Duration // 0: 8 s
+	MaxBackoff time.Duration // 0: 40 s
+
 	current  int
 	started  bool
+	peak     float64   // highest estimate since it last fell (by more than Keep)
+	steady   time.Time // since when it has not fallen so
+	level    float64   // after a try: what the target is judged by (the estimate then, and its highs since); 0: its bitrate
+	moved    time.Time // when current was taken
+	tried    time.Time // the last try (zero: none pending judgement)
+	grace    time.Time // until then, loss is an undone try's draining
+	tryFrom  int       // the target before it, and its level
+	fromLvl  float64
+	backoff  time.Duration
+	nextTry  time.Time
 	fitSince []time.Time // per target: since when it has fitted without a break
 }
 
-// Choose returns the decode target for an estimate (bits/s) given each
-// target's bitrate (ascending: target i includes the layers of the ones
-// below it). It starts at the highest.
-func (c *Chooser) Choose(now time.Time, estimate float64, rates []float64) int {
+// undoGrace: after a try is undone, the loss it caused drains this long
+// without taking a target more.
+const undoGrace = 5 * time.Second
+
+// NewChooser has the defaults set.
+func NewChooser() *Chooser {
+	c := &Chooser{}
+	c.defaults()
+	return c
+}
+
+// Choose returns the decode target for an estimate (bits/s) and a loss
+// (0-1) given each target's bitrate (ascending: target i includes the
+// layers of the ones below it); mayTry false holds tries back (another
+// stream on the receiver's link is being tried). It starts at the highest.
+func (c *Chooser) Choose(now time.Time, estimate, loss float64, rates []float64, mayTry bool) int {
 	if len(rates) == 0 {
 		return 0
 	}
-	headroom, keep, probe, hold := or(c.Headroom, 0.9), or(c.Keep, 0.85), or(c.Probe, 1.3), c.HoldUp
-	if hold == 0 {
-		hold = 3 * time.Second
-	}
+	c.defaults()
 	if len(c.fitSince) != len(rates) {
 		c.fitSince = make([]time.Time, len(rates))
 	}
 	if !c.started || c.current >= len(rates) {
-		c.started, c.current = true, len(rates)-1
+		c.started = true
+		c.move(now, len(rates)-1, estimate)
+	}
+	if estimate < c.Keep*c.peak {
+		c.peak, c.steady = estimate, now
+	}
+	c.peak = max(c.peak, estimate)
+	if c.level > 0 {
+		c.level = max(c.level, estimate)
+	}
+	if !c.tried.IsZero() && now.Sub(c.tried) >= c.TryWindow {
+		c.tried, c.backoff = time.Time{}, c.TryAfter // the try held
 	}
 	best := 0
 	for t := range rates {
-		var fits bool
-		if t <= c.current {
-			fits = estimate >= keep*rates[t]
-			if fits {
-				best = t
+		fits := rates[t] <= c.Headroom*estimate
+		if t < c.current {
+			fits = estimate >= c.Keep*rates[t]
+		} else if t == c.current {
+			level := rates[t]
+			if c.level > 0 {
+				level = min(level, c.level)
 			}
-		} else {
-			fits = rates[t] <= headroom*estimate || (t == c.current+1 && estimate >= probe*rates[c.current])
+			fits = estimate >= c.Keep*level
+		}
+		if t <= c.current && fits {
+			best = t
 		}
 		if !fits {
 			c.fitSince[t] = time.Time{}
@@ -135,17 +178,83 @@ func (c *Chooser) Choose(now time.Time, estimate float64, rates []float64) int {
 			c.fitSince[t] = now
 		}
 	}
-	if best < c.current {
-		c.current = best // down at once
-		return c.current
+	if best == c.current && loss > c.LossHigh && best > 0 && !now.Before(c.grace) {
+		best--
 	}
-	for t := len(rates) - 1; t > c.current; t-- {
-		if !c.fitSince[t].IsZero() && now.Sub(c.fitSince[t]) >= hold {
-			c.current = t // up once it has fitted for hold
-			break
-		}
+	switch {
+	case best < c.current:
+		c.down(now, best, estimate, rates)
+	case c.up(now, estimate):
+	case mayTry && c.current < len(rates)-1 && !now.Before(c.nextTry) && now.Sub(c.moved) >= c.TryAfter &&
+		now.Sub(c.steady) >= c.TryAfter && loss < c.LossLow:
+		from, lvl := c.current, c.level
+		c.move(now, c.current+1, estimate)
+		c.tried, c.level, c.tryFrom, c.fromLvl = now, estimate, from, lvl
 	}
 	return c.current
+}
+
+// Falling says whether an estimate has fallen (by more than Keep) from the
+// highest since it last fell: on a link shared with a stream being tried,
+// the try is congesting it.
+func (c *Chooser) Falling(estimate float64) bool { return c.started && estimate < c.Keep*c.peak }
+
+// Peak is the highest estimate since it last fell.
+func (c *Chooser) Peak() float64 { return c.peak }
+
+// Trying says whether a try awaits its judgement (TryWindow).
+func (c *Chooser) Trying() bool { return !c.tried.IsZero() }
+
+// NextTry is when the back-off of the last undone try ends.
+func (c *Chooser) NextTry() time.Time { return c.nextTry }
+
+func (c *Chooser) defaults() {
+	c.Headroom, c.Keep, c.LossHigh, c.LossLow = or(c.Headroom, 0.9), or(c.Keep, 0.85), or(c.LossHigh, 0.1), or(c.LossLow, 0.02)
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.HoldUp, 3 * time.Second}, {&c.TryAfter, 5 * time.Second}, {&c.TryWindow, 8 * time.Second}, {&c.MaxBackoff, 40 * time.Second}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+}
+
+func (c *Chooser) move(now time.Time, t int, estimate float64) {
+	c.current, c.peak, c.moved, c.steady, c.level = t, estimate, now, now, 0
+}
+
+// down moves down; a try undone within its window backs off, and goes
+// back to where it came from as that was judged, if the estimate keeps it.
+func (c *Chooser) down(now time.Time, t int, estimate float64, rates []float64) {
+	if c.tried.IsZero() {
+		c.move(now, t, estimate)
+		return
+	}
+	c.backoff = min(max(2*c.backoff, 2*c.TryAfter), c.MaxBackoff)
+	c.nextTry, c.tried, c.grace = now.Add(c.backoff), time.Time{}, now.Add(undoGrace)
+	level := rates[c.tryFrom]
+	if c.fromLvl > 0 {
+		level = min(level, c.fromLvl)
+	}
+	if c.tryFrom >= t && c.tryFrom < c.current && estimate >= c.Keep*level {
+		lvl := c.fromLvl
+		c.move(now, c.tryFrom, estimate)
+		c.level = lvl
+		return
+	}
+	c.move(now, t, estimate)
+}
+
+// up moves to the highest target that has fitted for HoldUp, if any.
+func (c *Chooser) up(now time.Time, estimate float64) bool {
+	for t := len(c.fitSince) - 1; t > c.current; t-- {
+		if !c.fitSince[t].IsZero() && now.Sub(c.fitSince[t]) >= c.HoldUp {
+			c.move(now, t, estimate)
+			return true
+		}
+	}
+	return false
 }
 
 func or(v, def float64) float64 {

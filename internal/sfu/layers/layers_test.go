@@ -45,11 +45,11 @@ func TestRatesPerDecodeTarget(t *testing.T) {
 // move the choice up and down.
 func TestChooserHysteresis(t *testing.T) {
 	rates := []float64{160e3, 240e3, 320e3}
-	c := Chooser{HoldUp: 3 * time.Second}
+	c := Chooser{HoldUp: 3 * time.Second, TryAfter: time.Hour} // no tries here: TestChooserTriesUp
 	now := time.Unix(0, 0)
 	step := func(d time.Duration, estimate float64) int {
 		now = now.Add(d)
-		return c.Choose(now, estimate, rates)
+		return c.Choose(now, estimate, 0, rates, true)
 	}
 	if got := step(0, 1e6); got != 2 {
 		t.Fatalf("first choice with room for all: %d", got)
@@ -75,35 +75,68 @@ func TestChooserHysteresis(t *testing.T) {
 	}
 }
 
-// A receive-side estimate cannot climb far above what the receiver gets:
-// one at 1.05 times the highest target's rate keeps it; a receiver held
-// at a lower target whose estimate stands 1.4 times above that target's
-// rate (not yet the next target's) is moved up one target after HoldUp,
-// and again from there.
-func TestChooserProbesPastTheEstimatesCap(t *testing.T) {
+// A receive-side estimate cannot show more than the receiver gets: one at
+// the rate it gets keeps its target; held lower, the receiver is tried one
+// target up after TryAfter of a steady estimate and no loss, and keeps it
+// if nothing undoes it within TryWindow. Loss above LossHigh takes a
+// target back at once, and a try undone so backs off, from twice TryAfter
+// doubling up to MaxBackoff.
+func TestChooserTriesUp(t *testing.T) {
 	rates := []float64{160e3, 240e3, 320e3}
 	var c Chooser
 	now := time.Unix(0, 0)
-	for range 10 {
-		now = now.Add(time.Second)
-		if got := c.Choose(now, 1.05*320e3, rates); got != 2 {
-			t.Fatalf("an estimate at the rate it gets: moved to %d", got)
+	run := func(d time.Duration, estimate, loss float64) int {
+		var got int
+		for end := now.Add(d); now.Before(end); now = now.Add(250 * time.Millisecond) {
+			got = c.Choose(now, estimate, loss, rates, true)
 		}
+		return got
 	}
-	if got := c.Choose(now, 100e3, rates); got != 0 {
+	if got := run(10*time.Second, 1.02*320e3, 0); got != 2 {
+		t.Fatalf("an estimate at the rate it gets: moved to %d", got)
+	}
+	if got := run(time.Second, 100e3, 0); got != 0 {
 		t.Fatalf("a collapsed estimate: %d, want 0", got)
 	}
-	climb := func(want int, estimate float64) {
-		for range 4 {
-			now = now.Add(time.Second)
-			c.Choose(now, estimate, rates)
-		}
-		if got := c.Choose(now.Add(time.Millisecond), estimate, rates); got != want {
-			t.Fatalf("estimate %.0f: target %d, want %d", estimate, got, want)
-		}
+	if got := run(4*time.Second, 1.02*160e3, 0); got != 0 {
+		t.Fatalf("tried before TryAfter: %d", got)
 	}
-	climb(1, 1.4*160e3+10e3)
-	climb(2, 1.4*240e3+10e3)
+	if got := run(2*time.Second, 1.02*160e3, 0); got != 1 {
+		t.Fatalf("not tried after TryAfter: %d", got)
+	}
+	if got := run(3*time.Second, 1.02*160e3, 0); got != 1 {
+		t.Fatalf("a try the estimate did not undo: %d", got)
+	}
+	if got := run(2*time.Second, 1.02*160e3, 0); got != 2 {
+		t.Fatalf("the next try: %d", got)
+	}
+	if got := run(250*time.Millisecond, 1.02*160e3, 0.2); got != 1 {
+		t.Fatalf("loss undid the try: %d, want 1", got)
+	}
+	// Backed off 10 s (twice TryAfter): no try for that long, then one.
+	if got := run(9*time.Second, 1.02*240e3, 0); got != 1 {
+		t.Fatalf("tried while backing off: %d", got)
+	}
+	if got := run(2*time.Second, 1.02*240e3, 0); got != 2 {
+		t.Fatalf("not tried after the back-off: %d", got)
+	}
+	if got := run(250*time.Millisecond, 206e3, 0); got != 1 {
+		t.Fatalf("a falling estimate undid the try: %d, want back where it came from", got)
+	}
+	// 20 s now.
+	if got := run(19*time.Second, 1.02*240e3, 0); got != 1 {
+		t.Fatalf("tried while backing off: %d", got)
+	}
+	if got := run(2*time.Second, 1.02*240e3, 0); got != 2 {
+		t.Fatalf("not tried after the back-off: %d", got)
+	}
+	if got := run(250*time.Millisecond, 1.02*240e3, 0.2); got != 1 || c.backoff != 40*time.Second {
+		t.Fatalf("after three undone tries: target %d, back-off %v, want 1 and 40 s", got, c.backoff)
+	}
+	// Random loss under LossHigh neither takes a target back nor allows a try.
+	if got := run(30*time.Second, 1.02*240e3, 0.05); got != 1 {
+		t.Errorf("at 5%% loss: %d, want 1", got)
+	}
 }
 
 // A receiver's decode target moves only at a frame's start: down at once,

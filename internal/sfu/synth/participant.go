@@ -158,17 +158,24 @@ func (p *Participant) own(conn *net.UDPConn) error {
 
 // keepConsent refreshes the SFU's consent on c until the participant leaves.
 func (p *Participant) keepConsent(c *connection) {
+	p.every(consentEvery, func() {
+		if req, err := bindingRequest(c.local, c.remote); err == nil {
+			_, _ = c.conn.WriteToUDPAddrPort(req, c.remote.Candidate)
+		}
+	})
+}
+
+// every runs fn every d until the participant leaves (one wg count).
+func (p *Participant) every(d time.Duration, fn func()) {
 	defer p.wg.Done()
-	t := time.NewTicker(consentEvery)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.done:
 			return
 		case <-t.C:
-			if req, err := bindingRequest(c.local, c.remote); err == nil {
-				_, _ = c.conn.WriteToUDPAddrPort(req, c.remote.Candidate)
-			}
+			fn()
 		}
 	}
 }
@@ -177,22 +184,13 @@ const estimateEvery = 250 * time.Millisecond
 
 // reportEstimate sends the SFU REMBs on c until the participant leaves.
 func (p *Participant) reportEstimate(c *connection) {
-	defer p.wg.Done()
 	b, err := rtcp.Marshal([]rtcp.Packet{&rtcp.ReceiverEstimatedMaximumBitrate{SenderSSRC: 1, Bitrate: float32(p.cfg.Estimate), SSRCs: []uint32{1}}})
 	if err != nil {
+		p.wg.Done()
 		p.fail(err)
 		return
 	}
-	t := time.NewTicker(estimateEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.done:
-			return
-		case <-t.C:
-			_, _ = c.conn.WriteToUDPAddrPort(b, c.remote.Candidate)
-		}
-	}
+	p.every(estimateEvery, func() { _, _ = c.conn.WriteToUDPAddrPort(b, c.remote.Candidate) })
 }
 
 // Publish offers the stream; when Publish returns, the SFU has bound the

@@ -5,7 +5,7 @@
 // one JSON line: {stats: each page's inbound stats by publisher, rejoinMs}.
 //
 // usage: node meeting.mjs URL N SECONDS
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const [url, nArg, secondsArg] = process.argv.slice(2);
 if (!url) {
@@ -13,17 +13,7 @@ if (!url) {
   process.exit(2);
 }
 const n = Number(nArg || 2), seconds = Number(secondsArg || 10);
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
-    '--disable-webrtc-encryption',
-    // The page needs a secure context for the camera; the testbed serves plain HTTP.
-    '--unsafely-treat-insecure-origin-as-secure=' + new URL(url).origin,
-  ],
-});
+const browser = await launchChromium(new URL(url).origin);
 try {
   const pages = [];
   for (let i = 0; i < n; i++) {

@@ -21,7 +21,7 @@
 //
 // usage: node participants.mjs URL ROLES SECONDS [INTERVAL_MS]
 //   e.g. node participants.mjs 'http://10.201.1.1:8088/?room=r' send,send 60 1000
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 import { createInterface } from 'node:readline';
 
 const [url, rolesArg, secondsArg, intervalArg] = process.argv.slice(2);
@@ -100,17 +100,7 @@ function negotiated() {
   return { pubAnswer: lines(st.pub && st.pub.remoteDescription && st.pub.remoteDescription.sdp), subs };
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
-    '--disable-webrtc-encryption',
-    // The page needs a secure context for the camera; the testbed serves plain HTTP.
-    '--unsafely-treat-insecure-origin-as-secure=' + new URL(url).origin,
-  ],
-});
+const browser = await launchChromium(new URL(url).origin);
 let code = 0;
 try {
   const pages = [];

@@ -4,7 +4,7 @@
 //
 // usage: node relay_call.mjs TURN_URL USERNAME PASSWORD SECONDS
 import http from 'node:http';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const [turnUrl, username, credential, secondsArg] = process.argv.slice(2);
 if (!turnUrl || !username || !credential) {
@@ -90,14 +90,7 @@ const server = http.createServer((req, res) => {
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const url = `http://127.0.0.1:${server.address().port}/`;
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
-  ],
-});
+const browser = await launchChromium();
 let exitCode = 0;
 try {
   const tab = await browser.newPage();
