@@ -40,8 +40,10 @@ type adaptedSender struct{ rates layers.Rates }
 // until when tries wait after one was undone.
 type receiverHost struct {
 	trying    netip.AddrPort
-	congested bool // another stream's estimate fell during the try
-	quiet     time.Time
+	base      map[netip.AddrPort]float64 // the other streams' estimates when the try began
+	congested bool                       // loss on another stream, or its estimate fell, during the try
+	quiet     time.Time // no try before
+	drain     time.Time // the loss an undone try caused drains until then
 }
 
 // nackBurst is how many packets a receiver NACKs within nackRounds rounds
@@ -72,6 +74,9 @@ func (w *nackWindow) burst(total uint64) bool {
 	return w.next > 1 && sum >= nackBurst
 }
 
+// clear forgets the rounds counted (their NACKs were another stream's try's doing).
+func (w *nackWindow) clear() { w.rounds = [nackRounds]uint64{} }
+
 // NewAdapter adapts through plane, from fb's estimates; pliAfter 0: 500 ms.
 func NewAdapter(plane LayerPlane, fb *Feedback, pliAfter time.Duration) *Adapter {
 	if pliAfter == 0 {
@@ -84,6 +89,9 @@ func NewAdapter(plane LayerPlane, fb *Feedback, pliAfter time.Duration) *Adapter
 // Adapt runs one round for the sender's video (SSRC videoSSRC, feedback
 // leaving by via); call it a few times a second.
 func (a *Adapter) Adapt(now time.Time, sender, via netip.AddrPort, videoSSRC uint32) error {
+	if !a.fb.Estimated(sender) {
+		return nil // nobody reports an estimate: everyone gets every layer
+	}
 	ls, err := a.plane.Layers(sender)
 	if err != nil || ls.Targets == 0 {
 		return err
@@ -140,26 +148,39 @@ func (a *Adapter) choose(now time.Time, sender, to netip.AddrPort, rates []float
 		h = &receiverHost{}
 		a.hosts[to.Addr()] = h
 	}
-	other := h.trying.IsValid() && h.trying != to
-	if other {
+	if h.trying.IsValid() && h.trying != to {
 		// Loss and a falling estimate here are the try's doing: they undo
 		// the try, and this stream holds.
-		if burst || loss > c.LossHigh || c.Falling(est) {
+		w.clear()
+		if h.base == nil {
+			h.base = map[netip.AddrPort]float64{}
+		}
+		if _, ok := h.base[to]; !ok {
+			h.base[to] = est
+		}
+		if burst || loss > c.LossHigh || est < c.Keep*h.base[to] {
 			h.congested = true
 		}
-		loss, burst, est = 0, false, max(est, c.Peak())
+		if t, ok := c.Current(); ok && t < targets-1 {
+			return t
+		}
+		return -1
+	}
+	if now.Before(h.drain) {
+		w.clear()
+		loss, burst = 0, false
 	}
 	if burst || (h.trying == to && h.congested) {
 		loss = 1
 	}
-	t := c.Choose(now, est, loss, rates, !other && !now.Before(h.quiet))
+	t := c.Choose(now, est, loss, rates, !now.Before(h.quiet))
 	switch {
 	case c.Trying():
 		h.trying = to
 	case h.trying == to:
-		h.trying, h.congested = netip.AddrPort{}, false
-		if c.NextTry().After(h.quiet) {
-			h.quiet = c.NextTry()
+		h.trying, h.congested, h.base = netip.AddrPort{}, false, nil
+		if c.NextTry().After(now) { // undone
+			h.quiet, h.drain = c.NextTry(), now.Add(layers.UndoGrace)
 		}
 	}
 	if t >= targets-1 {

@@ -118,3 +118,121 @@ func TestAdapterFollowsEachReceiversEstimate(t *testing.T) {
 		t.Errorf("sent %T, want a PLI", (*out)[before].pkts[0])
 	}
 }
+
+// twoSenders is a data plane with two senders, each received by the same
+// host on a connection of its own.
+type twoSenders struct {
+	ls      map[netip.AddrPort]*dataplane.Layers
+	targets map[netip.AddrPort]int
+}
+
+func (p *twoSenders) Layers(from netip.AddrPort) (dataplane.Layers, error) {
+	ls := *p.ls[from]
+	ls.Receivers = nil
+	for _, r := range p.ls[from].Receivers {
+		r.Target = p.targets[r.To]
+		ls.Receivers = append(ls.Receivers, r)
+	}
+	return ls, nil
+}
+
+func (p *twoSenders) SetTarget(_, to netip.AddrPort, target int) error {
+	p.targets[to] = target
+	return nil
+}
+
+// A receiver's streams share its link: one of them is tried up at a time,
+// and NACKs on the other during the try undo the try, while that other
+// stream keeps its target.
+func TestAdapterTriesOneStreamOfALinkAtATime(t *testing.T) {
+	now := time.Unix(0, 0)
+	f, _ := newFeedback(t, &now)
+	fromA, fromB := netip.MustParseAddrPort("10.0.2.1:7000"), netip.MustParseAddrPort("10.0.2.1:7001")
+	plane := &twoSenders{ls: map[netip.AddrPort]*dataplane.Layers{}, targets: map[netip.AddrPort]int{fromA: -1, fromB: -1}}
+	for sender, to := range map[netip.AddrPort]netip.AddrPort{senderA: fromA, senderB: fromB} {
+		plane.ls[sender] = &dataplane.Layers{Targets: 3, Bytes: make([]uint64, 3), Receivers: []dataplane.ReceiverLayers{{To: to}}}
+		f.SetPath(to, Path{Sender: sender, Via: viaA})
+	}
+	a := NewAdapter(plane, f, 0)
+	send := func(to netip.AddrPort, pkts ...rtcp.Packet) {
+		b, _ := rtcp.Marshal(pkts)
+		if err := f.Handle(b, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round := func() {
+		now = now.Add(250 * time.Millisecond)
+		for _, ls := range plane.ls {
+			for i := range ls.Bytes {
+				ls.Bytes[i] += []uint64{5e3, 7500, 10e3}[i] // 160, 240, 320 kbit/s
+			}
+		}
+		for _, to := range []netip.AddrPort{fromA, fromB} {
+			send(to, &rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: 245e3, SSRCs: []uint32{2}})
+		}
+		for _, s := range []netip.AddrPort{senderA, senderB} {
+			if err := a.Adapt(now, s, viaA, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tried := func() []netip.AddrPort {
+		var up []netip.AddrPort
+		for to, target := range plane.targets {
+			if target == -1 {
+				up = append(up, to)
+			}
+		}
+		return up
+	}
+	for range 28 { // 7 s: the rates measured, both settle at target 1 (245k keeps 240k, not 320k)
+		round()
+	}
+	if plane.targets[fromA] != 1 || plane.targets[fromB] != 1 {
+		t.Fatalf("targets %v, want both 1", plane.targets)
+	}
+	for range 24 { // 6 s: one try
+		round()
+	}
+	up := tried()
+	if len(up) != 1 {
+		t.Fatalf("targets %v: want exactly one stream tried up", plane.targets)
+	}
+	other := fromA
+	if up[0] == fromA {
+		other = fromB
+	}
+	send(other, &rtcp.TransportLayerNack{MediaSSRC: 2, Nacks: rtcp.NackPairsFromSequenceNumbers([]uint16{1, 2, 3, 4, 5, 6})})
+	round()
+	round()
+	if plane.targets[up[0]] != 1 || plane.targets[other] != 1 {
+		t.Errorf("after NACKs on the other stream during the try: targets %v, want the try undone and the other at 1", plane.targets)
+	}
+	for range 20 { // 5 s: the back-off (10 s) holds both
+		round()
+	}
+	if len(tried()) != 0 {
+		t.Errorf("tried during the back-off: %v", plane.targets)
+	}
+}
+
+// A receiver NACKing a queue's overflow is seen within a second; random
+// loss of a packet now and then is not.
+func TestNACKBurst(t *testing.T) {
+	var w nackWindow
+	total := uint64(0)
+	for i := range 40 {
+		if i%8 == 0 {
+			total++ // 1 packet every 2 s
+		}
+		if w.burst(total) {
+			t.Fatalf("round %d: a burst from sparse NACKs", i)
+		}
+	}
+	if total += 3; w.burst(total) {
+		t.Fatal("3 packets: a burst")
+	}
+	if total += 2; !w.burst(total) {
+		t.Fatal("5 packets in two rounds: no burst")
+	}
+}

@@ -46,8 +46,27 @@ type Feedback struct {
 	paths   map[netip.AddrPort]Path
 	lastPLI map[pliKey]time.Time
 	remb    map[netip.AddrPort]map[netip.AddrPort]float64 // sender -> receiver -> EWMA (bps)
-	loss    map[netip.AddrPort]float64                     // receiver -> its last report's highest fraction lost
-	nacked  map[netip.AddrPort]uint64                      // receiver -> packets its NACKs asked for
+	loss    map[netip.AddrPort][2]float64                 // receiver -> its last two reports' highest fraction lost
+	nacked  map[netip.AddrPort]*nackLog                   // receiver -> packets its NACKs asked for
+}
+
+// nackLog counts the distinct packets a receiver NACKed: a receiver asks
+// again for a packet until it comes, each ask is not another loss.
+type nackLog struct {
+	count  uint64
+	recent [64]uint16
+	next   int
+}
+
+func (l *nackLog) add(seq uint16) {
+	for _, s := range l.recent[:min(l.next, len(l.recent))] {
+		if s == seq {
+			return
+		}
+	}
+	l.recent[l.next%len(l.recent)] = seq
+	l.next++
+	l.count++
 }
 
 type pliKey struct {
@@ -71,8 +90,8 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 		cfg.Now = time.Now
 	}
 	return &Feedback{cfg: cfg, paths: map[netip.AddrPort]Path{}, lastPLI: map[pliKey]time.Time{},
-		remb: map[netip.AddrPort]map[netip.AddrPort]float64{}, loss: map[netip.AddrPort]float64{},
-		nacked: map[netip.AddrPort]uint64{}}, nil
+		remb: map[netip.AddrPort]map[netip.AddrPort]float64{}, loss: map[netip.AddrPort][2]float64{},
+		nacked: map[netip.AddrPort]*nackLog{}}, nil
 }
 
 // SetPath says the receiver at this transport address receives this sender.
@@ -161,8 +180,15 @@ func (f *Feedback) route(path Path, from netip.AddrPort, pkts []rtcp.Packet) []r
 	for _, pkt := range pkts {
 		switch p := pkt.(type) {
 		case *rtcp.TransportLayerNack:
+			l := f.nacked[from]
+			if l == nil {
+				l = &nackLog{}
+				f.nacked[from] = l
+			}
 			for _, pair := range p.Nacks {
-				f.nacked[from] += uint64(len(pair.PacketList()))
+				for _, seq := range pair.PacketList() {
+					l.add(seq)
+				}
 			}
 			if p = f.translate(path.Sender, from, p); p != nil {
 				out = append(out, p)
@@ -181,7 +207,7 @@ func (f *Feedback) route(path Path, from netip.AddrPort, pkts []rtcp.Packet) []r
 				out = append(out, p)
 			}
 		case *rtcp.ReceiverReport:
-			f.loss[from] = highestLoss(p.Reports)
+			f.loss[from] = [2]float64{highestLoss(p.Reports), f.loss[from][0]}
 		case *rtcp.ReceiverEstimatedMaximumBitrate:
 			if smoothed, best := f.bestDownlink(path.Sender, from, float64(p.Bitrate)); best {
 				fwd := *p
@@ -220,13 +246,25 @@ func highestLoss(rs []rtcp.ReceptionReport) float64 {
 	return float64(l) / 256
 }
 
-// Loss is the share of packets lost the receiver's last report gave (the
-// highest of its streams), if it sent one, and how many packets its NACKs
-// have asked for so far (loss as soon as it is seen).
+// Loss is the share of packets lost the receiver's last two reports gave
+// (the lower: one report of a slow stream can show 10% from two packets
+// lost at random; the highest of its streams), and how many distinct packets
+// its NACKs have asked for so far (loss as soon as it is seen).
 func (f *Feedback) Loss(receiver netip.AddrPort) (share float64, nacked uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.loss[receiver], f.nacked[receiver]
+	if l := f.nacked[receiver]; l != nil {
+		nacked = l.count
+	}
+	l := f.loss[receiver]
+	return min(l[0], l[1]), nacked
+}
+
+// Estimated says whether any receiver of the sender sent an estimate.
+func (f *Feedback) Estimated(sender netip.AddrPort) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.remb[sender]) > 0
 }
 
 // Estimate is the receiver's smoothed bandwidth estimate (REMB) for the

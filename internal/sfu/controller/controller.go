@@ -260,7 +260,7 @@ func (c *Controller) updateStream(p *Participant) error {
 			src := dataplane.Source{SSRC: ssrc}
 			if m.Kind == "video" {
 				src.Video = c.video
-				if c.video == dataplane.AV1 && c.cfg.Adapter != nil {
+				if c.cfg.Adapter != nil { // Chromium sends the descriptor with AV1, VP8 and VP9
 					src.DDExt = m.ExtensionID(signaling.DependencyDescriptorURI)
 				}
 			}

@@ -120,9 +120,9 @@ type Chooser struct {
 	fitSince []time.Time // per target: since when it has fitted without a break
 }
 
-// undoGrace: after a try is undone, the loss it caused drains this long
+// UndoGrace: after a try is undone, the loss it caused drains this long
 // without taking a target more.
-const undoGrace = 5 * time.Second
+const UndoGrace = 5 * time.Second
 
 // NewChooser has the defaults set.
 func NewChooser() *Chooser {
@@ -194,13 +194,8 @@ func (c *Chooser) Choose(now time.Time, estimate, loss float64, rates []float64,
 	return c.current
 }
 
-// Falling says whether an estimate has fallen (by more than Keep) from the
-// highest since it last fell: on a link shared with a stream being tried,
-// the try is congesting it.
-func (c *Chooser) Falling(estimate float64) bool { return c.started && estimate < c.Keep*c.peak }
-
-// Peak is the highest estimate since it last fell.
-func (c *Chooser) Peak() float64 { return c.peak }
+// Current is the target chosen last; false before the first choice.
+func (c *Chooser) Current() (int, bool) { return c.current, c.started }
 
 // Trying says whether a try awaits its judgement (TryWindow).
 func (c *Chooser) Trying() bool { return !c.tried.IsZero() }
@@ -221,6 +216,11 @@ func (c *Chooser) defaults() {
 }
 
 func (c *Chooser) move(now time.Time, t int, estimate float64) {
+	if t < c.current { // what fitted above has to fit HoldUp anew
+		for i := t + 1; i < len(c.fitSince); i++ {
+			c.fitSince[i] = time.Time{}
+		}
+	}
 	c.current, c.peak, c.moved, c.steady, c.level = t, estimate, now, now, 0
 }
 
@@ -232,7 +232,7 @@ func (c *Chooser) down(now time.Time, t int, estimate float64, rates []float64) 
 		return
 	}
 	c.backoff = min(max(2*c.backoff, 2*c.TryAfter), c.MaxBackoff)
-	c.nextTry, c.tried, c.grace = now.Add(c.backoff), time.Time{}, now.Add(undoGrace)
+	c.nextTry, c.tried, c.grace = now.Add(c.backoff), time.Time{}, now.Add(UndoGrace)
 	level := rates[c.tryFrom]
 	if c.fromLvl > 0 {
 		level = min(level, c.fromLvl)
