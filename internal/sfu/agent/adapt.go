@@ -42,8 +42,8 @@ type receiverHost struct {
 	trying    netip.AddrPort
 	base      map[netip.AddrPort]float64 // the other streams' estimates when the try began
 	congested bool                       // loss on another stream, or its estimate fell, during the try
-	quiet     time.Time // no try before
-	drain     time.Time // the loss an undone try caused drains until then
+	quiet     time.Time                  // no try before
+	drain     time.Time                  // the loss an undone try caused drains until then
 }
 
 // nackBurst is how many packets a receiver NACKs within nackRounds rounds
