@@ -48,18 +48,30 @@ func TestNACKsTranslatedToTheSendersNumbers(t *testing.T) {
 	}
 }
 
-// layerPlane is a data plane's rate adaptation: fixed per-target byte
-// counts growing at fixed rates, and the targets set.
+// layerPlane is a data plane's rate adaptation: per sender, byte counts
+// per target growing at 160, 240 and 320 kbit/s, and the targets set.
 type layerPlane struct {
-	ls      dataplane.Layers
-	rates   []uint64 // bytes per second per target
+	ls      map[netip.AddrPort]*dataplane.Layers
 	targets map[netip.AddrPort]int
 }
 
-func (p *layerPlane) Layers(netip.AddrPort) (dataplane.Layers, error) {
-	ls := p.ls
+func newLayerPlane(receivers map[netip.AddrPort][]netip.AddrPort) *layerPlane {
+	p := &layerPlane{ls: map[netip.AddrPort]*dataplane.Layers{}, targets: map[netip.AddrPort]int{}}
+	for sender, rs := range receivers {
+		ls := &dataplane.Layers{Targets: 3, Bytes: make([]uint64, 3)}
+		for _, to := range rs {
+			ls.Receivers = append(ls.Receivers, dataplane.ReceiverLayers{To: to, Target: -1})
+			p.targets[to] = -1
+		}
+		p.ls[sender] = ls
+	}
+	return p
+}
+
+func (p *layerPlane) Layers(from netip.AddrPort) (dataplane.Layers, error) {
+	ls := *p.ls[from]
 	ls.Receivers = nil
-	for _, r := range p.ls.Receivers {
+	for _, r := range p.ls[from].Receivers {
 		r.Target = p.targets[r.To]
 		ls.Receivers = append(ls.Receivers, r)
 	}
@@ -71,9 +83,12 @@ func (p *layerPlane) SetTarget(_, to netip.AddrPort, target int) error {
 	return nil
 }
 
-func (p *layerPlane) advance(d time.Duration) {
-	for t := range p.ls.Bytes {
-		p.ls.Bytes[t] += p.rates[t] * uint64(d) / uint64(time.Second)
+// advance grows every sender's counts by a quarter second's.
+func (p *layerPlane) advance() {
+	for _, ls := range p.ls {
+		for i := range ls.Bytes {
+			ls.Bytes[i] += []uint64{5e3, 7500, 10e3}[i]
+		}
 	}
 }
 
@@ -83,9 +98,7 @@ func (p *layerPlane) advance(d time.Duration) {
 func TestAdapterFollowsEachReceiversEstimate(t *testing.T) {
 	now := time.Unix(0, 0)
 	f, out := newFeedback(t, &now)
-	plane := &layerPlane{ls: dataplane.Layers{Targets: 3, Bytes: make([]uint64, 3),
-		Receivers: []dataplane.ReceiverLayers{{To: fast, Target: -1}, {To: slow, Target: -1}, {To: receiver, Target: -1}}},
-		rates: []uint64{20e3, 30e3, 40e3}, targets: map[netip.AddrPort]int{fast: -1, slow: -1, receiver: -1}} // 160, 240, 320 kbit/s
+	plane := newLayerPlane(map[netip.AddrPort][]netip.AddrPort{senderA: {fast, slow, receiver}})
 	a := NewAdapter(plane, f, 0)
 	remb := func(r netip.AddrPort, bps float32) {
 		f.SetPath(r, Path{Sender: senderA, Via: viaA})
@@ -98,7 +111,7 @@ func TestAdapterFollowsEachReceiversEstimate(t *testing.T) {
 		remb(fast, 1e6)
 		remb(slow, 150e3)
 		now = now.Add(250 * time.Millisecond)
-		plane.advance(250 * time.Millisecond)
+		plane.advance()
 		if err := a.Adapt(now, senderA, viaA, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +120,7 @@ func TestAdapterFollowsEachReceiversEstimate(t *testing.T) {
 		t.Fatalf("targets %v: want fast every layer, slow 0, the silent one every layer", plane.targets)
 	}
 	before := len(*out)
-	plane.ls.Receivers[1].SwitchWaiting = time.Second
+	plane.ls[senderA].Receivers[1].SwitchWaiting = time.Second
 	if err := a.Adapt(now, senderA, viaA, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -119,28 +132,6 @@ func TestAdapterFollowsEachReceiversEstimate(t *testing.T) {
 	}
 }
 
-// twoSenders is a data plane with two senders, each received by the same
-// host on a connection of its own.
-type twoSenders struct {
-	ls      map[netip.AddrPort]*dataplane.Layers
-	targets map[netip.AddrPort]int
-}
-
-func (p *twoSenders) Layers(from netip.AddrPort) (dataplane.Layers, error) {
-	ls := *p.ls[from]
-	ls.Receivers = nil
-	for _, r := range p.ls[from].Receivers {
-		r.Target = p.targets[r.To]
-		ls.Receivers = append(ls.Receivers, r)
-	}
-	return ls, nil
-}
-
-func (p *twoSenders) SetTarget(_, to netip.AddrPort, target int) error {
-	p.targets[to] = target
-	return nil
-}
-
 // A receiver's streams share its link: one of them is tried up at a time,
 // and NACKs on the other during the try undo the try, while that other
 // stream keeps its target.
@@ -148,11 +139,9 @@ func TestAdapterTriesOneStreamOfALinkAtATime(t *testing.T) {
 	now := time.Unix(0, 0)
 	f, _ := newFeedback(t, &now)
 	fromA, fromB := netip.MustParseAddrPort("10.0.2.1:7000"), netip.MustParseAddrPort("10.0.2.1:7001")
-	plane := &twoSenders{ls: map[netip.AddrPort]*dataplane.Layers{}, targets: map[netip.AddrPort]int{fromA: -1, fromB: -1}}
-	for sender, to := range map[netip.AddrPort]netip.AddrPort{senderA: fromA, senderB: fromB} {
-		plane.ls[sender] = &dataplane.Layers{Targets: 3, Bytes: make([]uint64, 3), Receivers: []dataplane.ReceiverLayers{{To: to}}}
-		f.SetPath(to, Path{Sender: sender, Via: viaA})
-	}
+	plane := newLayerPlane(map[netip.AddrPort][]netip.AddrPort{senderA: {fromA}, senderB: {fromB}})
+	f.SetPath(fromA, Path{Sender: senderA, Via: viaA})
+	f.SetPath(fromB, Path{Sender: senderB, Via: viaA})
 	a := NewAdapter(plane, f, 0)
 	send := func(to netip.AddrPort, pkts ...rtcp.Packet) {
 		b, _ := rtcp.Marshal(pkts)
@@ -162,11 +151,7 @@ func TestAdapterTriesOneStreamOfALinkAtATime(t *testing.T) {
 	}
 	round := func() {
 		now = now.Add(250 * time.Millisecond)
-		for _, ls := range plane.ls {
-			for i := range ls.Bytes {
-				ls.Bytes[i] += []uint64{5e3, 7500, 10e3}[i] // 160, 240, 320 kbit/s
-			}
-		}
+		plane.advance()
 		for _, to := range []netip.AddrPort{fromA, fromB} {
 			send(to, &rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: 245e3, SSRCs: []uint32{2}})
 		}

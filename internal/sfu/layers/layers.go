@@ -1,15 +1,11 @@
 // Package layers picks, per receiver, the decode target of a sender's
-// scalable stream (AV1 temporal layers, described by the dependency
-// descriptor) that fits the receiver's bandwidth estimate, and applies a
+// scalable stream (temporal layers of AV1, VP8 or VP9, described by the
+// dependency descriptor) that fits the receiver's bandwidth estimate, and applies a
 // pick to the stream only where the receiver's decoder can follow it: down
 // at once, up only at a frame that is a switch point of the higher target.
 package layers
 
-import (
-	"time"
-
-	"github.com/ebrtc/ebrtc/internal/sfu/dd"
-)
+import "time"
 
 // Rates measures each decode target's bitrate: a frame's bytes count
 // toward every target the frame is present in. Smoothed over Window.
@@ -33,16 +29,6 @@ func (r *Rates) Observe(now time.Time, totals []uint64) {
 		}
 	}
 	r.last = append(r.last[:0], totals...)
-}
-
-// Add counts one frame (or packet) of n bytes with its DTIs.
-func (r *Rates) Add(now time.Time, n int, dtis []dd.DTI) {
-	r.roll(now, len(dtis))
-	for t, d := range dtis {
-		if d != dd.NotPresent {
-			r.bytes[t] += float64(n)
-		}
-	}
 }
 
 // Bitrates is each decode target's bitrate, bits/s.
@@ -262,10 +248,4 @@ func or(v, def float64) float64 {
 		return def
 	}
 	return v
-}
-
-// Forward says whether a frame with these DTIs goes to a receiver at
-// target.
-func Forward(target int, dtis []dd.DTI) bool {
-	return target >= 0 && target < len(dtis) && dtis[target] != dd.NotPresent
 }

@@ -27,8 +27,14 @@ func TestRatesPerDecodeTarget(t *testing.T) {
 	var r Rates
 	now := time.Unix(0, 0)
 	sizes := []int{4000, 1000, 2000, 1000}
-	for f := range 200 { // 10 s
-		r.Add(now, sizes[f%4], l1t3[f%4])
+	totals := make([]uint64, 3) // as the data planes count: a frame's bytes to every target it is in
+	for f := range 200 {        // 10 s
+		for t, d := range l1t3[f%4] {
+			if d != dd.NotPresent {
+				totals[t] += uint64(sizes[f%4])
+			}
+		}
+		r.Observe(now, totals)
 		now = now.Add(50 * time.Millisecond)
 	}
 	got := r.Bitrates(now)
@@ -169,9 +175,6 @@ func TestSwitchOnlyWhereTheDecoderCanFollow(t *testing.T) {
 	}
 	if got := frame(0, dtis("--D")); got != 0 {
 		t.Fatalf("down: target %d, want 0 at once", got)
-	}
-	if Forward(0, dtis("--D")) || !Forward(0, dtis("SSS")) || !Forward(2, dtis("--D")) || Forward(5, dtis("SSS")) || Forward(-1, dtis("SSS")) {
-		t.Error("Forward disagrees with the DTIs")
 	}
 	// Up to 2 (AllTargets clamps to the highest): not at T2 (D) frames, at the T1 frame (S for target 2).
 	if got := frame(AllTargets, dtis("--D")); got != 0 || r.SwitchWait == 0 {
