@@ -56,6 +56,7 @@ enum layer_verdict {
 	LAYER_SEND,    /* under the new number */
 	LAYER_DROP,
 	LAYER_PADDING, /* emptied to padding under the new number */
+	LAYER_BUSY,    /* another CPU was deciding for the receiver: not sent */
 };
 
 INLINE __u8 dti_of(__u16 dtis, __u8 target)
@@ -103,12 +104,16 @@ INLINE void layers_release(struct replica_layers *l)
 INLINE enum layer_verdict layers_decide(struct replica_layers *l, const struct frame_info *f, __u8 target,
 					 __u64 now, __u16 *number)
 {
-	int forward;
+	int late = rw_late(&l->rw, f->p.seq), forward, logged;
 
-	if ((f->flags & FRAME_KNOWN) && f->targets && (f->p.flags & LAST_START))
+	/* A late start (reordered, retransmitted) must not switch mid-stream. */
+	if ((f->flags & FRAME_KNOWN) && f->targets && (f->p.flags & LAST_START) && !late)
 		layers_switch(l, f, target, now);
 	forward = !(f->flags & FRAME_KNOWN) || l->current == LAYERS_ALL ||
 		  dti_of(f->dtis, l->current) != DTI_NOT_PRESENT;
+	logged = rw_frame(&l->rw, f->p.frame);
+	if (late && logged >= 0 && !(f->p.flags & LAST_PADDING))
+		forward = logged; /* a late packet goes as its frame went */
 	switch (rw_rewrite(&l->rw, &f->p, forward, number)) {
 	case REWRITE_SEND:
 		return LAYER_SEND;

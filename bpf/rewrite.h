@@ -142,6 +142,12 @@ INLINE enum rewrite_verdict rw_settle(struct rewrite_state *s, __u32 seq, int fo
 }
 
 /* forward: the receiver gets the packet's layer. */
+/* Whether seq is at or below the top: reordered, or a retransmission. */
+INLINE int rw_late(const struct rewrite_state *s, __u16 seq)
+{
+	return s->started && (__s16)(seq - (__u16)s->top) <= 0;
+}
+
 INLINE enum rewrite_verdict rw_rewrite(struct rewrite_state *s, const struct rewrite_packet *p, int forward,
 				       __u16 *number)
 {
@@ -149,7 +155,7 @@ INLINE enum rewrite_verdict rw_rewrite(struct rewrite_state *s, const struct rew
 	int absorbed;
 
 	forward = forward && !(p->flags & LAST_PADDING);
-	if (!(p->flags & LAST_PADDING))
+	if (!(p->flags & LAST_PADDING) && !rw_late(s, p->seq)) /* a late packet's frame is older than the log may hold */
 		s->frames[p->frame % REWRITE_FRAMES] = (__u32)p->frame << 16 | (forward ? 2 : 0) | 1;
 	if (!s->started) {
 		seq = (__u32)p->seq + (1U << 16);

@@ -527,7 +527,7 @@ INLINE enum layer_verdict adapt(const struct replica *r, const struct media *m, 
 	if (*target >= LAYERS_ALL && l->current == LAYERS_ALL && !l->rw.started)
 		return LAYER_AS_IS;
 	if (!layers_claim(l))
-		return LAYER_DROP;
+		return LAYER_BUSY;
 	step = replica_layers_step(l, &m->frame, *target, m->now);
 	layers_release(l);
 	*number = step >> 8;
@@ -567,6 +567,8 @@ INLINE __u32 ready_replica(struct __sk_buff *skb, struct media *m, struct addres
 		switch (adapt(r, m, &number)) {
 		case LAYER_DROP:
 			return SFU_LAYER_DROPPED;
+		case LAYER_BUSY:
+			return SFU_LAYER_BUSY;
 		case LAYER_PADDING:
 			return padding_upcall(skb, m, r, number);
 		default:
@@ -698,6 +700,7 @@ INLINE void structure_upcall(struct __sk_buff *skb, const struct media *m, const
 	if (len == 0 || len > DD_MAX_LEN || bpf_skb_load_bytes(skb, e->off, ev->dd, len) ||
 	    bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr), ev->rtp, sizeof(ev->rtp))) {
 		bpf_ringbuf_discard(ev, 0);
+		outcome(SFU_EVENT_LOST, m->len);
 		return;
 	}
 	bpf_ringbuf_submit(ev, 0);

@@ -40,6 +40,7 @@ type adaptedSender struct{ rates layers.Rates }
 // until when tries wait after one was undone.
 type receiverHost struct {
 	trying    netip.AddrPort
+	seen      time.Time                  // the trying stream's last round
 	base      map[netip.AddrPort]float64 // the other streams' estimates when the try began
 	congested bool                       // loss on another stream, or its estimate fell, during the try
 	quiet     time.Time                  // no try before
@@ -148,6 +149,9 @@ func (a *Adapter) choose(now time.Time, sender, to netip.AddrPort, rates []float
 		h = &receiverHost{}
 		a.hosts[to.Addr()] = h
 	}
+	if h.trying.IsValid() && h.trying != to && now.Sub(h.seen) > staleTry {
+		h.end() // the trying stream is no longer adapted (left, no estimate): its try is over
+	}
 	if h.trying.IsValid() && h.trying != to {
 		// Loss and a falling estimate here are the try's doing: they undo
 		// the try, and this stream holds.
@@ -176,9 +180,9 @@ func (a *Adapter) choose(now time.Time, sender, to netip.AddrPort, rates []float
 	t := c.Choose(now, est, loss, rates, !now.Before(h.quiet))
 	switch {
 	case c.Trying():
-		h.trying = to
+		h.trying, h.seen = to, now
 	case h.trying == to:
-		h.trying, h.congested, h.base = netip.AddrPort{}, false, nil
+		h.end()
 		if c.NextTry().After(now) { // undone
 			h.quiet, h.drain = c.NextTry(), now.Add(layers.UndoGrace)
 		}
@@ -196,13 +200,31 @@ func (a *Adapter) Forget(sender netip.AddrPort) {
 	a.mu.Unlock()
 }
 
-// ForgetReceiver drops what was kept about a receiver's stream.
+// staleTry: a try whose stream has not been adapted for this long is over.
+const staleTry = 2 * time.Second
+
+// end ends the link's try.
+func (h *receiverHost) end() { h.trying, h.congested, h.base = netip.AddrPort{}, false, nil }
+
+// ForgetReceiver drops what was kept about a receiver's stream, and its
+// link's once it has no stream left.
 func (a *Adapter) ForgetReceiver(to netip.AddrPort) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.choosers, to)
 	delete(a.nacked, to)
-	if h := a.hosts[to.Addr()]; h != nil && h.trying == to {
-		h.trying = netip.AddrPort{}
+	h := a.hosts[to.Addr()]
+	if h == nil {
+		return
 	}
+	if h.trying == to {
+		h.end()
+	}
+	delete(h.base, to)
+	for other := range a.choosers {
+		if other.Addr() == to.Addr() {
+			return
+		}
+	}
+	delete(a.hosts, to.Addr())
 }

@@ -220,6 +220,9 @@ func (c *Controller) OnBinding(b agent.Binding) {
 	if cn == nil || cn.addr == b.Remote {
 		return
 	}
+	if cn.publisher != nil && cn.addr.IsValid() {
+		c.forgetReceiver(cn.addr) // rebound: the old address's feedback state goes
+	}
 	cn.addr = b.Remote
 	if cn.publisher == nil {
 		_ = c.updateStream(cn.owner)
@@ -240,6 +243,9 @@ func (c *Controller) Expired(bs []agent.Binding) {
 		}
 		if cn.publisher == nil {
 			_ = c.cfg.Plane.RemoveStream(cn.addr)
+			if c.cfg.Adapter != nil {
+				c.cfg.Adapter.Forget(cn.addr)
+			}
 			cn.addr = netip.AddrPort{}
 			continue
 		}

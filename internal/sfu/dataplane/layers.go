@@ -217,7 +217,7 @@ func (d *DataPlane) installStructure(id uint32, desc []byte) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.byID[id]
-	if s == nil || bytes.Equal(s.structure, desc) {
+	if s == nil || sameStructure(s.structure, desc) {
 		return
 	}
 	parsed, err := dd.Parse(desc, nil)
@@ -228,6 +228,11 @@ func (d *DataPlane) installStructure(id uint32, desc []byte) {
 		s.structure = append(s.structure[:0], desc...)
 	}
 }
+
+// sameStructure: two descriptors attaching the same structure (their
+// mandatory fields, the frame's own, aside), so the installed templates
+// stand and are not rewritten under the data plane's readers.
+func sameStructure(a, b []byte) bool { return len(a) > 3 && len(b) > 3 && bytes.Equal(a[3:], b[3:]) }
 
 func replicaAddrs(r *sfuReplica) (from, to netip.AddrPort) {
 	src, dst := netip.AddrFrom16(r.Saddr.Bytes), netip.AddrFrom16(r.Daddr.Bytes)

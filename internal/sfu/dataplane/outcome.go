@@ -31,13 +31,14 @@ const (
 	LayerDropped
 	PaddingUpcall
 	EventLost
+	LayerBusy
 	outcomeMax
 )
 
 var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
 	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused", "no_route",
-	"gated", "layer_dropped", "padding_upcall", "event_lost",
+	"gated", "layer_dropped", "padding_upcall", "event_lost", "layer_busy",
 }
 
 func (o Outcome) String() string {

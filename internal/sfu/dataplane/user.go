@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -376,7 +375,7 @@ func (s *userStream) frame(p []byte, cl Classified) (layers.Frame, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f, layer, structure := frameOf(p, len(p)-len(cl.Payload), src.DDExt, &v.templates)
-	if structure != nil && !bytes.Equal(structure, v.structure) {
+	if structure != nil && !sameStructure(structure, v.structure) {
 		if d, err := dd.Parse(structure, nil); err == nil && d.Structure != nil {
 			v.templates, v.structure = templatesOf(d.Structure), append(v.structure[:0], structure...)
 		}

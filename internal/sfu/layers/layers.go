@@ -126,11 +126,11 @@ func (c *Chooser) Choose(now time.Time, estimate, loss float64, rates []float64,
 		return 0
 	}
 	c.defaults()
-	if len(c.fitSince) != len(rates) {
-		c.fitSince = make([]time.Time, len(rates))
+	if len(c.fitSince) != len(rates) { // a new structure: start over on it
+		c.fitSince, c.started, c.tried, c.tryFrom, c.fromLvl = make([]time.Time, len(rates)), false, time.Time{}, 0, 0
 	}
-	if !c.started || c.current >= len(rates) {
-		c.started = true
+	if !c.started {
+		c.started, c.current = true, len(rates)-1
 		c.move(now, len(rates)-1, estimate)
 	}
 	if estimate < c.Keep*c.peak {

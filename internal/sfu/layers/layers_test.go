@@ -145,6 +145,52 @@ func TestChooserTriesUp(t *testing.T) {
 	}
 }
 
+// A frame's start arriving late (reordered, or retransmitted for another
+// receiver) does not switch the target: the rest of that frame went by
+// under the old one, and the switch would send a frame without its start.
+func TestLateStartDoesNotSwitch(t *testing.T) {
+	r := NewReplica()
+	send := func(seq, frame uint16, start, end bool, d []dd.DTI, target uint8) Verdict {
+		f := Frame{Packet: rewrite.Packet{Seq: seq, Frame: frame, Start: start, End: end}, DTIs: PackDTIs(d), Known: true,
+			Targets: uint8(len(d))}
+		_, v := r.Decide(&f, target, 1e9)
+		return v
+	}
+	send(1, 1, true, true, dtis("SSS"), 0) // key frame, target 0
+	// Frame 2 (T1: -DS, a switch point of target 2) loses its start; its
+	// other packets come while the target is 2.
+	send(3, 2, false, false, dtis("-DS"), 2)
+	send(4, 2, false, true, dtis("-DS"), 2)
+	if v := send(2, 2, true, false, dtis("-DS"), 2); r.Current != 0 || v == Send {
+		t.Errorf("the late start switched to %d (verdict %v)", r.Current, v)
+	}
+	if send(5, 3, true, true, dtis("--D"), 2); r.Current != 0 {
+		t.Errorf("switched up at a T2 frame: %d", r.Current)
+	}
+	if send(6, 4, true, true, dtis("-DS"), 2); r.Current != 2 {
+		t.Errorf("no switch at the next switch point: %d", r.Current)
+	}
+}
+
+// A structure with fewer targets in the middle of a try starts the
+// choice over on it (it used to index the old target past the new end).
+func TestChooserNewStructureDuringATry(t *testing.T) {
+	c := NewChooser()
+	now := time.Unix(0, 0)
+	four := []float64{100e3, 200e3, 300e3, 400e3}
+	for range 40 { // 10 s at an estimate that keeps target 2: a try to 3 starts
+		now = now.Add(250 * time.Millisecond)
+		c.Choose(now, 1.02*300e3, 0, four, true)
+	}
+	if !c.Trying() {
+		t.Fatal("no try to set the case up")
+	}
+	now = now.Add(250 * time.Millisecond)
+	if got := c.Choose(now, 50e3, 1, []float64{100e3, 200e3}, true); got != 0 {
+		t.Errorf("two targets, a collapsed estimate: %d, want 0", got)
+	}
+}
+
 // A receiver's decode target moves only at a frame's start: down at once,
 // up only at a frame that is a switch point of the higher target
 // (Chromium's L1T3: T1 frames for target 2, T0 frames for all); an

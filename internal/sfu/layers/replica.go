@@ -77,11 +77,15 @@ func (r *Replica) Decide(f *Frame, target uint8, now uint64) (uint16, Verdict) {
 	if target == AllTargets && r.Current == AllTargets && r.RW.Started == 0 {
 		return f.Packet.Seq, AsIs
 	}
-	if f.Known && f.Targets > 0 && f.Packet.Start {
+	late := r.RW.Late(f.Packet.Seq)
+	if f.Known && f.Targets > 0 && f.Packet.Start && !late { // a late start must not switch mid-stream
 		r.switchAt(f, target, now)
 	}
 	p := f.Packet
 	p.Forward = !f.Known || r.Current == AllTargets || f.DTIs.Of(r.Current) != dd.NotPresent
+	if forward, known := r.RW.Frame(p.Frame); late && known && !p.Padding {
+		p.Forward = forward // a late packet goes as its frame went
+	}
 	n, v := r.RW.Rewrite(p)
 	switch v {
 	case rewrite.Send:

@@ -112,7 +112,7 @@ const (
 // number it goes out with.
 func (r *State) Rewrite(p Packet) (uint16, Verdict) {
 	forward := p.Forward && !p.Padding
-	if !p.Padding {
+	if !p.Padding && !r.Late(p.Seq) { // a late packet's frame is older than the log may hold
 		r.Frames[p.Frame%Frames] = uint32(p.Frame)<<16 | b2u(forward)<<1 | 1
 	}
 	if r.Started == 0 {
@@ -196,6 +196,15 @@ func (r *State) droppedAbove(seq uint32) uint32 {
 	}
 	return uint32(n)
 }
+
+// Late says whether seq is at or below the top: a reordered packet or a
+// retransmission.
+func (r *State) Late(seq uint16) bool {
+	return r.Started != 0 && int16(seq-uint16(r.Top)) <= 0
+}
+
+// Frame is a recent frame's decision, if remembered.
+func (r *State) Frame(f uint16) (forward, known bool) { return r.frame(f) }
 
 // frame is a recent frame's decision, if remembered.
 func (r *State) frame(f uint16) (forward, known bool) {
