@@ -1013,7 +1013,7 @@ func testRateAdaptation(t *testing.T, codec string) {
 // the two senders' video rate then (both at T0+T1, about 0.6 of it, fit
 // with room; one whole and the other at T1 do not), plus their audio, for
 // 10 s to settle
-// and 15 s measured; lifted, 20 s to climb and 10 s measured; lossPercent
+// and 15 s measured; lifted, 30 s to climb and 10 s measured; lossPercent
 // random loss for 15 s.
 func rateAdaptationPhases(fraction float64, lossPercent int) []ratePhase {
 	var unshape func() error
@@ -1036,7 +1036,7 @@ func rateAdaptationPhases(fraction float64, lossPercent int) []ratePhase {
 			out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
 			return strings.Join(strings.Fields(out), " ") + errString(err)
 		}},
-		{Name: "recovering", Duration: 25 * time.Second},
+		{Name: "recovering", Duration: 30 * time.Second},
 		{Name: "recovered", Duration: 10 * time.Second},
 	}
 	return append(phases, baselinePhases(0, lossPercent)[3])

@@ -44,6 +44,7 @@ type receiverHost struct {
 	base      map[netip.AddrPort]float64 // the other streams' estimates when the try began
 	congested bool                       // loss on another stream, or its estimate fell, during the try
 	quiet     time.Time                  // no try before
+	quietBy   netip.AddrPort             // whose undone try set quiet
 	drain     time.Time                  // the loss an undone try caused drains until then
 }
 
@@ -184,8 +185,10 @@ func (a *Adapter) choose(now time.Time, sender, to netip.AddrPort, rates []float
 	case h.trying == to:
 		h.end()
 		if c.NextTry().After(now) { // undone
-			h.quiet, h.drain = c.NextTry(), now.Add(layers.UndoGrace)
+			h.quiet, h.quietBy, h.drain = c.NextTry(), to, now.Add(layers.UndoGrace)
 		}
+	case h.quietBy == to && now.Before(h.quiet) && !c.NextTry().After(now):
+		h.quiet = now // its back-off ended early: the link grew
 	}
 	if t >= targets-1 {
 		return -1

@@ -80,7 +80,8 @@ func (r *Rates) roll(now time.Time, targets int) {
 //   - up by one target, tried, when the receiver has been on its target
 //     TryAfter, its estimate has not fallen (by more than Keep) for as
 //     long, it reports under LossLow lost and no try is backing off; a try that loss or the estimate undoes within
-//     TryWindow doubles the back-off (from TryAfter up to MaxBackoff).
+//     TryWindow doubles the back-off (from twice TryAfter up to
+//     MaxBackoff), which an estimate 1.25 times the one it left ends.
 type Chooser struct {
 	Headroom   float64       // 0: 0.9
 	Keep       float64       // 0: 0.85
@@ -103,8 +104,13 @@ type Chooser struct {
 	fromLvl  float64
 	backoff  time.Duration
 	nextTry  time.Time
+	failEst  float64 // the estimate when the last try was undone
 	fitSince []time.Time // per target: since when it has fitted without a break
 }
+
+// linkBetter: an estimate this much above the one an undone try left ends
+// the back-off (the link has grown since).
+const linkBetter = 1.25
 
 // UndoGrace: after a try is undone, the loss it caused drains this long
 // without taking a target more.
@@ -139,6 +145,9 @@ func (c *Chooser) Choose(now time.Time, estimate, loss float64, rates []float64,
 	c.peak = max(c.peak, estimate)
 	if c.level > 0 {
 		c.level = max(c.level, estimate)
+	}
+	if c.failEst > 0 && estimate >= linkBetter*c.failEst {
+		c.nextTry, c.backoff, c.failEst = now, 0, 0 // the link carries more than when the try failed
 	}
 	if !c.tried.IsZero() && now.Sub(c.tried) >= c.TryWindow {
 		c.tried, c.backoff = time.Time{}, c.TryAfter // the try held
@@ -218,7 +227,7 @@ func (c *Chooser) down(now time.Time, t int, estimate float64, rates []float64) 
 		return
 	}
 	c.backoff = min(max(2*c.backoff, 2*c.TryAfter), c.MaxBackoff)
-	c.nextTry, c.tried, c.grace = now.Add(c.backoff), time.Time{}, now.Add(UndoGrace)
+	c.nextTry, c.tried, c.grace, c.failEst = now.Add(c.backoff), time.Time{}, now.Add(UndoGrace), estimate
 	level := rates[c.tryFrom]
 	if c.fromLvl > 0 {
 		level = min(level, c.fromLvl)

@@ -116,7 +116,7 @@ func TestChooserTriesUp(t *testing.T) {
 	if got := run(2*time.Second, 1.02*160e3, 0); got != 2 {
 		t.Fatalf("the next try: %d", got)
 	}
-	if got := run(250*time.Millisecond, 1.02*160e3, 0.2); got != 1 {
+	if got := run(250*time.Millisecond, 1.02*240e3, 0.2); got != 1 {
 		t.Fatalf("loss undid the try: %d, want 1", got)
 	}
 	// Backed off 10 s (twice TryAfter): no try for that long, then one.
@@ -138,6 +138,11 @@ func TestChooserTriesUp(t *testing.T) {
 	}
 	if got := run(250*time.Millisecond, 1.02*240e3, 0.2); got != 1 || c.backoff != 40*time.Second {
 		t.Fatalf("after three undone tries: target %d, back-off %v, want 1 and 40 s", got, c.backoff)
+	}
+	// An estimate 1.25 times the one the last undone try left: the link
+	// grew, the back-off ends.
+	if got := run(5500*time.Millisecond, 320e3, 0); got != 2 {
+		t.Fatalf("the link grew: %d, want a try at once (the back-off was 40 s)", got)
 	}
 	// Random loss under LossHigh neither takes a target back nor allows a try.
 	if got := run(30*time.Second, 1.02*240e3, 0.05); got != 1 {
