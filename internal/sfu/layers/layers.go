@@ -104,7 +104,7 @@ type Chooser struct {
 	fromLvl  float64
 	backoff  time.Duration
 	nextTry  time.Time
-	failEst  float64 // the estimate when the last try was undone
+	failEst  float64     // the estimate when the last try was undone
 	fitSince []time.Time // per target: since when it has fitted without a break
 }
 
