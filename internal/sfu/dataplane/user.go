@@ -288,8 +288,9 @@ func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Messag
 		return out
 	}
 	s.in.add(len(p))
-	gate := s.gate(cl)
-	frame, adapt := s.frame(p, cl)
+	source := s.source(cl.SSRC)
+	gate := gateOf(source.Video, cl)
+	frame, adapt := s.frame(p, cl, source)
 	now := coarseNow()
 	// Replicas leave by their From socket; runs of one socket go in one sendmmsg.
 	var to []*userReceiver
@@ -343,13 +344,17 @@ const (
 	gateOpen             // a key frame's first packet
 )
 
-func (s *userStream) gate(cl Classified) gate {
-	var codec Codec
+// source is the stream's source with this SSRC (its codec, its descriptor's extension).
+func (s *userStream) source(ssrc uint32) Source {
 	for _, src := range s.sources {
-		if src.SSRC == cl.SSRC {
-			codec = src.Video
+		if src.SSRC == ssrc {
+			return src
 		}
 	}
+	return Source{}
+}
+
+func gateOf(codec Codec, cl Classified) gate {
 	switch {
 	case codec == NoVideo || cl.Payload == nil:
 		return gateNone
@@ -361,13 +366,7 @@ func (s *userStream) gate(cl Classified) gate {
 
 // frame is the packet's frame for rate adaptation (bpf/sfu.c video_frame),
 // its bytes counted to its layer; false if the stream does not adapt.
-func (s *userStream) frame(p []byte, cl Classified) (layers.Frame, bool) {
-	var src Source
-	for _, have := range s.sources {
-		if have.SSRC == cl.SSRC {
-			src = have
-		}
-	}
+func (s *userStream) frame(p []byte, cl Classified, src Source) (layers.Frame, bool) {
 	if src.Video == NoVideo || src.DDExt == 0 || cl.Payload == nil {
 		return layers.Frame{}, false
 	}
@@ -402,6 +401,9 @@ func (u *User) adapted(c *userConn, r *userReceiver, p []byte, f *layers.Frame, 
 			return nil, CloneFailed
 		}
 		return nil, PaddingUpcall
+	}
+	if number == binary.BigEndian.Uint16(p[2:]) {
+		return p, 0 // the sender's number: no copy
 	}
 	b := append([]byte(nil), p...)
 	binary.BigEndian.PutUint16(b[2:], number)
