@@ -953,7 +953,7 @@ func (c *rtcpCapture) rembs() []rembSample {
 // While shaped, P3's video settles where the link carries it: a stream at
 // least at a lower temporal layer (a half or a quarter of its sender's
 // frame rate; the other may keep more if the link fits it), none below a
-// quarter, without freezes and with few NACKs;
+// quarter, frozen at most a tenth of the window and with few NACKs;
 // P2, not shaped, keeps the full rate; P1 does not lower its target to
 // P3's rate. Lifted, P3 climbs back to the full rate. At 1% loss, no
 // freezes (as the baseline has none).
@@ -987,12 +987,15 @@ func testRateAdaptation(t *testing.T, codec string) {
 		if in.FPS <= 0.7*full {
 			adapted++
 		}
-		// At most one freeze: Chromium counts a frame gap over 3x the recent
-		// mean as one, which a layer step during a try can make (seen once
-		// in CI, VP8, with no loss); none in most runs.
-		if in.FPS < 0.2*full || in.Freezes > 1 || in.Pauses > 0 || in.Nacks > 30 {
-			t.Errorf("shaped: P3 decoded P%d at %.1f fps of %.1f (want at least a quarter), %v freezes, %v pauses, %v NACKs",
-				s+1, in.FPS, full, in.Freezes, in.Pauses, in.Nacks)
+		// Frozen at most a tenth of the window, not "no freeze": Chromium
+		// counts any frame gap over 3x the recent mean, which a two-layer
+		// step down (15 -> 3.75 fps) makes by itself, and a try up that
+		// overfills the shaper costs a retransmission's delay (CI saw 3
+		// such freezes in one AV1 run). Without adaptation the stream is
+		// frozen or paused nearly all the window.
+		if in.FPS < 0.2*full || in.FreezeSeconds > maxShapedFreezeSeconds || in.Pauses > 0 || in.Nacks > 30 {
+			t.Errorf("shaped: P3 decoded P%d at %.1f fps of %.1f (want at least a quarter), %v freezes (%.2f s, at most %.1f), %v pauses, %v NACKs",
+				s+1, in.FPS, full, in.Freezes, in.FreezeSeconds, maxShapedFreezeSeconds, in.Pauses, in.Nacks)
 		}
 		if in := recovered.Inbound(2, from); in.FPS < 0.8*recovered.Outbound(s).FPS {
 			t.Errorf("lifted: P3 decoded P%d at %.1f fps of %.1f", s+1, in.FPS, recovered.Outbound(s).FPS)
@@ -1018,6 +1021,10 @@ func testRateAdaptation(t *testing.T, codec string) {
 // 10 s to settle
 // and 15 s measured; lifted, 30 s to climb and 10 s measured; lossPercent
 // random loss for 15 s.
+// maxShapedFreezeSeconds bounds the frozen time of a stream P3 receives in
+// the 15 s shaped window (a tenth of it).
+const maxShapedFreezeSeconds = 1.5
+
 func rateAdaptationPhases(fraction float64, lossPercent int) []ratePhase {
 	var unshape func() error
 	phases := []ratePhase{
