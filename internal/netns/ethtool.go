@@ -43,3 +43,32 @@ func ethtoolSet(iface string, cmd, data uint32, what string) error {
 	}
 	return nil
 }
+
+// RXQueues is how many RX queues iface has in the calling thread's
+// namespace (`ethtool -l`: RX-only plus combined channels), 1 for a driver
+// that does not say. Read over ioctl, not sysfs, whose view is the
+// namespace it was mounted in.
+func RXQueues(iface string) (int, error) {
+	const ethtoolGChannels = 0x0000003c
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	// struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined,
+	// rx_count, tx_count, other_count, combined_count.
+	var ch [9]uint32
+	ch[0] = ethtoolGChannels
+	var ifr [unix.IFNAMSIZ + 24]byte
+	copy(ifr[:unix.IFNAMSIZ-1], iface)
+	*(*uintptr)(unsafe.Pointer(&ifr[unix.IFNAMSIZ])) = uintptr(unsafe.Pointer(&ch[0]))
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr[0])))
+	switch errno {
+	case 0:
+	case unix.EOPNOTSUPP:
+		return 1, nil
+	default:
+		return 0, fmt.Errorf("ethtool -l %s: %w", iface, errno)
+	}
+	return max(int(ch[5]+ch[8]), 1), nil
+}

@@ -220,20 +220,23 @@ func (tb *Testbed) Close() error {
 // buffers, never decide the loss of a paced burst.
 const socketBuffer = 4 << 20
 
+// LargeBuffers gives a socket 4 MiB buffers (net.ListenConfig.Control).
+func LargeBuffers(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		// The FORCE variants ignore net.core.[rw]mem_max (we are root).
+		serr = errors.Join(
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBuffer),
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, socketBuffer))
+	})
+	return errors.Join(err, serr)
+}
+
 // ListenUDP opens a UDP socket inside ns with large buffers.
 func ListenUDP(ns *netns.NS, addr netip.AddrPort) (*net.UDPConn, error) {
 	var conn *net.UDPConn
 	err := ns.Do(func() error {
-		lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
-			var serr error
-			err := c.Control(func(fd uintptr) {
-				// The FORCE variants ignore net.core.[rw]mem_max (we are root).
-				serr = errors.Join(
-					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBuffer),
-					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, socketBuffer))
-			})
-			return errors.Join(err, serr)
-		}}
+		lc := net.ListenConfig{Control: LargeBuffers}
 		pc, err := lc.ListenPacket(context.Background(), "udp", addr.String())
 		if err != nil {
 			return err

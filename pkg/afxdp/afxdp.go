@@ -1,0 +1,523 @@
+// Package afxdp receives UDP datagrams through AF_XDP sockets instead of
+// the kernel's UDP stack, behind a net.PacketConn that any pion
+// application can use:
+//
+//	conn, err := afxdp.Listen("udp4", "10.0.0.1:5000")
+//	settings.SetICEUDPMux(webrtc.NewICEUDPMux(nil, conn))
+//
+// An XDP classifier (bpf/xsk_rx.c) on the interfaces of the conn's address
+// redirects the datagrams for the conns' ports to an AF_XDP socket per RX
+// queue, each with its sender in a metadata prefix; a goroutine per socket
+// hands them to the conn of their port, whose ReadFrom copies the payload
+// out and gives the frame back. Sending goes through a normal UDP socket
+// bound to the same address, which also receives whatever the classifier
+// leaves to the kernel: fragments, IP options, oversized frames, partial
+// checksums, datagrams the kernel would judge (a martian source, a
+// reverse-path failure, another destination), and anything while the
+// conn's reader holds every frame. So nothing is lost when AF_XDP cannot
+// take a datagram; every such case is counted (Stats).
+//
+// The classifier and its sockets are shared by the conns of a network
+// namespace: loaded with the first and removed with the last. The kernel
+// has to run it in an interface's XDP hook, so an interface that already
+// runs another XDP program cannot be used.
+package afxdp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/xsk"
+)
+
+// Mode is how frames reach the UMEM: ModeCopy (every driver; the only one
+// veth offers), ModeZeroCopy, or ModeAuto (zero-copy where supported).
+type Mode = xsk.Mode
+
+// Modes.
+const (
+	ModeAuto     = xsk.Auto
+	ModeCopy     = xsk.Copy
+	ModeZeroCopy = xsk.ZeroCopy
+)
+
+// ListenConfig says how to listen; the zero value serves.
+type ListenConfig struct {
+	// Interfaces the classifier runs on. Default: the interface holding
+	// the bound address, or every interface that is up (but loopback) for
+	// a wildcard address.
+	Interfaces []string
+	// Frames is the number of UMEM frames of each RX queue's socket: how
+	// many datagrams may wait for the reader before the kernel socket
+	// takes the next ones (default 4096).
+	Frames int
+	// Mode of the sockets (default ModeAuto).
+	Mode Mode
+	// Control, as in net.ListenConfig, runs on the kernel UDP socket
+	// before it is bound.
+	Control func(network, address string, c syscall.RawConn) error
+}
+
+func (lc *ListenConfig) frames() int {
+	if lc.Frames == 0 {
+		return 4096
+	}
+	return lc.Frames
+}
+
+// Listen listens as ListenConfig{} does.
+func Listen(network, address string) (*Conn, error) {
+	var lc ListenConfig
+	return lc.ListenPacket(context.Background(), network, address)
+}
+
+// ListenPacket opens the kernel UDP socket (network "udp", "udp4" or
+// "udp6"), then registers its port with the classifier. It must run in the
+// network namespace of the address (as net.ListenPacket).
+func (lc *ListenConfig) ListenPacket(ctx context.Context, network, address string) (_ *Conn, err error) {
+	switch network {
+	case "udp", "udp4", "udp6":
+	default:
+		return nil, fmt.Errorf("afxdp: network %q (want udp, udp4 or udp6)", network)
+	}
+	if lc.Frames != 0 && (lc.Frames < 64 || lc.Frames&(lc.Frames-1) != 0) {
+		return nil, fmt.Errorf("afxdp: Frames %d (want a power of two, at least 64)", lc.Frames)
+	}
+	pc, err := (&net.ListenConfig{Control: lc.Control}).ListenPacket(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{udp: pc.(*net.UDPConn), closing: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			c.udp.Close()
+		}
+	}()
+	local := c.udp.LocalAddr().(*net.UDPAddr).AddrPort()
+	c.port = local.Port()
+	c.v6Socket = local.Addr().Is6() && !local.Addr().Is4In6()
+	port, err := portEntry(network, local.Addr().Unmap())
+	if err != nil {
+		return nil, err
+	}
+	names := lc.Interfaces
+	if len(names) == 0 {
+		if names, err = interfacesFor(local.Addr().Unmap()); err != nil {
+			return nil, err
+		}
+	}
+	if c.ns, err = acquireNamespace(); err != nil {
+		return nil, err
+	}
+	if err := c.attach(names, lc, port); err != nil {
+		c.detach()
+		return nil, err
+	}
+	c.readers.Add(1)
+	go c.readKernel()
+	return c, nil
+}
+
+// attach takes the interfaces (their sockets come first), then registers the port.
+func (c *Conn) attach(names []string, lc *ListenConfig, port xskrxRxPort) error {
+	frames := 0
+	for _, name := range names {
+		it, err := c.ns.acquireIface(name, lc)
+		if err != nil {
+			return err
+		}
+		c.ifaces = append(c.ifaces, it)
+		frames += len(it.queues) * lc.frames()
+	}
+	// Never full: at most every frame of every socket waits here.
+	c.frames = make(chan frameRef, frames)
+	c.kernel = make(chan kernelDatagram, 64)
+	return c.ns.register(c, port)
+}
+
+func (c *Conn) detach() error {
+	var errs []error
+	if c.ns == nil {
+		return nil
+	}
+	errs = append(errs, c.ns.unregister(c))
+	c.closeDeliveries()
+	for _, it := range c.ifaces {
+		errs = append(errs, c.ns.releaseIface(it))
+	}
+	c.ifaces = nil
+	errs = append(errs, c.ns.release())
+	c.ns = nil
+	return errors.Join(errs...)
+}
+
+// portEntry says where the socket is bound, for the classifier.
+func portEntry(network string, addr netip.Addr) (xskrxRxPort, error) {
+	var p xskrxRxPort
+	switch {
+	case addr.Is4():
+		p.Has4, p.Any4 = 1, b2u(addr.IsUnspecified())
+		v4 := addr.As4()
+		copy(p.V4.Bytes[:4], v4[:])
+	case addr.IsUnspecified():
+		// "udp" on :: is dual-stack (Go clears IPV6_V6ONLY); "udp6" is not.
+		p.Has6, p.Any6 = 1, 1
+		if network == "udp" {
+			p.Has4, p.Any4 = 1, 1
+		}
+	default:
+		p.Has6 = 1
+		p.V6.Bytes = addr.As16()
+	}
+	return p, nil
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// interfacesFor is the interface holding addr, or every up non-loopback
+// interface for a wildcard.
+func interfacesFor(addr netip.Addr) ([]string, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: interfaces: %w", err)
+	}
+	var names []string
+	for _, ifi := range ifs {
+		if ifi.Flags&net.FlagUp == 0 {
+			continue
+		}
+		if addr.IsUnspecified() {
+			if ifi.Flags&net.FlagLoopback == 0 {
+				names = append(names, ifi.Name)
+			}
+			continue
+		}
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("afxdp: addresses of %s: %w", ifi.Name, err)
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+					names = append(names, ifi.Name)
+				}
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("afxdp: no interface to receive %s on (ListenConfig.Interfaces names them)", addr)
+	}
+	if slices.ContainsFunc(names, func(n string) bool { ifi, _ := net.InterfaceByName(n); return ifi.Flags&net.FlagLoopback != 0 }) {
+		return nil, fmt.Errorf("afxdp: %s is on a loopback interface, which has no XDP driver hook", addr)
+	}
+	return names, nil
+}
+
+// Conn is a UDP socket whose datagrams arrive through AF_XDP (or, where
+// the classifier leaves them to the kernel, through the socket itself).
+// It implements net.PacketConn and the AddrPort methods of *net.UDPConn.
+type Conn struct {
+	udp      *net.UDPConn
+	port     uint16
+	v6Socket bool // report IPv4 senders as IPv4-mapped, as the kernel socket does
+	ns       *namespace
+	ifaces   []*iface
+	slot     uint32
+
+	frames chan frameRef       // from the AF_XDP sockets
+	kernel chan kernelDatagram // from the kernel socket
+
+	mu      sync.RWMutex // held for reading while a frame is delivered or read
+	closed  bool
+	closing chan struct{}
+	once    sync.Once
+	readers sync.WaitGroup
+
+	deadline deadline
+
+	viaXDP      atomic.Uint64
+	viaKernel   atomic.Uint64
+	badChecksum atomic.Uint64
+	malformed   atomic.Uint64
+}
+
+type frameRef struct {
+	q    *queue
+	desc xsk.Desc
+}
+
+type kernelDatagram struct {
+	buf  []byte
+	from netip.AddrPort
+}
+
+// deliverFrame queues a frame for the reader; false if the conn is closed.
+func (c *Conn) deliverFrame(q *queue, d xsk.Desc) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	select {
+	case c.frames <- frameRef{q, d}:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeDeliveries stops deliveries, waits for readers inside a frame,
+// and gives back the frames still queued.
+func (c *Conn) closeDeliveries() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	for {
+		select {
+		case f := <-c.frames:
+			f.q.recycle(f.desc.Addr)
+		default:
+			return
+		}
+	}
+}
+
+// readKernel feeds the datagrams the kernel socket receives to ReadFrom.
+func (c *Conn) readKernel() {
+	defer c.readers.Done()
+	for {
+		buf := make([]byte, 65536)
+		n, from, err := c.udp.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		select {
+		case c.kernel <- kernelDatagram{buf[:n:n], from}:
+		case <-c.closing:
+			return
+		}
+	}
+}
+
+// ReadFromUDPAddrPort reads the next datagram, from either path.
+func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	for {
+		var f frameRef
+		select {
+		case f = <-c.frames:
+		default:
+			expired, changed := c.deadline.wait()
+			select {
+			case f = <-c.frames:
+			case d := <-c.kernel:
+				c.viaKernel.Add(1)
+				return copy(b, d.buf), d.from, nil
+			case <-c.closing:
+				return 0, netip.AddrPort{}, net.ErrClosed
+			case <-expired:
+				return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
+			case <-changed:
+				continue
+			}
+		}
+		if n, from, ok := c.readFrame(f, b); ok {
+			return n, from, nil
+		}
+	}
+}
+
+// readFrame copies a frame's payload out, checks it as the kernel would,
+// and gives the frame back.
+func (c *Conn) readFrame(f frameRef, b []byte) (int, netip.AddrPort, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		// Close gave the frames back, or is about to close the socket.
+		return 0, netip.AddrPort{}, false
+	}
+	defer f.q.recycle(f.desc.Addr)
+	frame, err := f.q.sock.Frame(f.desc)
+	if err != nil {
+		c.malformed.Add(1)
+		return 0, netip.AddrPort{}, false
+	}
+	from, payload, err := parseFrame(frame, c.v6Socket)
+	switch {
+	case errors.Is(err, errChecksum):
+		c.badChecksum.Add(1)
+		return 0, netip.AddrPort{}, false
+	case err != nil:
+		c.malformed.Add(1)
+		return 0, netip.AddrPort{}, false
+	}
+	c.viaXDP.Add(1)
+	return copy(b, payload), from, true
+}
+
+var (
+	errChecksum  = errors.New("afxdp: UDP checksum mismatch")
+	errMalformed = errors.New("afxdp: frame without the classifier's metadata")
+)
+
+// parseFrame reads the metadata prefix and the UDP header (struct rx_meta
+// in bpf/xsk_rx.h) and verifies the UDP checksum, as the kernel would.
+func parseFrame(frame []byte, v6Socket bool) (netip.AddrPort, []byte, error) {
+	if len(frame) < metaSize+8 || frame[27] != metaVersion {
+		return netip.AddrPort{}, nil, errMalformed
+	}
+	udp := frame[metaSize:]
+	if int(binary.BigEndian.Uint16(udp[4:])) != len(udp) {
+		return netip.AddrPort{}, nil, errMalformed
+	}
+	var addr netip.Addr
+	switch frame[26] {
+	case 2: // AF_INET
+		addr = netip.AddrFrom4([4]byte(frame[:4]))
+		if v6Socket {
+			addr = netip.AddrFrom16(addr.As16())
+		}
+	case 10: // AF_INET6
+		addr = netip.AddrFrom16([16]byte(frame[:16]))
+	default:
+		return netip.AddrPort{}, nil, errMalformed
+	}
+	if binary.BigEndian.Uint16(udp[6:]) != 0 && !checksumOK(binary.NativeEndian.Uint16(frame[24:]), udp) {
+		return netip.AddrPort{}, nil, errChecksum
+	}
+	return netip.AddrPortFrom(addr, binary.BigEndian.Uint16(udp[0:])), udp[8:], nil
+}
+
+// checksumOK sums the UDP header and data onto the classifier's
+// pseudo-header sum, in memory order as it does: a sound datagram folds
+// to all ones.
+func checksumOK(pseudo uint16, udp []byte) bool {
+	sum := uint64(pseudo)
+	i := 0
+	for ; i+8 <= len(udp); i += 8 {
+		w := binary.NativeEndian.Uint64(udp[i:])
+		sum += w & 0xffffffff
+		sum += w >> 32
+	}
+	for ; i+2 <= len(udp); i += 2 {
+		sum += uint64(binary.NativeEndian.Uint16(udp[i:]))
+	}
+	if i < len(udp) {
+		var last [2]byte
+		last[0] = udp[i]
+		sum += uint64(binary.NativeEndian.Uint16(last[:]))
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return sum == 0xffff
+}
+
+// ReadFrom reads the next datagram (net.PacketConn).
+func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, from, err := c.ReadFromUDPAddrPort(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, net.UDPAddrFromAddrPort(from), nil
+}
+
+// WriteTo sends through the kernel socket.
+func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) { return c.udp.WriteTo(b, addr) }
+
+// WriteToUDPAddrPort sends through the kernel socket.
+func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	return c.udp.WriteToUDPAddrPort(b, addr)
+}
+
+// LocalAddr is the bound address.
+func (c *Conn) LocalAddr() net.Addr { return c.udp.LocalAddr() }
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.deadline.set(t)
+	return c.udp.SetWriteDeadline(t)
+}
+
+// SetReadDeadline makes a waiting or later ReadFrom fail after t.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.deadline.set(t)
+	return nil
+}
+
+// SetWriteDeadline is the kernel socket's.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.udp.SetWriteDeadline(t) }
+
+// SyscallConn is the kernel socket's (for socket options).
+func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.udp.SyscallConn() }
+
+// Close unregisters the port (the last conn of the namespace removes the
+// classifier) and closes the socket.
+func (c *Conn) Close() error {
+	err := net.ErrClosed
+	c.once.Do(func() {
+		close(c.closing)
+		err = c.udp.Close()
+		c.readers.Wait()
+		err = errors.Join(err, c.detach())
+	})
+	return err
+}
+
+// deadline is a read deadline that waiting readers follow as it changes.
+type deadline struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	expired chan struct{} // closed when the deadline passes
+	changed chan struct{} // closed when it is set again
+}
+
+func (d *deadline) wait() (expired, changed <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.changed == nil {
+		d.changed = make(chan struct{})
+	}
+	return d.expired, d.changed
+}
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	if d.changed != nil {
+		close(d.changed)
+		d.changed = nil
+	}
+	d.expired = nil
+	if t.IsZero() {
+		return
+	}
+	ch := make(chan struct{})
+	d.expired = ch
+	if wait := time.Until(t); wait <= 0 {
+		close(ch)
+	} else {
+		d.timer = time.AfterFunc(wait, func() { close(ch) })
+	}
+}

@@ -1,0 +1,350 @@
+package afxdp
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// TestFallbacks sends what AF_XDP cannot take whole: every datagram still
+// arrives, through the kernel socket, and the classifier counts why.
+func TestFallbacks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    testbed.Options
+		mtu     int
+		size    int
+		options []byte // IPv4 options on the sender's socket
+		outcome string
+	}{
+		// A container host's veth: TX checksum offload on, no XDP at the far end.
+		{name: "partial checksum", opts: testbed.Options{Unprepared: true}, size: 500, outcome: "fallback_partial_checksum"},
+		{name: "IP options", size: 500, options: []byte{1, 1, 1, 0}, outcome: "pass_ip_options"},
+		{name: "fragments", size: 3000, outcome: "pass_fragment"},
+		{name: "oversized frame", mtu: 3000, size: 2500, outcome: "fallback_oversize"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newBed(t, tc.opts)
+			if tc.mtu != 0 {
+				setMTU(t, tb, tc.mtu)
+			}
+			c := listenIn(t, tb.Server, ListenConfig{Control: testbed.LargeBuffers}, "udp4", testbed.ServerClientIP4.String()+":0")
+			const n = 50
+			s, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if tc.options != nil {
+				rc, _ := s.SyscallConn()
+				var serr error
+				rc.Control(func(fd uintptr) { serr = unix.SetsockoptString(int(fd), unix.IPPROTO_IP, unix.IP_OPTIONS, string(tc.options)) })
+				if serr != nil {
+					t.Fatal(serr)
+				}
+			}
+			to := c.LocalAddr().(*net.UDPAddr).AddrPort()
+			buf := make([]byte, tc.size)
+			for i := range n {
+				binary.BigEndian.PutUint32(buf, uint32(i))
+				if _, err := s.WriteToUDPAddrPort(buf, to); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := make([]byte, 4096)
+			for i := range n {
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				m, _, err := c.ReadFromUDPAddrPort(got)
+				if err != nil {
+					t.Fatalf("datagram %d of %d: %v", i, n, err)
+				}
+				if m != tc.size || binary.BigEndian.Uint32(got) != uint32(i) {
+					t.Fatalf("datagram %d: %d bytes, number %d", i, m, binary.BigEndian.Uint32(got))
+				}
+			}
+			st, err := c.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, err := namespaceOutcomes(tb.Server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("conn %+v; namespace %v", st, all)
+			if st.ViaKernel != n || st.ViaXDP != 0 {
+				t.Errorf("%d via the kernel socket, %d via AF_XDP; want all %d via the kernel", st.ViaKernel, st.ViaXDP, n)
+			}
+			if all[tc.outcome].Packets < n {
+				t.Errorf("outcome %s counted %d times, want at least %d", tc.outcome, all[tc.outcome].Packets, n)
+			}
+		})
+	}
+}
+
+func namespaceOutcomes(ns *netns.NS) (m map[string]Counter, err error) {
+	err = ns.Do(func() error { m, err = NamespaceOutcomes(); return err })
+	return m, err
+}
+
+func setMTU(t *testing.T, tb *testbed.Testbed, mtu int) {
+	t.Helper()
+	for _, step := range []error{
+		tb.Server.IP("link", "set", testbed.ServerCliIface, "mtu", strconv.Itoa(mtu)),
+		tb.Client.IP("link", "set", testbed.ClientIface, "mtu", strconv.Itoa(mtu)),
+	} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+}
+
+// TestSlowReader lets datagrams pile up unread on a small UMEM: once the
+// reader holds every frame, the classifier passes the rest to the kernel
+// socket (fallback_ring_full) instead of having the kernel drop them.
+// Every datagram is then read, intact, each path in order (the kernel
+// socket's buffer, large here, bounds what waits there, as for any socket).
+func TestSlowReader(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	const frames, n, size = 64, 500, 300
+	c := listenIn(t, tb.Server, ListenConfig{Frames: frames, Control: testbed.LargeBuffers}, "udp4", testbed.ServerClientIP4.String()+":0")
+	sendN(t, tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0), c.LocalAddr().(*net.UDPAddr).AddrPort(), n, size)
+	time.Sleep(100 * time.Millisecond) // let them all land before reading any
+	buf := make([]byte, 2048)
+	seen := map[uint32]bool{}
+	lastXDP, lastKernel := -1, -1
+	for i := range n {
+		before, _ := c.Stats()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		m, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("datagram %d of %d: %v", i, n, err)
+		}
+		seq := binary.BigEndian.Uint32(buf)
+		for j := 4; j < m; j++ {
+			if buf[j] != byte(int(seq)+j) {
+				t.Fatalf("datagram %d corrupt at byte %d", seq, j)
+			}
+		}
+		after, _ := c.Stats()
+		last := &lastKernel
+		if after.ViaXDP > before.ViaXDP {
+			last = &lastXDP
+		}
+		if int(seq) <= *last || seen[seq] || m != size {
+			t.Fatalf("datagram %d (%d bytes) after %d on its path, or twice", seq, m, *last)
+		}
+		*last, seen[seq] = int(seq), true
+	}
+	st, _ := c.Stats()
+	t.Logf("stats: %+v", st)
+	if st.ViaXDP < frames || st.ViaKernel == 0 || st.Outcomes["fallback_ring_full"].Packets != st.ViaKernel {
+		t.Errorf("via AF_XDP %d (want at least the %d frames), via kernel %d (want the rest, each counted fallback_ring_full: %d)",
+			st.ViaXDP, frames, st.ViaKernel, st.Outcomes["fallback_ring_full"].Packets)
+	}
+	if st.Sockets.RxDropped != 0 || st.Sockets.FillRingEmpty != 0 {
+		t.Errorf("the kernel dropped %d frames (fill ring empty %d times); want none", st.Sockets.RxDropped, st.Sockets.FillRingEmpty)
+	}
+	// The ring drained: AF_XDP takes the next datagrams again.
+	sendN(t, tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0), c.LocalAddr().(*net.UDPAddr).AddrPort(), 10, size)
+	receiveN(t, c, 10, size)
+	if after, _ := c.Stats(); after.ViaXDP != st.ViaXDP+10 {
+		t.Errorf("after draining, %d of 10 via AF_XDP", after.ViaXDP-st.ViaXDP)
+	}
+}
+
+// TestBadChecksum sends hand-made datagrams: one with a wrong UDP checksum
+// (dropped and counted, as the kernel drops it), one without a checksum
+// (IPv4 allows it) and a good one, which arrive.
+func TestBadChecksum(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	c := listenIn(t, tb.Server, ListenConfig{}, "udp4", testbed.ServerClientIP4.String()+":0")
+	to := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	from := netip.AddrPortFrom(testbed.ClientIP4, 40000)
+	good := udp4Datagram(from, to, []byte("good one"), true)
+	bad := udp4Datagram(from, to, []byte("bad one!"), true)
+	bad[len(bad)-1] ^= 0xff // payload changed after the checksum
+	none := udp4Datagram(from, to, []byte("no checksum"), false)
+	if err := tb.Client.Do(func() error { return sendRawIPv4(to.Addr(), bad, none, good) }); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2048)
+	for _, want := range []string{"no checksum", "good one"} {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, src, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil || string(buf[:n]) != want || src != from {
+			t.Fatalf("got %q from %v (%v), want %q from %v", buf[:n], src, err, want, from)
+		}
+	}
+	st, _ := c.Stats()
+	if st.BadChecksum != 1 || st.ViaXDP != 2 {
+		t.Errorf("bad checksums %d (want 1), via AF_XDP %d (want 2)", st.BadChecksum, st.ViaXDP)
+	}
+}
+
+// udp4Datagram builds an IPv4 header and UDP datagram, the checksum (if
+// any) computed here, independently of the package.
+func udp4Datagram(from, to netip.AddrPort, payload []byte, checksum bool) []byte {
+	b := make([]byte, 28+len(payload))
+	b[0], b[8], b[9] = 0x45, 64, unix.IPPROTO_UDP
+	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+	s, d := from.Addr().As4(), to.Addr().As4()
+	copy(b[12:], s[:])
+	copy(b[16:], d[:])
+	binary.BigEndian.PutUint16(b[10:], ^onesSum(b[:20]))
+	u := b[20:]
+	binary.BigEndian.PutUint16(u[0:], from.Port())
+	binary.BigEndian.PutUint16(u[2:], to.Port())
+	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
+	copy(u[8:], payload)
+	if checksum {
+		pseudo := append(append(append([]byte{}, s[:]...), d[:]...), 0, unix.IPPROTO_UDP, byte(len(u)>>8), byte(len(u)))
+		sum := ^onesSum(append(pseudo, u...))
+		if sum == 0 {
+			sum = 0xffff
+		}
+		binary.BigEndian.PutUint16(u[6:], sum)
+	}
+	return b
+}
+
+// onesSum is the RFC 1071 one's complement sum of b, big-endian pairs.
+func onesSum(b []byte) uint16 {
+	var sum uint32
+	for i := 0; i < len(b); i += 2 {
+		w := uint32(b[i]) << 8
+		if i+1 < len(b) {
+			w |= uint32(b[i+1])
+		}
+		sum += w
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
+}
+
+// sendRawIPv4 sends whole IPv4 packets (IP_HDRINCL) to dst.
+func sendRawIPv4(dst netip.Addr, packets ...[]byte) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	for _, p := range packets {
+		if err := unix.Sendto(fd, p, 0, &unix.SockaddrInet4{Addr: dst.As4()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestChecksumOK checks the user-space checksum check against the
+// independent sum, on every length from 0 to 64 bytes of payload.
+func TestChecksumOK(t *testing.T) {
+	from, to := netip.MustParseAddrPort("10.0.0.1:1234"), netip.MustParseAddrPort("10.0.0.2:5678")
+	for n := range 65 {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i*7 + n)
+		}
+		d := udp4Datagram(from, to, payload, true)
+		s, dd := from.Addr().As4(), to.Addr().As4()
+		// The classifier's pseudo-header sum: memory-order words, folded.
+		pseudo := append(append(append([]byte{}, s[:]...), dd[:]...), 0, unix.IPPROTO_UDP, byte((8+n)>>8), byte(8+n))
+		var sum uint64
+		for i := 0; i < len(pseudo); i += 2 {
+			sum += uint64(binary.NativeEndian.Uint16(pseudo[i:]))
+		}
+		for sum>>16 != 0 {
+			sum = sum&0xffff + sum>>16
+		}
+		if !checksumOK(uint16(sum), d[20:]) {
+			t.Fatalf("%d bytes: a sound datagram fails", n)
+		}
+		if n > 0 {
+			d[len(d)-1] ^= 0x10
+			if checksumOK(uint16(sum), d[20:]) {
+				t.Fatalf("%d bytes: a corrupted datagram passes", n)
+			}
+		}
+	}
+}
+
+// TestOccupiedHook: an interface that runs another XDP program is an error
+// naming the cause, and nothing is left behind.
+func TestOccupiedHook(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	if err := tb.Server.IP("link", "set", "dev", testbed.ServerCliIface, "xdp", "obj", xdpPassObject(t), "sec", "xdp"); err != nil {
+		t.Fatal(err)
+	}
+	err := tb.Server.Do(func() error {
+		c, err := Listen("udp4", testbed.ServerClientIP4.String()+":0")
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "already runs an XDP program") {
+		t.Fatalf("err = %v, want the interface's XDP hook named as taken", err)
+	}
+	var left map[string]Counter
+	if left, err = namespaceOutcomes(tb.Server); err != nil || left != nil {
+		t.Fatalf("classifier still loaded after the failed listen (%v, %v)", left, err)
+	}
+}
+
+// xdpPassObject writes an ELF with a pass-all XDP program for ip(8).
+func xdpPassObject(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile("../../internal/offload/xdppass_bpfel.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := t.TempDir() + "/pass.o"
+	if err := os.WriteFile(p, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+
+// TestSourceChecks spoofs sources the kernel judges for itself: one routed
+// back through another interface (reverse path) and a martian (loopback).
+// The classifier hands both to the kernel, which applies the host's policy:
+// here (rp_filter off, as in a new namespace) it delivers the first and
+// drops the martian.
+func TestSourceChecks(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	c := listenIn(t, tb.Server, ListenConfig{}, "udp4", testbed.ServerClientIP4.String()+":0")
+	to := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	other := udp4Datagram(netip.AddrPortFrom(testbed.PeerIP4, 40000), to, []byte("from the peer side"), true)
+	martian := udp4Datagram(netip.MustParseAddrPort("127.0.0.1:40000"), to, []byte("martian"), true)
+	if err := tb.Client.Do(func() error { return sendRawIPv4(to.Addr(), martian, other) }); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2048)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, src, err := c.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "from the peer side" {
+		t.Fatalf("got %q from %v (%v)", buf[:n], src, err)
+	}
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, src, err := c.ReadFromUDPAddrPort(buf); err == nil {
+		t.Fatalf("the martian arrived: %q from %v", buf[:n], src)
+	}
+	st, _ := c.Stats()
+	t.Logf("stats %+v", st)
+	if st.ViaXDP != 0 || st.ViaKernel != 1 || st.Outcomes["fallback_reverse_path"].Packets != 1 || st.Outcomes["fallback_martian_source"].Packets != 1 {
+		t.Errorf("want one reverse-path and one martian fallback, one datagram via the kernel, none via AF_XDP")
+	}
+}

@@ -1,0 +1,348 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/forwarding"
+	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/slots"
+)
+
+// Sizes shared with bpf/xsk_rx.h.
+const (
+	xskSlots    = 256
+	portSlots   = 1024
+	frameSize   = 2048
+	metaSize    = 32 // struct rx_meta
+	metaVersion = 1
+)
+
+// namespace is what the conns of one network namespace share: the loaded
+// classifier and its maps, the interfaces it is attached to (with their
+// sockets), and the registered ports. It is loaded with the first conn and
+// removed with the last.
+type namespace struct {
+	id      uint64 // the namespace's inode
+	objs    xskrxObjects
+	credits []byte // rx_credits, mmapped: one int64 per XSK slot
+	restore func() error
+
+	mu     sync.Mutex
+	refs   int
+	ifaces map[int]*iface
+	ports  map[uint16]*Conn
+	pslots slots.Pool
+	xslots [xskSlots]bool // XSK slots in use
+
+	// byPort is ports for the dispatchers, replaced (not changed) under mu.
+	byPort atomic.Pointer[map[uint16]*Conn]
+}
+
+var namespaces = struct {
+	sync.Mutex
+	m map[uint64]*namespace
+}{m: map[uint64]*namespace{}}
+
+// currentNamespace is the calling thread's network namespace, by inode.
+func currentNamespace() (uint64, error) {
+	fi, err := os.Stat("/proc/thread-self/ns/net")
+	if err != nil {
+		return 0, fmt.Errorf("afxdp: network namespace: %w", err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino, nil
+}
+
+// acquireNamespace returns the calling thread's namespace state, loading
+// the classifier for its first conn.
+func acquireNamespace() (*namespace, error) {
+	id, err := currentNamespace()
+	if err != nil {
+		return nil, err
+	}
+	namespaces.Lock()
+	defer namespaces.Unlock()
+	if ns := namespaces.m[id]; ns != nil {
+		ns.mu.Lock()
+		ns.refs++
+		ns.mu.Unlock()
+		return ns, nil
+	}
+	ns, err := loadNamespace(id)
+	if err != nil {
+		return nil, err
+	}
+	ns.refs = 1
+	namespaces.m[id] = ns
+	return ns, nil
+}
+
+func loadNamespace(id uint64) (ns *namespace, err error) {
+	ns = &namespace{id: id, ifaces: map[int]*iface{}, ports: map[uint16]*Conn{}, pslots: slots.New(portSlots)}
+	ns.byPort.Store(&map[uint16]*Conn{})
+	spec, err := loadXskrx()
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: classifier: %w", err)
+	}
+	if err := spec.Variables["rx_frame_max"].Set(uint32(frameSize - unix.XDP_PACKET_HEADROOM)); err != nil {
+		return nil, fmt.Errorf("afxdp: classifier: %w", err)
+	}
+	if err := spec.LoadAndAssign(&ns.objs, nil); err != nil {
+		return nil, fmt.Errorf("afxdp: load classifier: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			ns.close()
+		}
+	}()
+	ns.credits, err = unix.Mmap(ns.objs.RxCredits.FD(), 0, xskSlots*8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: map credits: %w", err)
+	}
+	// The route lookups (local destination, reverse path) ask as if from
+	// loopback, which must forward for bpf_fib_lookup to answer.
+	if ns.restore, err = forwarding.Enable("lo"); err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	return ns, nil
+}
+
+func (ns *namespace) close() error {
+	var errs []error
+	if ns.credits != nil {
+		errs = append(errs, unix.Munmap(ns.credits))
+		ns.credits = nil
+	}
+	if ns.restore != nil {
+		errs = append(errs, ns.restore())
+	}
+	errs = append(errs, ns.objs.Close())
+	return errors.Join(errs...)
+}
+
+// release drops a conn's reference; the last one removes the classifier.
+func (ns *namespace) release() error {
+	namespaces.Lock()
+	defer namespaces.Unlock()
+	ns.mu.Lock()
+	ns.refs--
+	last := ns.refs == 0
+	ns.mu.Unlock()
+	if !last {
+		return nil
+	}
+	delete(namespaces.m, ns.id)
+	return ns.close()
+}
+
+// credit is the XSK slot's fill-ring credit in the classifier's map.
+func (ns *namespace) credit(slot uint32) *int64 {
+	return (*int64)(unsafe.Pointer(&ns.credits[slot*8]))
+}
+
+// conn is the conn registered for port, for a dispatcher.
+func (ns *namespace) conn(port uint16) *Conn { return (*ns.byPort.Load())[port] }
+
+func (ns *namespace) publishPorts() {
+	m := make(map[uint16]*Conn, len(ns.ports))
+	for p, c := range ns.ports {
+		m[p] = c
+	}
+	ns.byPort.Store(&m)
+}
+
+// register puts c's port in the classifier, on ifaces that it holds by then.
+func (ns *namespace) register(c *Conn, port xskrxRxPort) error {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.ports[c.port] != nil {
+		return fmt.Errorf("afxdp: port %d already registered", c.port)
+	}
+	slot, ok := ns.pslots.Get()
+	if !ok {
+		return fmt.Errorf("afxdp: more than %d ports", portSlots)
+	}
+	if err := ns.zeroPortCounters(slot); err != nil {
+		ns.pslots.Put(slot)
+		return err
+	}
+	port.Slot = slot
+	c.slot = slot
+	if err := ns.objs.RxPorts.Put(c.port, port); err != nil {
+		ns.pslots.Put(slot)
+		return fmt.Errorf("afxdp: register port %d: %w", c.port, err)
+	}
+	ns.ports[c.port] = c
+	ns.publishPorts()
+	return nil
+}
+
+// unregister takes c's port out: the classifier passes its datagrams to
+// the kernel socket from then on.
+func (ns *namespace) unregister(c *Conn) error {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.ports[c.port] != c {
+		return nil
+	}
+	err := ns.objs.RxPorts.Delete(c.port)
+	delete(ns.ports, c.port)
+	ns.pslots.Put(c.slot)
+	ns.publishPorts()
+	return err
+}
+
+func (ns *namespace) zeroPortCounters(slot uint32) error {
+	zero := make([]xskrxRxCounter, ebpf.MustPossibleCPU())
+	for o := range outcomeCount {
+		if err := ns.objs.RxPortCounts.Put(slot*outcomeCount+uint32(o), zero); err != nil {
+			return fmt.Errorf("afxdp: zero port counters: %w", err)
+		}
+	}
+	return nil
+}
+
+// iface is the classifier attached to one interface, with a socket per RX queue.
+type iface struct {
+	index   int
+	name    string
+	refs    int
+	link    link.Link
+	xdpMode string // "native" or "generic"
+	queues  []*queue
+}
+
+// acquireIface attaches the classifier to the named interface for its
+// first conn, opening a socket on each RX queue first.
+func (ns *namespace) acquireIface(name string, cfg *ListenConfig) (_ *iface, err error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: interface %q: %w", name, err)
+	}
+	if it := ns.ifaces[ifi.Index]; it != nil {
+		it.refs++
+		return it, nil
+	}
+	if ifi.Flags&net.FlagLoopback != 0 {
+		return nil, fmt.Errorf("afxdp: %s is a loopback interface, which has no XDP driver hook", name)
+	}
+	if len(ifi.HardwareAddr) != 6 {
+		return nil, fmt.Errorf("afxdp: %s is not an Ethernet interface", name)
+	}
+	nq, err := netns.RXQueues(name)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	base, ok := ns.takeXSKSlots(nq)
+	if !ok {
+		return nil, fmt.Errorf("afxdp: no room for %d more sockets (at most %d)", nq, xskSlots)
+	}
+	it := &iface{index: ifi.Index, name: name, refs: 1}
+	defer func() {
+		if err != nil {
+			ns.teardown(it)
+			ns.freeXSKSlots(base, nq)
+		}
+	}()
+	for q := range nq {
+		qu, err := openQueue(ns, ifi.Index, q, base+uint32(q), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("afxdp: %s queue %d: %w", name, q, err)
+		}
+		it.queues = append(it.queues, qu)
+	}
+	var mac [6]uint8
+	copy(mac[:], ifi.HardwareAddr)
+	if err := ns.objs.RxIfaces.Put(uint32(ifi.Index), xskrxRxIface{Mac: mac, Queues: uint16(nq), XskBase: base}); err != nil {
+		return nil, fmt.Errorf("afxdp: %s: %w", name, err)
+	}
+	if it.link, it.xdpMode, err = attachXDP(ns.objs.XskRx, ifi.Index); err != nil {
+		return nil, fmt.Errorf("afxdp: attach XDP to %s: %w", name, err)
+	}
+	ns.ifaces[ifi.Index] = it
+	return it, nil
+}
+
+// attachXDP attaches in driver mode, or generic mode where the driver has
+// no XDP. An interface that already runs an XDP program is an error: the
+// hook takes one, and that one is another program's.
+func attachXDP(prog *ebpf.Program, ifindex int) (link.Link, string, error) {
+	l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPDriverMode})
+	if err == nil {
+		return l, "native", nil
+	}
+	if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
+		return nil, "", fmt.Errorf("the interface already runs an XDP program (ip link show; bpftool net): %w", err)
+	}
+	l, gerr := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPGenericMode})
+	if gerr != nil {
+		return nil, "", errors.Join(err, gerr)
+	}
+	return l, "generic", nil
+}
+
+// releaseIface drops a conn's reference; the last one detaches.
+func (ns *namespace) releaseIface(it *iface) error {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	it.refs--
+	if it.refs > 0 {
+		return nil
+	}
+	delete(ns.ifaces, it.index)
+	err := ns.teardown(it)
+	if len(it.queues) > 0 {
+		ns.freeXSKSlots(it.queues[0].slot, len(it.queues))
+	}
+	return err
+}
+
+// teardown detaches first (no new redirects), then retires the sockets.
+func (ns *namespace) teardown(it *iface) error {
+	var errs []error
+	if it.link != nil {
+		errs = append(errs, it.link.Close())
+	}
+	if err := ns.objs.RxIfaces.Delete(uint32(it.index)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		errs = append(errs, err)
+	}
+	for _, q := range it.queues {
+		errs = append(errs, q.close())
+	}
+	return errors.Join(errs...)
+}
+
+// takeXSKSlots reserves n consecutive XSK slots (an interface's queues).
+func (ns *namespace) takeXSKSlots(n int) (uint32, bool) {
+	for base := 0; base+n <= xskSlots; base++ {
+		free := true
+		for i := base; i < base+n && free; i++ {
+			free = !ns.xslots[i]
+		}
+		if free {
+			for i := base; i < base+n; i++ {
+				ns.xslots[i] = true
+			}
+			return uint32(base), true
+		}
+	}
+	return 0, false
+}
+
+func (ns *namespace) freeXSKSlots(base uint32, n int) {
+	for i := int(base); i < int(base)+n; i++ {
+		ns.xslots[i] = false
+	}
+}
