@@ -48,7 +48,9 @@ func TestFallbacks(t *testing.T) {
 			if tc.options != nil {
 				rc, _ := s.SyscallConn()
 				var serr error
-				rc.Control(func(fd uintptr) { serr = unix.SetsockoptString(int(fd), unix.IPPROTO_IP, unix.IP_OPTIONS, string(tc.options)) })
+				rc.Control(func(fd uintptr) {
+					serr = unix.SetsockoptString(int(fd), unix.IPPROTO_IP, unix.IP_OPTIONS, string(tc.options))
+				})
 				if serr != nil {
 					t.Fatal(serr)
 				}
@@ -316,7 +318,6 @@ func xdpPassObject(t *testing.T) string {
 	}
 	return p
 }
-
 
 // TestSourceChecks spoofs sources the kernel judges for itself: one routed
 // back through another interface (reverse path) and a martian (loopback).
