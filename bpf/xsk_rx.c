@@ -47,7 +47,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
-	__type(key, __u16); /* host order */
+	__type(key, struct rx_port_key);
 	__type(value, struct rx_port);
 } rx_ports SEC(".maps");
 
@@ -182,14 +182,11 @@ INLINE int same_v6(const __be32 *a, const __be32 *b)
 
 INLINE int bound_destination(struct xdp_md *ctx, const struct rx_port *port, const struct ip_info *ip)
 {
-	if (ip->family == AF_INET) {
-		if (!port->has4)
-			return 0;
-		return port->any4 ? local_destination(ctx, ip) : ip->daddr.v4 == port->v4.v4;
-	}
-	if (!port->has6)
-		return 0;
-	return port->any6 ? local_destination(ctx, ip) : same_v6(ip->daddr.v6, port->v6.v6);
+	if (port->any)
+		return local_destination(ctx, ip);
+	if (ip->family == AF_INET)
+		return ip->daddr.v4 == port->addr.v4;
+	return same_v6(ip->daddr.v6, port->addr.v6);
 }
 
 /* Takes a fill-ring credit of the slot's socket; 0 if it has none. */
@@ -274,11 +271,12 @@ int xsk_rx(struct xdp_md *ctx)
 	__u32 bytes = data_end - data;
 	struct ip_info ip = {};
 	struct udp_info udp = {};
+	struct rx_port_key key = {};
 	struct rx_port *port;
 	struct rx_iface *iface;
 	struct rx_meta *meta;
 	__u32 l4_off = 0, slot, ifindex = ctx->ingress_ifindex;
-	__u16 proto, dport = 0;
+	__u16 proto = 0, dport = 0;
 	int out;
 
 	out = eth_parse(data, data_end, &proto);
@@ -287,7 +285,9 @@ int xsk_rx(struct xdp_md *ctx)
 	out = peek_port(data, data_end, proto, &l4_off, &dport);
 	if (out != OUT_CONTINUE)
 		return finish(out, NULL, bytes);
-	port = bpf_map_lookup_elem(&rx_ports, &dport);
+	key.port = dport;
+	key.family = proto == ETH_P_IP ? AF_INET : AF_INET6;
+	port = bpf_map_lookup_elem(&rx_ports, &key);
 	if (!port)
 		return finish(RX_PASS_UNREGISTERED, NULL, bytes);
 	out = judge(ctx, port, proto, l4_off, &ip, &udp);

@@ -44,17 +44,21 @@ enum rx_outcome {
 	RX_OUT_MAX,
 };
 
-/* A registered port: where its socket is bound. A wildcard family accepts
- * any local destination (checked by route lookup); otherwise the
- * destination must be the bound address. */
+/* A registered port of one family: where its socket is bound. A socket
+ * bound to a wildcard accepts any local destination (checked by route
+ * lookup); otherwise the destination must be the bound address. A
+ * dual-stack socket registers both families. */
+struct rx_port_key {
+	__u16 port; /* host order */
+	__u8 family;
+	__u8 pad;
+};
+
 struct rx_port {
-	union ip_addr v4;
-	union ip_addr v6;
-	__u32 slot;   /* counters: port_counts[slot * RX_OUT_MAX + outcome] */
-	__u8 any4;    /* bound to 0.0.0.0 (or ::, dual-stack) */
-	__u8 any6;    /* bound to :: */
-	__u8 has4;    /* receives IPv4 */
-	__u8 has6;    /* receives IPv6 */
+	union ip_addr addr;
+	__u32 slot; /* counters: rx_port_counts[slot * RX_OUT_MAX + outcome] */
+	__u8 any;   /* bound to 0.0.0.0 or :: */
+	__u8 pad[3];
 };
 
 /* An interface the classifier runs on. */

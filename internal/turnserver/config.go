@@ -43,6 +43,7 @@ type Config struct {
 	Offload            string        `yaml:"offload"`
 	OffloadIfaces      []string      `yaml:"offload-iface"`
 	OffloadForwarding  string        `yaml:"offload-forwarding"`
+	RX                 string        `yaml:"rx"`
 	MetricsListen      string        `yaml:"metrics-listen"`
 	TLSCert            string        `yaml:"tls-cert"`
 	TLSKey             string        `yaml:"tls-key"`
@@ -64,6 +65,7 @@ func DefaultConfig() Config {
 		AllocateRate:       10,
 		Offload:            "auto",
 		OffloadForwarding:  "auto",
+		RX:                 "kernel",
 		LogLevel:           "info",
 	}
 }
@@ -143,6 +145,7 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.Uint64Var(&cfg.MaxBitrate, "max-bps", cfg.MaxBitrate, "relayed bits a second per allocation and direction, on both paths (0: unlimited)")
 	fs.StringVar(&cfg.Offload, "offload", cfg.Offload, "fast path: auto (XDP where the interface and its neighbours take XDP frames, TC ingress elsewhere), xdp, tc or off")
 	fs.Var(&listFlag{v: &cfg.OffloadIfaces}, "offload-iface", "interface to attach XDP to (repeatable; default: those carrying listen and relay addresses)")
+	fs.StringVar(&cfg.RX, "rx", cfg.RX, "how UDP listeners receive: kernel (sockets) or afxdp (AF_XDP sockets fed by an XDP classifier; needs --offload off)")
 	fs.StringVar(&cfg.OffloadForwarding, "offload-forwarding", cfg.OffloadForwarding, "auto: turn on loopback's forwarding sysctls (route lookups only; no interface forwards) while running; manual: require them")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "Prometheus endpoint `IP:PORT` (empty: off)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "certificate file for tls:// and dtls:// listeners")
@@ -312,6 +315,15 @@ func (c Config) Validate() (*Settings, error) {
 		if _, err := offload.ParseMode(c.Offload); err != nil {
 			return bad("offload", "%v", err)
 		}
+	}
+	switch c.RX {
+	case "kernel":
+	case "afxdp":
+		if c.Offload != "off" {
+			return bad("rx", "afxdp needs offload off (both take the interfaces' XDP hook; the fast path already keeps channel data out of user space)")
+		}
+	default:
+		return bad("rx", "%q is not kernel or afxdp", c.RX)
 	}
 	if c.OffloadForwarding != "auto" && c.OffloadForwarding != "manual" {
 		return bad("offload-forwarding", "%q is not auto or manual", c.OffloadForwarding)

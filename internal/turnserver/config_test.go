@@ -51,6 +51,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		"min-port":            {"--min-port", "70000"},
 		"offload":             {"--offload", "ebpf"},
 		"offload-forwarding":  {"--offload-forwarding", "sometimes"},
+		"rx":                  {"--rx", "afxdp"}, // with the fast path on
 		"metrics-listen":      {"--metrics-listen", "localhost"},
 		"allow-peer":          {"--allow-peer", "10.0.0.0/33"},
 		"deny-peer":           {"--deny-peer", "x"},

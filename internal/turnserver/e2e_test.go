@@ -393,3 +393,27 @@ func TestTURNChannelExpiry(t *testing.T) {
 		t.Fatalf("client received a datagram from %v after its channel and permission expired", from)
 	}
 }
+
+// With --rx afxdp (and the fast path off) the listeners receive through
+// AF_XDP: the client's ChannelData reaches the server through the XDP
+// classifier and its AF_XDP socket, and is relayed as with kernel sockets.
+func TestTURNReceiveAFXDP(t *testing.T) {
+	tb := newTestbed(t)
+	r := startRelay(t, tb, "--offload", "off", "--rx", "afxdp", "--udp-threads", "2")
+	for _, family := range []turn.RequestedAddressFamily{turn.RequestedAddressFamilyIPv4, turn.RequestedAddressFamilyIPv6} {
+		server, peerIP := server4, testbed.PeerIP4
+		if family == turn.RequestedAddressFamilyIPv6 {
+			server, peerIP = server6, testbed.PeerIP6
+		}
+		c := newClientOver(t, tb, testbed.ClientOptions{Server: server, Family: family})
+		peer := newPeer(t, tb, peerIP)
+		res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 500, 200, 10000)
+		requireExchange(t, "client to peer", res, err)
+	}
+	m := metrics(t, r)
+	xdp := m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "xdp"})
+	kernel := m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "kernel"})
+	if xdp < 1000 || kernel > 0 {
+		t.Errorf("listener datagrams via AF_XDP %v (want at least 1000), via the kernel socket %v (want 0)", xdp, kernel)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/offload"
 	"github.com/ebrtc/ebrtc/internal/sourceguard"
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
 var logLevels = map[string]logging.LogLevel{
@@ -30,17 +31,18 @@ var logLevels = map[string]logging.LogLevel{
 
 // Server is a running `ebrtc turn`.
 type Server struct {
-	settings *Settings
-	log      logging.LeveledLogger
-	turn     *turn.Server
-	engine   *offload.Engine    // nil when the fast path is off or could not attach
-	guard    *sourceguard.Guard // nil when it could not load (no CAP_BPF)
-	allocs   *allocationCounter
-	slow     *slowStats
-	events   *metrics.Events
-	metrics  *http.Server
-	Attached []offload.Attachment // where the fast path runs, and why
-	stop     chan struct{}        // ends watchAttachments
+	settings   *Settings
+	log        logging.LeveledLogger
+	turn       *turn.Server
+	engine     *offload.Engine    // nil when the fast path is off or could not attach
+	guard      *sourceguard.Guard // nil when it could not load (no CAP_BPF)
+	allocs     *allocationCounter
+	slow       *slowStats
+	events     *metrics.Events
+	metrics    *http.Server
+	Attached   []offload.Attachment // where the fast path runs, and why
+	afxdpConns []*afxdp.Conn        // UDP listeners receiving through AF_XDP (--rx afxdp)
+	stop       chan struct{}        // ends watchAttachments
 }
 
 // Start opens the listeners, loads and attaches the fast path, and serves.
@@ -166,6 +168,9 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 	switch l.Scheme {
 	case "udp":
 		// Several sockets on one port spread the slow path over the cores.
+		if s.RX == "afxdp" {
+			return srv.addAFXDPListener(cfg, network, addr, gen, permit, table)
+		}
 		lc := net.ListenConfig{Control: controlWith(setReusePort, setUDPBuffers, srv.guardControl())}
 		for range s.UDPThreads {
 			conn, err := lc.ListenPacket(context.Background(), "udp"+network, addr)
@@ -213,6 +218,26 @@ func (srv *Server) guardControl() controlFunc {
 		return nil
 	}
 	return srv.guard.Control
+}
+
+// addAFXDPListener receives a UDP listener's datagrams through AF_XDP
+// (pkg/afxdp): one conn and one read loop, whatever --udp-threads says.
+// pion/turn keeps allocations per PacketConnConfig, so several loops on one
+// conn would each see part of a client's datagrams and drop what belongs
+// to another's allocations; SO_REUSEPORT avoids that by hashing a client
+// to one socket, which one conn per port cannot.
+func (srv *Server) addAFXDPListener(cfg *turn.ServerConfig, network, addr string, gen *relayGenerator, permit permitFunc, table *channelTable) error {
+	lc := afxdp.ListenConfig{Control: controlWith(setUDPBuffers, srv.guardControl())}
+	conn, err := lc.ListenPacket(context.Background(), "udp"+network, addr)
+	if err != nil {
+		return fmt.Errorf("listen udp://%s (rx afxdp): %w", addr, err)
+	}
+	srv.afxdpConns = append(srv.afxdpConns, conn)
+	cfg.PacketConnConfigs = append(cfg.PacketConnConfigs, turn.PacketConnConfig{
+		PacketConn: &screenedConn{PacketConn: conn, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit,
+	})
+	table.udpListeners[addrPort(conn.LocalAddr())] = true
+	return nil
 }
 
 func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
@@ -328,7 +353,7 @@ func (srv *Server) serveMetrics() error {
 	}
 	m, err := metrics.Serve(srv.settings.MetricsListen, append(srv.events.Collectors(),
 		metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts), metrics.NewSourceGuardCollector(guardDropped),
-		metrics.NewSocketDropsCollector(srv.socketKind))...)
+		metrics.NewSocketDropsCollector(srv.socketKind), metrics.NewAFXDPCollector(srv.afxdpConns))...)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -407,6 +432,11 @@ func (srv *Server) Close() error {
 	}
 	if srv.engine != nil {
 		errs = append(errs, srv.engine.Close())
+	}
+	for _, c := range srv.afxdpConns {
+		if err := c.Close(); !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
 	}
 	if srv.guard != nil {
 		errs = append(errs, srv.guard.Close())

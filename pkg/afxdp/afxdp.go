@@ -37,6 +37,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ebrtc/ebrtc/internal/xsk"
 )
 
@@ -106,10 +108,7 @@ func (lc *ListenConfig) ListenPacket(ctx context.Context, network, address strin
 	local := c.udp.LocalAddr().(*net.UDPAddr).AddrPort()
 	c.port = local.Port()
 	c.v6Socket = local.Addr().Is6() && !local.Addr().Is4In6()
-	port, err := portEntry(network, local.Addr().Unmap())
-	if err != nil {
-		return nil, err
-	}
+	bindings := bindingsFor(network, local)
 	names := lc.Interfaces
 	if len(names) == 0 {
 		if names, err = interfacesFor(local.Addr().Unmap()); err != nil {
@@ -119,7 +118,7 @@ func (lc *ListenConfig) ListenPacket(ctx context.Context, network, address strin
 	if c.ns, err = acquireNamespace(); err != nil {
 		return nil, err
 	}
-	if err := c.attach(names, lc, port); err != nil {
+	if err := c.attach(names, lc, bindings); err != nil {
 		c.detach()
 		return nil, err
 	}
@@ -129,7 +128,7 @@ func (lc *ListenConfig) ListenPacket(ctx context.Context, network, address strin
 }
 
 // attach takes the interfaces (their sockets come first), then registers the port.
-func (c *Conn) attach(names []string, lc *ListenConfig, port xskrxRxPort) error {
+func (c *Conn) attach(names []string, lc *ListenConfig, bindings []binding) error {
 	frames := 0
 	for _, name := range names {
 		it, err := c.ns.acquireIface(name, lc)
@@ -142,7 +141,7 @@ func (c *Conn) attach(names []string, lc *ListenConfig, port xskrxRxPort) error 
 	// Never full: at most every frame of every socket waits here.
 	c.frames = make(chan frameRef, frames)
 	c.kernel = make(chan kernelDatagram, 64)
-	return c.ns.register(c, port)
+	return c.ns.register(c, bindings)
 }
 
 func (c *Conn) detach() error {
@@ -161,32 +160,27 @@ func (c *Conn) detach() error {
 	return errors.Join(errs...)
 }
 
-// portEntry says where the socket is bound, for the classifier.
-func portEntry(network string, addr netip.Addr) (xskrxRxPort, error) {
-	var p xskrxRxPort
+// bindingsFor says where the socket is bound, for the classifier.
+func bindingsFor(network string, local netip.AddrPort) []binding {
+	addr := local.Addr().Unmap()
+	v4 := binding{key: xskrxRxPortKey{Port: local.Port(), Family: unix.AF_INET}}
+	v6 := binding{key: xskrxRxPortKey{Port: local.Port(), Family: unix.AF_INET6}}
 	switch {
 	case addr.Is4():
-		p.Has4, p.Any4 = 1, b2u(addr.IsUnspecified())
-		v4 := addr.As4()
-		copy(p.V4.Bytes[:4], v4[:])
+		v4.port.Any = b2u(addr.IsUnspecified())
+		a := addr.As4()
+		copy(v4.port.Addr.Bytes[:], a[:])
+		return []binding{v4}
 	case addr.IsUnspecified():
+		v4.port.Any, v6.port.Any = 1, 1
 		// "udp" on :: is dual-stack (Go clears IPV6_V6ONLY); "udp6" is not.
-		p.Has6, p.Any6 = 1, 1
 		if network == "udp" {
-			p.Has4, p.Any4 = 1, 1
+			return []binding{v4, v6}
 		}
-	default:
-		p.Has6 = 1
-		p.V6.Bytes = addr.As16()
+		return []binding{v6}
 	}
-	return p, nil
-}
-
-func b2u(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
+	v6.port.Addr.Bytes = addr.As16()
+	return []binding{v6}
 }
 
 // interfacesFor is the interface holding addr, or every up non-loopback
@@ -237,6 +231,7 @@ type Conn struct {
 	v6Socket bool // report IPv4 senders as IPv4-mapped, as the kernel socket does
 	ns       *namespace
 	ifaces   []*iface
+	keys     []xskrxRxPortKey // registered with the classifier
 	slot     uint32
 
 	frames chan frameRef       // from the AF_XDP sockets
@@ -520,4 +515,11 @@ func (d *deadline) set(t time.Time) {
 	} else {
 		d.timer = time.AfterFunc(wait, func() { close(ch) })
 	}
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -159,3 +159,22 @@ func TestNamespaceUnloadsWithLastConn(t *testing.T) {
 	sendN(t, tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0), c.LocalAddr().(*net.UDPAddr).AddrPort(), 20, 100)
 	receiveN(t, c, 20, 100)
 }
+
+// TestSamePortBothFamilies: a conn on an IPv4 address and one on an IPv6
+// address may share a port (as a TURN server's two listeners do); each
+// receives its family's datagrams through AF_XDP.
+func TestSamePortBothFamilies(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	c4 := listenIn(t, tb.Server, ListenConfig{}, "udp4", testbed.ServerClientIP4.String()+":0")
+	port := c4.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	c6 := listenIn(t, tb.Server, ListenConfig{}, "udp6", netip.AddrPortFrom(testbed.ServerClientIP6, port).String())
+	sendN(t, tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0), netip.AddrPortFrom(testbed.ServerClientIP4, port), 50, 100)
+	sendN(t, tb.Client, netip.AddrPortFrom(testbed.ClientIP6, 0), netip.AddrPortFrom(testbed.ServerClientIP6, port), 50, 100)
+	receiveN(t, c4, 50, 100)
+	receiveN(t, c6, 50, 100)
+	for _, c := range []*Conn{c4, c6} {
+		if st, _ := c.Stats(); st.ViaXDP != 50 {
+			t.Errorf("%v: %d of 50 via AF_XDP", c.LocalAddr(), st.ViaXDP)
+		}
+	}
+}

@@ -41,12 +41,12 @@ type namespace struct {
 	mu     sync.Mutex
 	refs   int
 	ifaces map[int]*iface
-	ports  map[uint16]*Conn
+	ports  map[xskrxRxPortKey]*Conn
 	pslots slots.Pool
 	xslots [xskSlots]bool // XSK slots in use
 
 	// byPort is ports for the dispatchers, replaced (not changed) under mu.
-	byPort atomic.Pointer[map[uint16]*Conn]
+	byPort atomic.Pointer[map[xskrxRxPortKey]*Conn]
 }
 
 var namespaces = struct {
@@ -88,8 +88,8 @@ func acquireNamespace() (*namespace, error) {
 }
 
 func loadNamespace(id uint64) (ns *namespace, err error) {
-	ns = &namespace{id: id, ifaces: map[int]*iface{}, ports: map[uint16]*Conn{}, pslots: slots.New(portSlots)}
-	ns.byPort.Store(&map[uint16]*Conn{})
+	ns = &namespace{id: id, ifaces: map[int]*iface{}, ports: map[xskrxRxPortKey]*Conn{}, pslots: slots.New(portSlots)}
+	ns.byPort.Store(&map[xskrxRxPortKey]*Conn{})
 	spec, err := loadXskrx()
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: classifier: %w", err)
@@ -150,23 +150,33 @@ func (ns *namespace) credit(slot uint32) *int64 {
 	return (*int64)(unsafe.Pointer(&ns.credits[slot*8]))
 }
 
-// conn is the conn registered for port, for a dispatcher.
-func (ns *namespace) conn(port uint16) *Conn { return (*ns.byPort.Load())[port] }
+// conn is the conn registered for port and family, for a dispatcher.
+func (ns *namespace) conn(port uint16, family uint8) *Conn {
+	return (*ns.byPort.Load())[xskrxRxPortKey{Port: port, Family: family}]
+}
 
 func (ns *namespace) publishPorts() {
-	m := make(map[uint16]*Conn, len(ns.ports))
-	for p, c := range ns.ports {
-		m[p] = c
+	m := make(map[xskrxRxPortKey]*Conn, len(ns.ports))
+	for k, c := range ns.ports {
+		m[k] = c
 	}
 	ns.byPort.Store(&m)
 }
 
-// register puts c's port in the classifier, on ifaces that it holds by then.
-func (ns *namespace) register(c *Conn, port xskrxRxPort) error {
+// binding is a port of one family as the classifier knows it.
+type binding struct {
+	key  xskrxRxPortKey
+	port xskrxRxPort
+}
+
+// register puts c's bindings in the classifier, on interfaces it holds by then.
+func (ns *namespace) register(c *Conn, bs []binding) (err error) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.ports[c.port] != nil {
-		return fmt.Errorf("afxdp: port %d already registered", c.port)
+	for _, b := range bs {
+		if ns.ports[b.key] != nil {
+			return fmt.Errorf("afxdp: port %d (family %d) already has a conn in this namespace", b.key.Port, b.key.Family)
+		}
 	}
 	slot, ok := ns.pslots.Get()
 	if !ok {
@@ -176,13 +186,17 @@ func (ns *namespace) register(c *Conn, port xskrxRxPort) error {
 		ns.pslots.Put(slot)
 		return err
 	}
-	port.Slot = slot
 	c.slot = slot
-	if err := ns.objs.RxPorts.Put(c.port, port); err != nil {
-		ns.pslots.Put(slot)
-		return fmt.Errorf("afxdp: register port %d: %w", c.port, err)
+	for _, b := range bs {
+		b.port.Slot = slot
+		if err := ns.objs.RxPorts.Put(b.key, b.port); err != nil {
+			ns.removeKeys(c)
+			ns.pslots.Put(slot)
+			return fmt.Errorf("afxdp: register port %d: %w", b.key.Port, err)
+		}
+		ns.ports[b.key] = c
+		c.keys = append(c.keys, b.key)
 	}
-	ns.ports[c.port] = c
 	ns.publishPorts()
 	return nil
 }
@@ -192,14 +206,23 @@ func (ns *namespace) register(c *Conn, port xskrxRxPort) error {
 func (ns *namespace) unregister(c *Conn) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.ports[c.port] != c {
+	if len(c.keys) == 0 {
 		return nil
 	}
-	err := ns.objs.RxPorts.Delete(c.port)
-	delete(ns.ports, c.port)
+	err := ns.removeKeys(c)
 	ns.pslots.Put(c.slot)
 	ns.publishPorts()
 	return err
+}
+
+func (ns *namespace) removeKeys(c *Conn) error {
+	var errs []error
+	for _, k := range c.keys {
+		errs = append(errs, ns.objs.RxPorts.Delete(k))
+		delete(ns.ports, k)
+	}
+	c.keys = nil
+	return errors.Join(errs...)
 }
 
 func (ns *namespace) zeroPortCounters(slot uint32) error {

@@ -95,7 +95,7 @@ func (q *queue) dispatch(d xsk.Desc) {
 		return
 	}
 	port := binary.BigEndian.Uint16(frame[metaSize+2:])
-	if c := q.ns.conn(port); c == nil || !c.deliverFrame(q, d) {
+	if c := q.ns.conn(port, frame[26]); c == nil || !c.deliverFrame(q, d) {
 		q.orphans.Add(1)
 		q.recycle(d.Addr)
 	}

@@ -27,20 +27,21 @@ type xskrxRxIface struct {
 }
 
 type xskrxRxPort struct {
-	_  structs.HostLayout
-	V4 struct {
-		_     structs.HostLayout
-		Bytes [16]uint8
-	}
-	V6 struct {
+	_    structs.HostLayout
+	Addr struct {
 		_     structs.HostLayout
 		Bytes [16]uint8
 	}
 	Slot uint32
-	Any4 uint8
-	Any6 uint8
-	Has4 uint8
-	Has6 uint8
+	Any  uint8
+	Pad  [3]uint8
+}
+
+type xskrxRxPortKey struct {
+	_      structs.HostLayout
+	Port   uint16
+	Family uint8
+	Pad    uint8
 }
 
 // Names of all BPF objects in the ELF.

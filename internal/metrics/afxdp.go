@@ -1,0 +1,55 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
+)
+
+var (
+	afxdpDatagramsDesc = prometheus.NewDesc("ebrtc_afxdp_datagrams_total",
+		"Datagrams an AF_XDP conn (--rx afxdp) returned to the server, by local address and path: xdp (through the AF_XDP socket) or kernel (what the classifier left to the kernel socket).",
+		[]string{"addr", "path"}, nil)
+	afxdpDroppedDesc = prometheus.NewDesc("ebrtc_afxdp_dropped_total",
+		"Datagrams an AF_XDP conn dropped, by local address and reason: bad_checksum (as the kernel would), malformed, kernel_dropped (the AF_XDP socket's own drop counter).",
+		[]string{"addr", "reason"}, nil)
+	afxdpOutcomesDesc = prometheus.NewDesc("ebrtc_afxdp_outcome_packets_total",
+		"The XDP classifier's verdicts on the datagrams for a conn (its local address), by outcome (redirect, or why it passed them to the kernel socket).",
+		[]string{"addr", "outcome"}, nil)
+)
+
+// AFXDPCollector exports the counters of AF_XDP conns.
+type AFXDPCollector struct {
+	conns []*afxdp.Conn
+}
+
+// NewAFXDPCollector exports conns' counters.
+func NewAFXDPCollector(conns []*afxdp.Conn) *AFXDPCollector { return &AFXDPCollector{conns: conns} }
+
+func (c *AFXDPCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- afxdpDatagramsDesc
+	ch <- afxdpDroppedDesc
+	ch <- afxdpOutcomesDesc
+}
+
+func (c *AFXDPCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, conn := range c.conns {
+		st, err := conn.Stats()
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(afxdpDatagramsDesc, err)
+			continue
+		}
+		addr := conn.LocalAddr().String()
+		counter := func(d *prometheus.Desc, v uint64, label string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), addr, label)
+		}
+		counter(afxdpDatagramsDesc, st.ViaXDP, "xdp")
+		counter(afxdpDatagramsDesc, st.ViaKernel, "kernel")
+		counter(afxdpDroppedDesc, st.BadChecksum, "bad_checksum")
+		counter(afxdpDroppedDesc, st.Malformed, "malformed")
+		counter(afxdpDroppedDesc, st.Sockets.RxDropped, "kernel_dropped")
+		for name, o := range st.Outcomes {
+			counter(afxdpOutcomesDesc, o.Packets, name)
+		}
+	}
+}
