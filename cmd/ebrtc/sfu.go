@@ -22,6 +22,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&ifaces, "iface", "interface media arrives on, for the eBPF data plane (repeatable)")
 	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling")
 	dataplane := fs.String("dataplane", "ebpf", "ebpf (TC ingress) or user (recvmmsg/sendmmsg)")
+	rx := fs.String("rx", "kernel", "how the user data plane receives: kernel (recvmmsg) or afxdp (AF_XDP sockets fed by an XDP classifier; --dataplane user only)")
 	noRA := fs.Bool("no-rate-adaptation", false, "send every receiver every layer (default: each receiver's AV1 temporal layers follow its bandwidth estimate)")
 	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")
 	audio := fs.String("audio-codec", signaling.DefaultCodecs.Audio, "the one audio codec negotiated")
@@ -41,7 +42,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ebrtc sfu: unencrypted-media: media is forwarded as plain RTP, readable and forgeable on the path;\nrun it only where that is acceptable (docs/sfu.md) and say so with --unencrypted-media")
 		return 2
 	}
-	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, NoRateAdaptation: *noRA, MetricsListen: *metricsListen,
+	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	for _, m := range media {
 		ap, err := netip.ParseAddrPort(m)

@@ -145,7 +145,14 @@ func meetingSFU(t *testing.T) (*testbed.Testbed, dataplane.Plane) {
 // testbedSFU is meetingSFU with either data plane and these media sockets.
 func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.Testbed, dataplane.Plane) {
 	testenv.RequireRoot(t)
-	tb, err := testbed.NewWith(testbed.Options{Unprepared: true})
+	// plane "user+afxdp": the user data plane receiving through AF_XDP, on
+	// a testbed whose hosts send full checksums (a container host's partial
+	// ones all take the kernel socket: pkg/afxdp).
+	opts, rx := testbed.Options{Unprepared: true}, "kernel"
+	if p, ok := strings.CutSuffix(plane, "+afxdp"); ok {
+		plane, rx, opts = p, "afxdp", testbed.Options{}
+	}
+	tb, err := testbed.NewWith(opts)
 	if err != nil {
 		testenv.Missing(t, "testbed: %v", err)
 	}
@@ -155,7 +162,7 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 	done := make(chan error, 1)
 	go func() {
 		done <- tb.Server.Do(func() error {
-			return Run(ctx, Config{Listen: testbed.SFUWeb.String(), Dataplane: plane,
+			return Run(ctx, Config{Listen: testbed.SFUWeb.String(), Dataplane: plane, RX: rx,
 				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
 				Media:         media,
 				Ifaces:        []string{testbed.ServerCliIface},

@@ -19,6 +19,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
 // Config of an SFU.
@@ -27,7 +28,10 @@ type Config struct {
 	Media     []netip.AddrPort // media sockets: the ICE candidates, one per family
 	Ifaces    []string         // where the eBPF data plane runs (TC ingress)
 	Dataplane string           // "ebpf" or "user"
-	Codecs    signaling.Codecs
+	// RX is how the user data plane receives: "kernel" (the default:
+	// recvmmsg) or "afxdp" (AF_XDP sockets, pkg/afxdp).
+	RX     string
+	Codecs signaling.Codecs
 	// NoRateAdaptation: every receiver gets every layer of every stream
 	// (by default each receiver's AV1 temporal layers follow its estimate).
 	NoRateAdaptation bool
@@ -61,6 +65,15 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("sfu: dataplane: %q (want ebpf or user)", c.Dataplane)
 	}
+	switch c.RX {
+	case "", "kernel":
+	case "afxdp":
+		if c.Dataplane != "user" {
+			return errors.New("sfu: rx: afxdp needs the user data plane (the eBPF one forwards in the kernel)")
+		}
+	default:
+		return fmt.Errorf("sfu: rx: %q (want kernel or afxdp)", c.RX)
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
@@ -72,22 +85,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	var conns []*net.UDPConn
+	conns, rx, err := openMedia(cfg)
 	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
-	}()
-	for _, m := range cfg.Media {
-		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(m))
-		if err != nil {
-			return fmt.Errorf("sfu: media socket: %w", err)
+		for _, c := range rx {
+			c.Close()
 		}
-		conns = append(conns, c)
+	}()
+	if err != nil {
+		return err
 	}
 	var ctrl *controller.Controller
 	var agentReady atomic.Pointer[agent.Agent] // the planes call it from their own goroutines, once it is
-	plane, err := openPlane(cfg, conns, agentReady.Load)
+	plane, err := openPlane(cfg, conns, rx, agentReady.Load)
 	if err != nil {
 		return err
 	}
@@ -107,7 +119,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if cfg.MetricsListen != "" {
-		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl))
+		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl), metrics.NewAFXDPCollector(rx))
 		if err != nil {
 			return fmt.Errorf("sfu: %w", err)
 		}
@@ -140,10 +152,36 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func openPlane(cfg Config, conns []*net.UDPConn, ag func() *agent.Agent) (dataplane.Plane, error) {
+// openMedia opens the media sockets; with --rx afxdp each is the kernel
+// socket of an AF_XDP conn (rx), which receives in its place.
+func openMedia(cfg Config) (conns []*net.UDPConn, rx []*afxdp.Conn, err error) {
+	for _, m := range cfg.Media {
+		if cfg.RX == "afxdp" {
+			c, err := afxdp.Listen("udp", m.String())
+			if err != nil {
+				return conns, rx, fmt.Errorf("sfu: media socket (rx afxdp): %w", err)
+			}
+			rx = append(rx, c)
+			conns = append(conns, c.KernelConn())
+			continue
+		}
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(m))
+		if err != nil {
+			return conns, rx, fmt.Errorf("sfu: media socket: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return conns, rx, nil
+}
+
+func openPlane(cfg Config, conns []*net.UDPConn, rx []*afxdp.Conn, ag func() *agent.Agent) (dataplane.Plane, error) {
 	if cfg.Dataplane == "user" {
+		readers := map[*net.UDPConn]dataplane.DatagramReader{}
+		for i, c := range rx {
+			readers[conns[i]] = c
+		}
 		// The user plane reads the sockets; the agent gets what it is owed.
-		return dataplane.NewUser(dataplane.UserConfig{Conns: conns, Upcall: func(p []byte, from netip.AddrPort, c *net.UDPConn) {
+		return dataplane.NewUser(dataplane.UserConfig{Conns: conns, Readers: readers, Upcall: func(p []byte, from netip.AddrPort, c *net.UDPConn) {
 			if a := ag(); a != nil {
 				_ = a.Handle(p, from, c)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // and ICE: each receiver gets every packet, byte for byte as sent, with
 // both data planes.
 func TestSyntheticOneToHundred(t *testing.T) {
-	for _, plane := range []string{"ebpf", "user"} {
+	for _, plane := range []string{"ebpf", "user", "user+afxdp"} {
 		t.Run(plane, func(t *testing.T) { oneToMany(t, plane, 100, false) })
 	}
 	// Media over IPv6 (signaling stays on IPv4): 20 receivers.
@@ -72,6 +73,17 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 		plane, v6, count, receivers, missing, worst, o[dataplane.Replicated].Packets, o[dataplane.Replica].Packets, o[dataplane.Gated].Packets)
 	if o[dataplane.Replica].Packets < uint64(count*receivers) {
 		t.Errorf("data plane counted %d replicas, want %d", o[dataplane.Replica].Packets, count*receivers)
+	}
+	if strings.HasSuffix(plane, "+afxdp") {
+		m, err := testbed.ScrapeMetrics(tb.Client, testbed.ServerClientIP4.String()+":9108")
+		if err != nil {
+			t.Fatal(err)
+		}
+		xdp, kernel := m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "xdp"}), m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "kernel"})
+		t.Logf("media sockets: %v datagrams through AF_XDP, %v through the kernel socket", xdp, kernel)
+		if xdp < float64(count) || kernel > 0 {
+			t.Errorf("media through AF_XDP %v (want at least the publisher's %d), through the kernel socket %v (want 0)", xdp, count, kernel)
+		}
 	}
 }
 

@@ -442,6 +442,11 @@ func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 	return c.udp.WriteToUDPAddrPort(b, addr)
 }
 
+// KernelConn is the kernel socket: for sending (sendmmsg included) and
+// socket options. Reading it takes datagrams away from ReadFrom; closing
+// the Conn closes it.
+func (c *Conn) KernelConn() *net.UDPConn { return c.udp }
+
 // LocalAddr is the bound address.
 func (c *Conn) LocalAddr() net.Addr { return c.udp.LocalAddr() }
 

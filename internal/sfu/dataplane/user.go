@@ -43,6 +43,16 @@ type UserConfig struct {
 	// Upcall gets what the agent handles (STUN, RTCP feedback), with the
 	// socket it came in on. It must not keep p.
 	Upcall func(p []byte, from netip.AddrPort, conn *net.UDPConn)
+	// Readers, where set, receive for a conn in its place (an AF_XDP conn
+	// whose kernel socket it is: --rx afxdp); replicas still leave by
+	// the conn. Close closes them.
+	Readers map[*net.UDPConn]DatagramReader
+}
+
+// DatagramReader receives datagrams one at a time.
+type DatagramReader interface {
+	ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error)
+	Close() error
 }
 
 // User is the data plane in user space (--dataplane user): the decisions
@@ -63,8 +73,9 @@ type User struct {
 }
 
 type userConn struct {
-	conn  *net.UDPConn
-	batch *ipv4.PacketConn // recvmmsg/sendmmsg; works on IPv6 sockets too
+	conn   *net.UDPConn
+	batch  *ipv4.PacketConn // recvmmsg/sendmmsg; works on IPv6 sockets too
+	reader DatagramReader   // receives instead of batch, if set
 }
 
 type userKey struct {
@@ -131,7 +142,7 @@ func NewUser(cfg UserConfig) (*User, error) {
 		if local.Addr().IsUnspecified() {
 			return nil, fmt.Errorf("dataplane: user: socket %v: bind a specific address (replicas leave from it)", local)
 		}
-		u.conns[local] = &userConn{conn: c, batch: ipv4.NewPacketConn(c)}
+		u.conns[local] = &userConn{conn: c, batch: ipv4.NewPacketConn(c), reader: cfg.Readers[c]}
 	}
 	for _, c := range u.conns {
 		u.wg.Add(1)
@@ -230,6 +241,10 @@ func (u *User) StreamStats(from netip.AddrPort) (StreamStats, error) {
 func (u *User) Close() error {
 	var errs []error
 	for _, c := range u.conns {
+		if c.reader != nil {
+			errs = append(errs, c.reader.Close()) // and its kernel socket, c.conn
+			continue
+		}
 		errs = append(errs, c.conn.Close())
 	}
 	u.wg.Wait()
@@ -246,6 +261,10 @@ func (u *User) upcall(p []byte, from netip.AddrPort, c *userConn) {
 
 // serve reads a socket in batches until it is closed.
 func (u *User) serve(c *userConn) {
+	if c.reader != nil {
+		u.serveReader(c)
+		return
+	}
 	msgs := make([]ipv4.Message, userBatch)
 	for i := range msgs {
 		msgs[i].Buffers = [][]byte{make([]byte, 1500)}
@@ -262,6 +281,22 @@ func (u *User) serve(c *userConn) {
 		for _, m := range msgs[:n] {
 			out = u.handle(c, m.Buffers[0][:m.N], m.Addr.(*net.UDPAddr), out[:0])
 		}
+	}
+}
+
+// serveReader reads a conn's reader until it is closed.
+func (u *User) serveReader(c *userConn) {
+	buf := make([]byte, 1500)
+	out := make([]ipv4.Message, 0, MaxFanout)
+	for {
+		n, from, err := c.reader.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		out = u.handle(c, buf[:n], net.UDPAddrFromAddrPort(from), out[:0])
 	}
 }
 
