@@ -26,12 +26,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	maxLoss := fs.Float64("max-loss", 0, "loss allowed at the loss-free rate, in percent (default 0.1)")
 	verbose := fs.Bool("v", false, "show the relays' output")
 	sfu := fs.Bool("sfu", false, "benchmark SFUs (ebrtc sfu, both data planes, and Janus) instead of TURN relays")
+	afxdp := fs.Bool("afxdp", false, "benchmark the AF_XDP receive path (pkg/afxdp) against a kernel UDP socket, and pion peers over each, instead of TURN relays")
+	rate := fs.Float64("rate", 0, "with --afxdp, datagrams/s of the latency trials (default 10000)")
 	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, ebrtc-sfu-ebpf-ra, ebrtc-sfu-user-ra, janus, or all")
 	hosts := fs.Int("hosts", 0, "with --sfu, client namespaces (each behind a veth of its own) the receivers spread over (default 4, at most 8)")
 	fanout := fs.Int("fanout", 0, fmt.Sprintf("with --sfu, receivers of the replication trials' sender (default 50, at most %d)", sfudataplane.MaxFanout))
 	isolate := fs.Bool("isolate", runtime.NumCPU() >= 2, "run the relay under test, with its interfaces' NAPI threads, alone on the last CPU and report its core's time per packet")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\nWith --sfu, ebrtc sfu's two data planes and Janus instead: cost per replica, loss-free\nreplicas/s, replica skew and participants per core (docs/sfu.md).\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\nWith --sfu, ebrtc sfu's two data planes and Janus instead: cost per replica, loss-free\nreplicas/s, replica skew and participants per core (docs/sfu.md). With --afxdp, an\nendpoint's receive time through AF_XDP and through a kernel socket (docs/afxdp.md).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,6 +46,24 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
 		return 1
+	}
+	if *afxdp {
+		o := bench.FullAFXDPOptions()
+		if *quick {
+			o = bench.QuickAFXDPOptions()
+		}
+		o.Isolate, o.Progress = *isolate, stderr
+		if *rate != 0 {
+			if *rate < 100 || *rate > 1e6 {
+				fmt.Fprintln(stderr, "ebrtc bench: --rate must be 100-1000000")
+				return 2
+			}
+			o.Rate = *rate
+		}
+		if *verbose {
+			o.Log = stderr
+		}
+		return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return bench.RunAFXDP(ctx, bin, o) })
 	}
 	if *sfu {
 		o := bench.FullSFUOptions()
@@ -149,6 +169,21 @@ func runReport(stdout, stderr io.Writer, jsonPath, plotPath string, run func(con
 			fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
 			return 1
 		}
+	}
+	return 0
+}
+
+func runRXProbe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rx-probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	rx := fs.String("rx", "kernel", "receive path: kernel or afxdp")
+	listen := fs.String("listen", "", "UDP address IP:PORT")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := bench.RXProbe(*rx, *listen, stdout); err != nil {
+		fmt.Fprintln(stderr, "ebrtc rx-probe:", err)
+		return 1
 	}
 	return 0
 }

@@ -20,6 +20,7 @@ var commands = []command{
 	{"offload", "offload an unmodified TURN server's channels to XDP (needs root)", runOffload},
 	{"sfu", "run a selective forwarding unit whose media forwarding runs in eBPF", runSFU},
 	{"bench", "benchmark TURN relays on a namespace testbed (needs root)", runBench},
+	{"rx-probe", "receive for ebrtc bench --afxdp: one receive path, per-datagram times (needs root)", runRXProbe},
 	{"profile", "charge a loaded BPF program's perf samples to its source lines (needs root)", runProfile},
 	{"demo", "show the fast path on a namespace testbed (needs root)", runDemo},
 	{"version", "print the version", runVersion},

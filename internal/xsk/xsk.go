@@ -359,6 +359,9 @@ func (s *Socket) Stats() (Stats, error) {
 // RX ring) in between, without a thread of its own.
 func (s *Socket) SyscallConn() (syscall.RawConn, error) { return s.file.SyscallConn() }
 
+// SetReadDeadline bounds a Read waiting on SyscallConn (zero: none).
+func (s *Socket) SetReadDeadline(t time.Time) error { return s.file.SetReadDeadline(t) }
+
 // Interrupt makes a Read waiting on SyscallConn return (with
 // os.ErrDeadlineExceeded), so its goroutine can stop before Close.
 func (s *Socket) Interrupt() error { return s.file.SetReadDeadline(time.Unix(1, 0)) }

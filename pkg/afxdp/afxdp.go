@@ -140,6 +140,9 @@ func (c *Conn) attach(names []string, lc *ListenConfig, bindings []binding) erro
 	}
 	// Never full: at most every frame of every socket waits here.
 	c.frames = make(chan frameRef, frames)
+	if len(c.ifaces) == 1 && len(c.ifaces[0].queues) == 1 && c.ifaces[0].queues[0].polled {
+		c.direct, c.descs = c.ifaces[0].queues[0], make([]xsk.Desc, 64)
+	}
 	c.kernel = make(chan kernelDatagram, 64)
 	return c.ns.register(c, bindings)
 }
@@ -237,6 +240,12 @@ type Conn struct {
 	frames chan frameRef       // from the AF_XDP sockets
 	kernel chan kernelDatagram // from the kernel socket
 
+	// direct is the conn's one queue when readers poll it (an interface
+	// with one RX queue); descs are the reader's for polling.
+	direct          *queue
+	descs           []xsk.Desc
+	polling, wakeup atomic.Bool
+
 	mu      sync.RWMutex // held for reading while a frame is delivered or read
 	closed  bool
 	closing chan struct{}
@@ -306,6 +315,7 @@ func (c *Conn) readKernel() {
 		}
 		select {
 		case c.kernel <- kernelDatagram{buf[:n:n], from}:
+			c.wake()
 		case <-c.closing:
 			return
 		}
@@ -314,57 +324,161 @@ func (c *Conn) readKernel() {
 
 // ReadFromUDPAddrPort reads the next datagram, from either path.
 func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	n, from, _, err := c.ReadWithArrival(b)
+	return n, from, err
+}
+
+// ReadWithArrival reads the next datagram and when it arrived: the
+// CLOCK_MONOTONIC nanoseconds at which the classifier saw its frame (0 for
+// a datagram that took the kernel socket).
+func (c *Conn) ReadWithArrival(b []byte) (int, netip.AddrPort, uint64, error) {
 	for {
-		var f frameRef
+		f, d, err := c.next()
+		if err != nil {
+			return 0, netip.AddrPort{}, 0, err
+		}
+		if d != nil {
+			c.viaKernel.Add(1)
+			return copy(b, d.buf), d.from, 0, nil
+		}
+		if n, from, arrival, ok := c.readFrame(f, b); ok {
+			return n, from, arrival, nil
+		}
+	}
+}
+
+// next is the next frame, or datagram from the kernel socket, for the
+// reader: queued ones first, then, on a polled queue, what the reader
+// finds polling it (if no other reader does), else what others queue.
+func (c *Conn) next() (frameRef, *kernelDatagram, error) {
+	for {
 		select {
-		case f = <-c.frames:
+		case <-c.closing:
+			return frameRef{}, nil, net.ErrClosed
+		case f := <-c.frames:
+			return f, nil, nil
+		case d := <-c.kernel:
+			return frameRef{}, &d, nil
 		default:
-			expired, changed := c.deadline.wait()
-			select {
-			case f = <-c.frames:
-			case d := <-c.kernel:
-				c.viaKernel.Add(1)
-				return copy(b, d.buf), d.from, nil
-			case <-c.closing:
-				return 0, netip.AddrPort{}, net.ErrClosed
-			case <-expired:
-				return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
-			case <-changed:
-				continue
+		}
+		if q := c.direct; q != nil && q.pollMu.TryLock() {
+			f, ok, err := c.poll(q)
+			q.release()
+			if err != nil || ok {
+				return f, nil, err
 			}
+			continue
 		}
-		if n, from, ok := c.readFrame(f, b); ok {
-			return n, from, nil
+		var free <-chan struct{}
+		if c.direct != nil {
+			free = c.direct.free
 		}
+		expired, changed := c.deadline.wait()
+		select {
+		case <-c.closing:
+			return frameRef{}, nil, net.ErrClosed
+		case f := <-c.frames:
+			return f, nil, nil
+		case d := <-c.kernel:
+			return frameRef{}, &d, nil
+		case <-expired:
+			return frameRef{}, nil, os.ErrDeadlineExceeded
+		case <-changed:
+		case <-free:
+		}
+	}
+}
+
+// poll consumes q's RX ring as its poller until a frame for c comes
+// (ok), handing the others on; it returns without one when the reader is
+// wanted elsewhere (a datagram from the kernel socket, close, a new
+// deadline: wake) or the deadline passes.
+func (c *Conn) poll(q *queue) (frameRef, bool, error) {
+	for {
+		if q.stopping.Load() {
+			return frameRef{}, false, net.ErrClosed
+		}
+		if f, ok := c.receive(q); ok {
+			return f, true, nil
+		}
+		dl := c.deadline.when()
+		if !dl.IsZero() && !time.Now().Before(dl) {
+			return frameRef{}, false, os.ErrDeadlineExceeded
+		}
+		_ = q.sock.SetReadDeadline(dl)
+		// Dekker with wake: one of us sees the other's store.
+		c.polling.Store(true)
+		if c.wakeup.Swap(false) {
+			c.polling.Store(false)
+			return frameRef{}, false, nil
+		}
+		err := q.raw.Read(func(uintptr) bool {
+			return q.sock.Pending() > 0 || c.wakeup.Load() || q.stopping.Load()
+		})
+		c.polling.Store(false)
+		if c.wakeup.Swap(false) {
+			return frameRef{}, false, nil
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return frameRef{}, false, err
+		}
+	}
+}
+
+// receive takes what q's RX ring holds: the first frame for c is returned,
+// the rest queued for their conns (c's own behind it, in order).
+func (c *Conn) receive(q *queue) (frameRef, bool) {
+	var mine frameRef
+	found := false
+	n := q.sock.Receive(c.descs)
+	for _, d := range c.descs[:n] {
+		to := q.route(d)
+		switch {
+		case to == nil:
+		case to == c && !found:
+			mine, found = frameRef{q, d}, true
+		case !to.deliverFrame(q, d):
+			q.orphans.Add(1)
+			q.recycle(d.Addr)
+		}
+	}
+	return mine, found
+}
+
+// wake brings the reader out of poll (if it polls) to look at its queues.
+func (c *Conn) wake() {
+	c.wakeup.Store(true)
+	if c.polling.Load() {
+		_ = c.direct.sock.Interrupt()
 	}
 }
 
 // readFrame copies a frame's payload out, checks it as the kernel would,
 // and gives the frame back.
-func (c *Conn) readFrame(f frameRef, b []byte) (int, netip.AddrPort, bool) {
+func (c *Conn) readFrame(f frameRef, b []byte) (int, netip.AddrPort, uint64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		// Close gave the frames back, or is about to close the socket.
-		return 0, netip.AddrPort{}, false
+		return 0, netip.AddrPort{}, 0, false
 	}
 	defer f.q.recycle(f.desc.Addr)
 	frame, err := f.q.sock.Frame(f.desc)
 	if err != nil {
 		c.malformed.Add(1)
-		return 0, netip.AddrPort{}, false
+		return 0, netip.AddrPort{}, 0, false
 	}
 	from, payload, err := parseFrame(frame, c.v6Socket)
 	switch {
 	case errors.Is(err, errChecksum):
 		c.badChecksum.Add(1)
-		return 0, netip.AddrPort{}, false
+		return 0, netip.AddrPort{}, 0, false
 	case err != nil:
 		c.malformed.Add(1)
-		return 0, netip.AddrPort{}, false
+		return 0, netip.AddrPort{}, 0, false
 	}
 	c.viaXDP.Add(1)
-	return copy(b, payload), from, true
+	return copy(b, payload), from, binary.NativeEndian.Uint64(frame[16:]), true
 }
 
 var (
@@ -453,12 +567,14 @@ func (c *Conn) LocalAddr() net.Addr { return c.udp.LocalAddr() }
 // SetDeadline sets both deadlines.
 func (c *Conn) SetDeadline(t time.Time) error {
 	c.deadline.set(t)
+	c.wake()
 	return c.udp.SetWriteDeadline(t)
 }
 
 // SetReadDeadline makes a waiting or later ReadFrom fail after t.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.deadline.set(t)
+	c.wake()
 	return nil
 }
 
@@ -474,6 +590,7 @@ func (c *Conn) Close() error {
 	err := net.ErrClosed
 	c.once.Do(func() {
 		close(c.closing)
+		c.wake()
 		err = c.udp.Close()
 		c.readers.Wait()
 		err = errors.Join(err, c.detach())
@@ -484,6 +601,7 @@ func (c *Conn) Close() error {
 // deadline is a read deadline that waiting readers follow as it changes.
 type deadline struct {
 	mu      sync.Mutex
+	t       time.Time
 	timer   *time.Timer
 	expired chan struct{} // closed when the deadline passes
 	changed chan struct{} // closed when it is set again
@@ -498,9 +616,16 @@ func (d *deadline) wait() (expired, changed <-chan struct{}) {
 	return d.expired, d.changed
 }
 
+func (d *deadline) when() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.t
+}
+
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.t = t
 	if d.timer != nil {
 		d.timer.Stop()
 		d.timer = nil

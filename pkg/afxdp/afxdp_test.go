@@ -3,8 +3,11 @@ package afxdp
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -43,11 +46,26 @@ func listenIn(t *testing.T, ns *netns.NS, lc ListenConfig, network, addr string)
 // sendN sends n numbered datagrams of size bytes from a socket in ns.
 func sendN(t *testing.T, ns *netns.NS, from, to netip.AddrPort, n, size int) *net.UDPConn {
 	t.Helper()
+	s := senderIn(t, ns, from)
+	if err := sendFrom(s, to, n, size); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// senderIn is a UDP socket in ns, closed when the test ends.
+func senderIn(t *testing.T, ns *netns.NS, from netip.AddrPort) *net.UDPConn {
+	t.Helper()
 	s, err := testbed.ListenUDP(ns, from)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// sendFrom sends n datagrams: a 4-byte number, then bytes derived from it.
+func sendFrom(s *net.UDPConn, to netip.AddrPort, n, size int) error {
 	buf := make([]byte, size)
 	for i := range n {
 		binary.BigEndian.PutUint32(buf, uint32(i))
@@ -55,13 +73,13 @@ func sendN(t *testing.T, ns *netns.NS, from, to netip.AddrPort, n, size int) *ne
 			buf[j] = byte(i + j)
 		}
 		if _, err := s.WriteToUDPAddrPort(buf, to); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if i%64 == 63 {
 			time.Sleep(time.Millisecond) // paced: a burst is not what this checks
 		}
 	}
-	return s
+	return nil
 }
 
 // receiveN reads n datagrams, checks each payload and its order, and
@@ -176,5 +194,142 @@ func TestSamePortBothFamilies(t *testing.T) {
 		if st, _ := c.Stats(); st.ViaXDP != 50 {
 			t.Errorf("%v: %d of 50 via AF_XDP", c.LocalAddr(), st.ViaXDP)
 		}
+	}
+}
+
+// TestConcurrentConns: four conns on one interface (one RX queue: their
+// readers take turns polling it and hand each other's frames on), each
+// read by its own goroutine while all four receive at once; every
+// datagram arrives at its conn, in order.
+func TestConcurrentConns(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	const conns, n, size = 4, 2000, 200
+	var cs []*Conn
+	for range conns {
+		cs = append(cs, listenIn(t, tb.Server, ListenConfig{Control: testbed.LargeBuffers}, "udp4", testbed.ServerClientIP4.String()+":0"))
+	}
+	errs := make(chan error, conns)
+	for _, c := range cs {
+		go func() {
+			buf := make([]byte, 2048)
+			for i := range n {
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				m, _, err := c.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					errs <- fmt.Errorf("%v: datagram %d: %w", c.LocalAddr(), i, err)
+					return
+				}
+				if got := binary.BigEndian.Uint32(buf); m != size || got != uint32(i) {
+					errs <- fmt.Errorf("%v: datagram %d arrived as number %d (%d bytes)", c.LocalAddr(), i, got, m)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for _, c := range cs {
+		s := senderIn(t, tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+		go func() {
+			if err := sendFrom(s, c.LocalAddr().(*net.UDPAddr).AddrPort(), n, size); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cs {
+		if st, _ := c.Stats(); st.ViaXDP+st.ViaKernel != n {
+			t.Errorf("%v: %+v", c.LocalAddr(), st)
+		}
+	}
+}
+
+// TestDeadlinesAndClose: a read without traffic ends at its deadline; a
+// deadline set while a read waits ends it; Close ends a waiting read.
+func TestDeadlinesAndClose(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	c := listenIn(t, tb.Server, ListenConfig{}, "udp4", testbed.ServerClientIP4.String()+":0")
+	buf := make([]byte, 100)
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, _, err := c.ReadFrom(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past its deadline: %v", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	done := make(chan error, 1)
+	go func() { _, _, err := c.ReadFrom(buf); done <- err }()
+	time.Sleep(50 * time.Millisecond)
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read after a new deadline: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a deadline set during a read did not end it")
+	}
+	c.SetReadDeadline(time.Time{})
+	go func() { _, _, err := c.ReadFrom(buf); done <- err }()
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("read during Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end a waiting read")
+	}
+}
+
+// TestMultiQueue: on a veth with four RX queues the conn has a socket on
+// each, drained by a goroutine per queue (a reader waits on one socket
+// only); datagrams from several senders, spread over the queues, all
+// arrive, each sender's in order.
+func TestMultiQueue(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	const inner, outer = "eth-mq", "mq"
+	for _, err := range []error{
+		tb.Server.IP("link", "add", inner, "numrxqueues", "4", "numtxqueues", "4", "type", "veth", "peer", "name", outer,
+			"numrxqueues", "4", "numtxqueues", "4", "netns", tb.Client.Name),
+		tb.Server.IP("addr", "add", "10.201.50.1/24", "dev", inner),
+		tb.Client.IP("addr", "add", "10.201.50.2/24", "dev", outer),
+		tb.Server.IP("link", "set", inner, "up"),
+		tb.Client.IP("link", "set", outer, "up"),
+		tb.Client.Do(func() error { return netns.DisableTxChecksum(outer) }),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := listenIn(t, tb.Server, ListenConfig{Control: testbed.LargeBuffers}, "udp4", "10.201.50.1:0")
+	if q := len(c.ifaces[0].queues); q != 4 || c.direct != nil {
+		t.Fatalf("%d sockets (want 4), polled by the reader %v (want a goroutine per queue)", q, c.direct != nil)
+	}
+	const senders, n, size = 8, 300, 200
+	to := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	for range senders {
+		s := senderIn(t, tb.Client, netip.MustParseAddrPort("10.201.50.2:0"))
+		go sendFrom(s, to, n, size)
+	}
+	next := map[netip.AddrPort]uint32{}
+	buf := make([]byte, 2048)
+	for i := range senders * n {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("datagram %d of %d: %v", i, senders*n, err)
+		}
+		if got := binary.BigEndian.Uint32(buf); got != next[from] {
+			t.Fatalf("from %v: number %d, want %d", from, got, next[from])
+		}
+		next[from]++
+	}
+	st, _ := c.Stats()
+	t.Logf("stats %+v", st)
+	if st.ViaXDP != senders*n {
+		t.Errorf("%d of %d via AF_XDP", st.ViaXDP, senders*n)
 	}
 }

@@ -280,7 +280,7 @@ func (ns *namespace) acquireIface(name string, cfg *ListenConfig) (_ *iface, err
 		}
 	}()
 	for q := range nq {
-		qu, err := openQueue(ns, ifi.Index, q, base+uint32(q), cfg)
+		qu, err := openQueue(ns, ifi.Index, q, base+uint32(q), nq == 1, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("afxdp: %s queue %d: %w", name, q, err)
 		}

@@ -7,59 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pion/ice/v4"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
-// pionPeer is a pion/webrtc peer whose ICE runs on conn (a UDP mux).
+// pionPeer is a pion/webrtc peer whose ICE runs on conn, closed when the test ends.
 func pionPeer(t *testing.T, conn net.PacketConn, network webrtc.NetworkType) *webrtc.PeerConnection {
 	t.Helper()
-	var se webrtc.SettingEngine
-	se.SetICEUDPMux(webrtc.NewICEUDPMux(nil, conn))
-	se.SetNetworkTypes([]webrtc.NetworkType{network})
-	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
-	var me webrtc.MediaEngine
-	if err := me.RegisterDefaultCodecs(); err != nil {
-		t.Fatal(err)
-	}
-	pc, err := webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(&me)).NewPeerConnection(webrtc.Configuration{})
+	pc, err := testbed.PionPeer(conn, network)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
 	return pc
-}
-
-// connect does offer/answer between two peers in this process.
-func connect(t *testing.T, offerer, answerer *webrtc.PeerConnection) {
-	t.Helper()
-	offer, err := offerer.CreateOffer(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gathered := webrtc.GatheringCompletePromise(offerer)
-	if err := offerer.SetLocalDescription(offer); err != nil {
-		t.Fatal(err)
-	}
-	<-gathered
-	if err := answerer.SetRemoteDescription(*offerer.LocalDescription()); err != nil {
-		t.Fatal(err)
-	}
-	answer, err := answerer.CreateAnswer(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gathered = webrtc.GatheringCompletePromise(answerer)
-	if err := answerer.SetLocalDescription(answer); err != nil {
-		t.Fatal(err)
-	}
-	<-gathered
-	if err := offerer.SetRemoteDescription(*answerer.LocalDescription()); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestPion has two pion/webrtc peers talk over the testbed: the one in the
@@ -142,7 +104,9 @@ func runPion(t *testing.T, receiver, sender *webrtc.PeerConnection, xc *Conn, du
 	})
 	opened := make(chan struct{})
 	dc.OnOpen(func() { close(opened) })
-	connect(t, sender, receiver)
+	if err := testbed.ConnectPeers(sender, receiver); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-opened:
 	case <-time.After(20 * time.Second):

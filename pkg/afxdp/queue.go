@@ -12,9 +12,13 @@ import (
 	"github.com/ebrtc/ebrtc/internal/xsk"
 )
 
-// queue is the AF_XDP socket of one RX queue and the goroutine that hands
-// its frames to the conns by destination port. The frames stay in the UMEM
-// until the conn's reader copies them out and gives them back (recycle).
+// queue is the AF_XDP socket of one RX queue. Its frames go to the conns
+// by destination port, handed on by whoever consumes the RX ring: on an
+// interface with one RX queue, the reader of a conn on it (polled: the
+// reader that holds pollMu waits on the socket itself, so a datagram for
+// it costs no goroutine switch); on an interface with several, a goroutine
+// per queue (a reader can wait on one socket only). The frames stay in the
+// UMEM until the conn's reader copies them out and gives them back (recycle).
 type queue struct {
 	ns     *namespace
 	sock   *xsk.Socket
@@ -24,6 +28,10 @@ type queue struct {
 
 	fillMu sync.Mutex // the fill ring has one producer at a time
 
+	polled bool          // readers poll it (else a goroutine does)
+	pollMu sync.Mutex    // held by the reader polling it
+	free   chan struct{} // a poller left: another waiting reader may poll
+
 	stopping atomic.Bool
 	done     sync.WaitGroup
 
@@ -31,12 +39,12 @@ type queue struct {
 	invalid atomic.Uint64 // frames that do not carry the classifier's metadata
 }
 
-func openQueue(ns *namespace, ifindex, q int, slot uint32, cfg *ListenConfig) (_ *queue, err error) {
+func openQueue(ns *namespace, ifindex, q int, slot uint32, polled bool, cfg *ListenConfig) (_ *queue, err error) {
 	sock, err := xsk.Open(ifindex, q, xsk.Config{Frames: cfg.frames(), FrameSize: frameSize, Mode: cfg.Mode})
 	if err != nil {
 		return nil, err
 	}
-	qu := &queue{ns: ns, sock: sock, slot: slot, credit: ns.credit(slot)}
+	qu := &queue{ns: ns, sock: sock, slot: slot, credit: ns.credit(slot), polled: polled, free: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			sock.Close()
@@ -56,8 +64,10 @@ func openQueue(ns *namespace, ifindex, q int, slot uint32, cfg *ListenConfig) (_
 	// Credits only once the socket is in the map and every frame is in the
 	// fill ring: from here the classifier may redirect.
 	atomic.StoreInt64(qu.credit, int64(sock.Frames()))
-	qu.done.Add(1)
-	go qu.run()
+	if !polled {
+		qu.done.Add(1)
+		go qu.run()
+	}
 	return qu, nil
 }
 
@@ -88,16 +98,35 @@ func (q *queue) run() {
 }
 
 func (q *queue) dispatch(d xsk.Desc) {
+	if c := q.route(d); c != nil && !c.deliverFrame(q, d) {
+		q.orphans.Add(1)
+		q.recycle(d.Addr)
+	}
+}
+
+// route is the conn a received frame is for; nil (and the frame given
+// back) if none holds its port or it carries no metadata.
+func (q *queue) route(d xsk.Desc) *Conn {
 	frame, err := q.sock.Frame(d)
 	if err != nil || len(frame) < metaSize+8 || frame[27] != metaVersion {
 		q.invalid.Add(1)
 		q.recycle(d.Addr)
-		return
+		return nil
 	}
-	port := binary.BigEndian.Uint16(frame[metaSize+2:])
-	if c := q.ns.conn(port, frame[26]); c == nil || !c.deliverFrame(q, d) {
+	c := q.ns.conn(binary.BigEndian.Uint16(frame[metaSize+2:]), frame[26])
+	if c == nil {
 		q.orphans.Add(1)
 		q.recycle(d.Addr)
+	}
+	return c
+}
+
+// release ends a reader's turn at polling and lets a waiting one take it.
+func (q *queue) release() {
+	q.pollMu.Unlock()
+	select {
+	case q.free <- struct{}{}:
+	default:
 	}
 }
 
@@ -120,6 +149,8 @@ func (q *queue) close() error {
 	q.stopping.Store(true)
 	err = errors.Join(err, q.sock.Interrupt())
 	q.done.Wait()
+	q.pollMu.Lock() // a reader still polling sees stopping and leaves
+	defer q.pollMu.Unlock()
 	return errors.Join(err, q.sock.Close())
 }
 

@@ -1,0 +1,481 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
+)
+
+// AFXDPOptions configure `ebrtc bench --afxdp`: the receive path of a
+// WebRTC endpoint, through AF_XDP (pkg/afxdp) and through a kernel socket,
+// measured side by side.
+type AFXDPOptions struct {
+	Size        int           // datagram payload bytes
+	Rate        float64       // datagrams/s of the latency trials
+	Packets     int           // datagrams per latency trial
+	Blast       time.Duration // length of a throughput trial (sender at full speed)
+	Rounds      int           // kernel, afxdp, kernel, afxdp...: each round runs both
+	PionBytes   int           // data channel bytes per pion trial
+	PionPackets int           // RTP packets per pion trial (1 kHz)
+	Isolate     bool          // the receiver and its interface's NAPI thread alone on the last CPU
+	Progress    io.Writer
+	Log         io.Writer
+}
+
+// QuickAFXDPOptions run in well under a minute.
+func QuickAFXDPOptions() AFXDPOptions {
+	return AFXDPOptions{Size: 1200, Rate: 10000, Packets: 10000, Blast: 500 * time.Millisecond, Rounds: 4, PionBytes: 16 << 20, PionPackets: 1000}
+}
+
+// FullAFXDPOptions measure longer.
+func FullAFXDPOptions() AFXDPOptions {
+	return AFXDPOptions{Size: 1200, Rate: 10000, Packets: 50000, Blast: 3 * time.Second, Rounds: 4, PionBytes: 64 << 20, PionPackets: 5000}
+}
+
+// AFXDPReport is the result of a run.
+type AFXDPReport struct {
+	Machine   Machine          `json:"machine"`
+	Isolated  bool             `json:"isolated"`
+	Size      int              `json:"size"`
+	Rate      float64          `json:"rate"`
+	Receivers []ReceiverResult `json:"receivers"`
+	// MedianRatio is AF_XDP's median receive time over the kernel
+	// socket's (target: at most 0.8).
+	MedianRatio float64       `json:"median_ratio"`
+	Pion        []PionResult  `json:"pion"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+}
+
+// ReceiverResult is one receive path.
+type ReceiverResult struct {
+	Name string `json:"name"` // "afxdp" or "kernel"
+	// Receive time: from the frame's arrival to the return of the
+	// receiver's ReadFrom. Arrival is the classifier's stamp in the XDP
+	// hook (AF_XDP) or the kernel's receive timestamp (SO_TIMESTAMPNS,
+	// taken as the stack takes the skb, after the hook: a little later,
+	// which favours the kernel socket).
+	ReceiveP50Ns float64 `json:"receive_p50_ns"`
+	ReceiveP99Ns float64 `json:"receive_p99_ns"`
+	// One-way: from the sender's stamp, just before its sendmmsg (the
+	// sender's part and the wakeup of the receiving interface's NAPI
+	// thread are the same for both).
+	OneWayP50Ns float64 `json:"one_way_p50_ns"`
+	OneWayP99Ns float64 `json:"one_way_p99_ns"`
+	// PPS is what the receiver took in a throughput trial, the sender at
+	// full speed.
+	PPS float64 `json:"pps"`
+	// Lost counts latency-trial datagrams that never arrived.
+	Lost    uint64 `json:"lost"`
+	Samples int    `json:"samples"`
+	// AF_XDP only: datagrams that took the kernel socket, and the mode.
+	ViaKernel uint64 `json:"via_kernel,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+}
+
+// PionResult is a pion/webrtc peer receiving through one path.
+type PionResult struct {
+	Name               string  `json:"name"`
+	DataChannelMbps    float64 `json:"data_channel_mbps"`
+	RTPLatencyP50Ns    float64 `json:"rtp_latency_p50_ns"`
+	RTPLatencyP99Ns    float64 `json:"rtp_latency_p99_ns"`
+	RTPPacketsReceived int     `json:"rtp_packets_received"`
+	// ViaKernel: datagrams of the AF_XDP conn that took its kernel socket.
+	ViaKernel uint64 `json:"via_kernel,omitempty"`
+}
+
+// probeResult is what `ebrtc rx-probe` prints when it ends.
+type probeResult struct {
+	Latencies []uint32 `json:"latencies_ns"` // latency trial: from the sender's stamp
+	Receive   []uint32 `json:"receive_ns"`   // latency trial: from the arrival stamp
+	Blast     uint64   `json:"blast"`        // throughput trial datagrams
+	BlastNs   uint64   `json:"blast_ns"`     // from its first to its last
+	ViaKernel uint64   `json:"via_kernel"`
+	Mode      string   `json:"mode"`
+}
+
+// Flows tell the trials apart in the generator's header.
+const (
+	latencyFlow = 1
+	blastFlow   = 2
+)
+
+// RXProbe is `ebrtc rx-probe`: it listens on addr with the receive path rx
+// ("kernel" or "afxdp"), prints "ready", and records every datagram the
+// generator sends until SIGTERM, then prints "result" and its JSON.
+func RXProbe(rx, addr string, out io.Writer) error {
+	var read func(b []byte) (n int, arrival uint64, err error)
+	var conn io.Closer
+	var xc *afxdp.Conn
+	switch rx {
+	case "afxdp":
+		lc := afxdp.ListenConfig{Control: testbed.LargeBuffers}
+		c, err := lc.ListenPacket(context.Background(), "udp", addr)
+		if err != nil {
+			return err
+		}
+		conn, xc = c, c
+		read = func(b []byte) (int, uint64, error) {
+			n, _, arrival, err := c.ReadWithArrival(b)
+			return n, arrival, err
+		}
+	case "kernel":
+		c, err := kernelProbeConn(addr)
+		if err != nil {
+			return err
+		}
+		conn = c
+		read = kernelArrivals(c)
+	default:
+		return fmt.Errorf("rx-probe: rx %q (want kernel or afxdp)", rx)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	res := probeResult{Latencies: make([]uint32, 0, 1<<20), Receive: make([]uint32, 0, 1<<20)}
+	go func() {
+		<-ctx.Done()
+		if xc != nil {
+			st, _ := xc.Stats()
+			res.ViaKernel, res.Mode = st.ViaKernel, st.Mode
+		}
+		conn.Close()
+	}()
+	var first, last uint64
+	buf := make([]byte, 2048)
+	fmt.Fprintln(out, "ready")
+	for {
+		n, arrival, err := read(buf)
+		now := monotonicNs()
+		if err != nil {
+			break
+		}
+		if n < headerLen || binary.BigEndian.Uint32(buf[20:]) != magic {
+			continue
+		}
+		switch binary.BigEndian.Uint32(buf[16:]) {
+		case latencyFlow:
+			res.Latencies = append(res.Latencies, clampNs(now-binary.BigEndian.Uint64(buf[8:])))
+			if arrival != 0 {
+				res.Receive = append(res.Receive, clampNs(now-arrival))
+			}
+		case blastFlow:
+			if res.Blast == 0 {
+				first = now
+			}
+			res.Blast, last = res.Blast+1, now
+		}
+	}
+	res.BlastNs = last - first
+	b, err := json.Marshal(&res)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "result %s\n", b)
+	return err
+}
+
+func clampNs(ns uint64) uint32 { return uint32(min(ns, 1<<32-1)) }
+
+// kernelProbeConn is a UDP socket that has the kernel stamp each datagram
+// as the stack takes it (SO_TIMESTAMPNS: right after the interface's XDP
+// hook, where the classifier stamps AF_XDP's frames).
+func kernelProbeConn(addr string) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+		return errors.Join(err, serr, testbed.LargeBuffers(network, address, c))
+	}}
+	pc, err := lc.ListenPacket(context.Background(), "udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return pc.(*net.UDPConn), nil
+}
+
+// kernelArrivals reads c with each datagram's kernel timestamp, moved
+// from CLOCK_REALTIME to CLOCK_MONOTONIC (the generator's and the
+// classifier's clock) by an offset read once.
+func kernelArrivals(c *net.UDPConn) func(b []byte) (int, uint64, error) {
+	offset := realtimeOffset()
+	oob := make([]byte, 128)
+	return func(b []byte) (int, uint64, error) {
+		n, oobn, _, _, err := c.ReadMsgUDPAddrPort(b, oob)
+		if err != nil {
+			return 0, 0, err
+		}
+		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		for _, m := range msgs {
+			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+				ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+				return n, uint64(ts.Nano() - offset), nil
+			}
+		}
+		return n, 0, nil
+	}
+}
+
+// realtimeOffset is CLOCK_REALTIME minus CLOCK_MONOTONIC, from the
+// closest of a few back-to-back readings.
+func realtimeOffset() int64 {
+	best, offset := int64(1<<62), int64(0)
+	for range 16 {
+		var a, r, z unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
+		_ = unix.ClockGettime(unix.CLOCK_REALTIME, &r)
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &z)
+		if d := z.Nano() - a.Nano(); d < best {
+			best, offset = d, r.Nano()-(a.Nano()+d/2)
+		}
+	}
+	return offset
+}
+
+// RunAFXDP measures both receive paths on the testbed: the receiver (a
+// probe process in the server namespace) on its own core with its
+// interface's NAPI thread when isolated, the generator elsewhere.
+func RunAFXDP(ctx context.Context, bin string, o AFXDPOptions) (*AFXDPReport, error) {
+	start := time.Now()
+	e, closeEnv, err := newEnv(ctx, bin, o.Log, o.Isolate, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer closeEnv()
+	rep := &AFXDPReport{Machine: machineFacts(), Isolated: o.Isolate, Size: o.Size, Rate: o.Rate}
+	samples, oneWay := map[string][]uint32{}, map[string][]uint32{}
+	byName := map[string]*ReceiverResult{"kernel": {Name: "kernel"}, "afxdp": {Name: "afxdp"}}
+	var blasts = map[string][]float64{}
+	for round := range o.Rounds {
+		for _, rx := range []string{"kernel", "afxdp"} {
+			progress(Options{Progress: o.Progress}, "afxdp: round %d/%d, %s receiver", round+1, o.Rounds, rx)
+			res, err := probeTrial(e, rx, o)
+			if err != nil {
+				return nil, fmt.Errorf("%s receiver: %w", rx, err)
+			}
+			r := byName[rx]
+			round := slices.Sorted(slices.Values(res.Receive))
+			progress(Options{Progress: o.Progress}, "afxdp:   %s: receive p50 %.1f µs, %d datagrams; blast %d in %.2f s", rx,
+				exactQuantile(round, 0.5)/1000, len(round), res.Blast, float64(res.BlastNs)/1e9)
+			samples[rx] = append(samples[rx], res.Receive...)
+			oneWay[rx] = append(oneWay[rx], res.Latencies...)
+			r.Lost += uint64(max(o.Packets-len(res.Latencies), 0))
+			r.ViaKernel += res.ViaKernel
+			r.Mode = res.Mode
+			if res.BlastNs > 0 {
+				blasts[rx] = append(blasts[rx], float64(res.Blast-1)/(float64(res.BlastNs)/1e9))
+			}
+		}
+	}
+	for _, rx := range []string{"afxdp", "kernel"} {
+		r := byName[rx]
+		s := samples[rx]
+		slices.Sort(s)
+		r.Samples = len(s)
+		r.ReceiveP50Ns, r.ReceiveP99Ns = exactQuantile(s, 0.5), exactQuantile(s, 0.99)
+		w := oneWay[rx]
+		slices.Sort(w)
+		r.OneWayP50Ns, r.OneWayP99Ns = exactQuantile(w, 0.5), exactQuantile(w, 0.99)
+		r.PPS = median(blasts[rx])
+		rep.Receivers = append(rep.Receivers, *r)
+	}
+	if k := byName["kernel"].ReceiveP50Ns; k > 0 {
+		rep.MedianRatio = byName["afxdp"].ReceiveP50Ns / k
+	}
+	if e.core != nil {
+		e.core.release() // pion's peers run in this process: let them use both CPUs
+	}
+	for _, rx := range []string{"afxdp", "kernel"} {
+		progress(Options{Progress: o.Progress}, "afxdp: pion peers, %s receiver", rx)
+		p, err := pionTrial(e.tb, rx, o)
+		if err != nil {
+			return nil, fmt.Errorf("pion, %s receiver: %w", rx, err)
+		}
+		rep.Pion = append(rep.Pion, p)
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// probeTrial runs one probe: a paced latency trial, then a blast.
+func probeTrial(e *env, rx string, o AFXDPOptions) (*probeResult, error) {
+	out := &lineBuffer{}
+	addr := netip.AddrPortFrom(testbed.ServerClientIP4, 5004)
+	cmd := []string{e.ebrtc, "rx-probe", "--rx", rx, "--listen", addr.String()}
+	if e.core != nil {
+		// Pinned from the start, as a deployment pins it (taskset, a
+		// cpuset): Go then sizes GOMAXPROCS to the one CPU.
+		cmd = append([]string{"taskset", "-c", strconv.Itoa(e.core.cpu)}, cmd...)
+	}
+	p, err := testbed.Start(e.tb.Server, io.MultiWriter(out, e.log), cmd[0], cmd[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Stop(5 * time.Second)
+	if err := out.wait("ready", 10*time.Second, p); err != nil {
+		return nil, err
+	}
+	if e.core != nil {
+		if _, err := e.core.pin([]int{p.Pid()}); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := testbed.ListenUDP(e.tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	send := func(flow uint32, count int, rate float64, d time.Duration) error {
+		dir := &direction{send: ipv4.NewPacketConn(conn), dst: net.UDPAddrFromAddrPort(addr), flow: flow}
+		stop := make(chan struct{})
+		timer := time.AfterFunc(d, func() { close(stop) })
+		defer timer.Stop()
+		return dir.run(count, rate, o.Size, stop)
+	}
+	// Warm up (ARP, the probe's first wakeups), then measure.
+	if err := send(0, 100, 1000, time.Second); err != nil {
+		return nil, err
+	}
+	if err := send(latencyFlow, o.Packets, o.Rate, time.Duration(float64(o.Packets)/o.Rate*1.5*float64(time.Second))+time.Second); err != nil {
+		return nil, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := send(blastFlow, 1<<30, 1e9, o.Blast); err != nil {
+		return nil, err
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := p.Stop(10 * time.Second); err != nil {
+		return nil, fmt.Errorf("probe: %w\n%s", err, out.String())
+	}
+	line, ok := out.find("result ")
+	if !ok {
+		return nil, fmt.Errorf("probe printed no result:\n%s", out.String())
+	}
+	var res probeResult
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func exactQuantile(sorted []uint32, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return float64(sorted[min(int(q*float64(len(sorted))), len(sorted)-1)])
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// lineBuffer collects a process's output for waiting on and reading lines.
+type lineBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lineBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lineBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// find returns the rest of the first line starting with prefix.
+func (b *lineBuffer) find(prefix string) (string, bool) {
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<28)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+func (b *lineBuffer) wait(line string, timeout time.Duration, p *testbed.Process) error {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, ok := b.find(line); ok {
+			return nil
+		}
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("exited (%v):\n%s", err, b.String())
+		}
+	}
+	return errors.New("not " + line + " after " + timeout.String() + ":\n" + b.String())
+}
+
+// WriteTable prints the report.
+func (rep *AFXDPReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "AF_XDP receive path (%s, %d CPUs, %s; %d-byte datagrams at %.0f/s)\n", rep.Machine.Kernel, rep.Machine.CPUs,
+		map[bool]string{true: "receiver on its own core", false: "not isolated"}[rep.Isolated], rep.Size, rep.Rate)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "receiver\treceive p50 µs\tp99 µs\tone-way p50 µs\tp99 µs\tpps (blast)\tlost\tvia kernel\tmode\t")
+	for _, r := range rep.Receivers {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%d\t%d\t%s\t\n", r.Name, r.ReceiveP50Ns/1000, r.ReceiveP99Ns/1000,
+			r.OneWayP50Ns/1000, r.OneWayP99Ns/1000, r.PPS, r.Lost, r.ViaKernel, r.Mode)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "  median receive time afxdp/kernel %.2f (target at most 0.80: %s)\n", rep.MedianRatio,
+		map[bool]string{true: "met", false: "MISSED"}[rep.MedianRatio > 0 && rep.MedianRatio <= 0.8])
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "pion receiver\tdata channel Mbit/s\tRTP one-way p50 µs\tp99 µs\tRTP received\tvia kernel\t")
+	for _, p := range rep.Pion {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.1f\t%d\t%d\t\n", p.Name, p.DataChannelMbps, p.RTPLatencyP50Ns/1000, p.RTPLatencyP99Ns/1000, p.RTPPacketsReceived, p.ViaKernel)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "elapsed %v\n", rep.Elapsed.Round(time.Second))
+}
+
+// WriteJSON writes the report.
+func (rep *AFXDPReport) WriteJSON(path string) error { return writeJSON(path, rep) }
+
+// WritePlot draws receive-time bars.
+func (rep *AFXDPReport) WritePlot(path string) error {
+	var names []string
+	var p50, p99 []float64
+	for _, r := range rep.Receivers {
+		names = append(names, r.Name)
+		p50, p99 = append(p50, r.ReceiveP50Ns/1000), append(p99, r.ReceiveP99Ns/1000)
+	}
+	left, err := barPlot("receive time p50", "µs", names, plotter.Values(p50))
+	if err != nil {
+		return err
+	}
+	right, err := barPlot("receive time p99", "µs", names, plotter.Values(p99))
+	if err != nil {
+		return err
+	}
+	return savePair(left, right, path)
+}

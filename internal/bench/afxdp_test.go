@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
+)
+
+// The AF_XDP benchmark, small: one round of each receiver with short
+// trials, and the pion peers. Every figure is filled, AF_XDP carried the
+// AF_XDP receiver's datagrams, the JSON has the issue's fields, and the
+// chart is a PNG.
+func TestAFXDPBenchSmoke(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "taskset")
+	dir := t.TempDir()
+	bin, err := testbed.BuildEbrtc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := QuickAFXDPOptions()
+	o.Packets, o.Rounds, o.Blast, o.PionBytes, o.PionPackets, o.Isolate = 2000, 1, 300*time.Millisecond, 1<<20, 200, true
+	rep, err := RunAFXDP(context.Background(), bin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Receivers) != 2 || len(rep.Pion) != 2 {
+		t.Fatalf("%d receivers, %d pion results", len(rep.Receivers), len(rep.Pion))
+	}
+	for _, r := range rep.Receivers {
+		if r.ReceiveP50Ns <= 0 || r.ReceiveP99Ns < r.ReceiveP50Ns || r.OneWayP50Ns < r.ReceiveP50Ns || r.PPS < 1000 ||
+			r.Samples < o.Packets*9/10 {
+			t.Errorf("%s: implausible result %+v", r.Name, r)
+		}
+		if r.Name == "afxdp" && (r.Mode != "copy" || r.ViaKernel > uint64(o.Packets)) {
+			t.Errorf("afxdp: mode %q, %d via the kernel socket", r.Mode, r.ViaKernel)
+		}
+	}
+	for _, p := range rep.Pion {
+		if p.DataChannelMbps <= 0 || p.RTPPacketsReceived < o.PionPackets*9/10 || p.RTPLatencyP50Ns <= 0 {
+			t.Errorf("pion %s: implausible result %+v", p.Name, p)
+		}
+	}
+	if rep.MedianRatio <= 0 {
+		t.Errorf("no ratio")
+	}
+	var sb strings.Builder
+	rep.WriteTable(&sb)
+	if !strings.Contains(sb.String(), "afxdp/kernel") || !strings.Contains(sb.String(), "pion receiver") {
+		t.Errorf("table:\n%s", sb.String())
+	}
+	checkFiles(t, rep, dir, "receivers", []string{"name", "receive_p50_ns", "receive_p99_ns", "pps"})
+}
+
+// BenchmarkReceive sends datagrams one at a time from the client
+// namespace and reads each in the server namespace, through a kernel
+// socket or an AF_XDP conn, in this process (not isolated: `ebrtc bench
+// --afxdp` is the measurement). ns/op is a whole send and receive;
+// receive-p50-ns and receive-p99-ns run from the frame's arrival (the
+// classifier's stamp, or the kernel's SO_TIMESTAMPNS) to ReadFrom's return.
+func BenchmarkReceive(b *testing.B) {
+	testenv.RequireRoot(b)
+	tb, err := testbed.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tb.Close()
+	addr := netip.AddrPortFrom(testbed.ServerClientIP4, 5006)
+	for _, rx := range []string{"kernel", "afxdp"} {
+		b.Run(rx, func(b *testing.B) {
+			var read func([]byte) (int, uint64, error)
+			var conn io.Closer
+			err := tb.Server.Do(func() error {
+				if rx == "kernel" {
+					c, err := kernelProbeConn(addr.String())
+					conn, read = c, kernelArrivals(c)
+					return err
+				}
+				c, err := afxdp.Listen("udp4", addr.String())
+				if err == nil {
+					conn = c
+					read = func(p []byte) (int, uint64, error) {
+						n, _, arrival, err := c.ReadWithArrival(p)
+						return n, arrival, err
+					}
+				}
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			s, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			payload, buf := make([]byte, 1200), make([]byte, 2048)
+			samples := make([]uint32, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.WriteToUDPAddrPort(payload, addr); err != nil {
+					b.Fatal(err)
+				}
+				if _, arrival, err := read(buf); err != nil {
+					b.Fatal(err)
+				} else if arrival != 0 {
+					samples = append(samples, clampNs(monotonicNs()-arrival))
+				}
+			}
+			b.StopTimer()
+			slices.Sort(samples)
+			b.ReportMetric(exactQuantile(samples, 0.5), "receive-p50-ns")
+			b.ReportMetric(exactQuantile(samples, 0.99), "receive-p99-ns")
+		})
+	}
+}
