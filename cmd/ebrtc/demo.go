@@ -19,8 +19,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Size, "size", o.Size, "datagram size in bytes (16-1400)")
 	fs.IntVar(&o.Rate, "rate", o.Rate, "datagrams per second per client and direction")
 	fs.IntVar(&o.SFUPackets, "sfu-packets", o.SFUPackets, "RTP packets the SFU part's publisher sends (about 80/s)")
+	fs.IntVar(&o.AFXDPPackets, "afxdp-packets", o.AFXDPPackets, "datagrams per receiver and round of the AF_XDP part (at 10,000/s)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: ebrtc demo [flags]\n\nBuilds a namespace testbed (needs root), runs ebrtc turn with and without the XDP\nfast path and prints what each relayed; then ebrtc sfu with its eBPF and its\nuser-space data plane carrying a synthetic meeting.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: ebrtc demo [flags]\n\nBuilds a namespace testbed (needs root), runs ebrtc turn with and without the XDP\nfast path and prints what each relayed; then ebrtc sfu with its eBPF and its\nuser-space data plane carrying a synthetic meeting; then an endpoint's receive\npath through AF_XDP and through a kernel socket.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -30,8 +31,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if o.Clients < 1 || o.Clients > 64 || o.Packets < 1 || o.Packets > 1_000_000 || o.Size < 16 || o.Size > 1400 || o.Rate < 1 || o.Rate > 200000 ||
-		o.SFUPackets < 1 || o.SFUPackets > 100_000 {
-		fmt.Fprintln(stderr, "ebrtc demo: clients 1-64, packets 1-1000000, size 16-1400, rate 1-200000, sfu-packets 1-100000")
+		o.SFUPackets < 1 || o.SFUPackets > 100_000 || o.AFXDPPackets < 100 || o.AFXDPPackets > 1_000_000 {
+		fmt.Fprintln(stderr, "ebrtc demo: clients 1-64, packets 1-1000000, size 16-1400, rate 1-200000, sfu-packets 1-100000, afxdp-packets 100-1000000")
 		return 2
 	}
 	bin, err := os.Executable()

@@ -263,6 +263,34 @@ func RunAFXDP(ctx context.Context, bin string, o AFXDPOptions) (*AFXDPReport, er
 	}
 	defer closeEnv()
 	rep := &AFXDPReport{Machine: machineFacts(), Isolated: o.Isolate, Size: o.Size, Rate: o.Rate}
+	if rep.Receivers, rep.MedianRatio, err = compareReceivers(e, o); err != nil {
+		return nil, err
+	}
+	if e.core != nil {
+		e.core.release() // pion's peers run in this process: let them use both CPUs
+	}
+	for _, rx := range []string{"afxdp", "kernel"} {
+		progress(Options{Progress: o.Progress}, "afxdp: pion peers, %s receiver", rx)
+		p, err := pionTrial(e.tb, rx, o)
+		if err != nil {
+			return nil, fmt.Errorf("pion, %s receiver: %w", rx, err)
+		}
+		rep.Pion = append(rep.Pion, p)
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// CompareReceivers runs o.Rounds latency and blast trials of each receive
+// path on tb (not isolated): for the demo.
+func CompareReceivers(ctx context.Context, tb *testbed.Testbed, bin string, o AFXDPOptions) ([]ReceiverResult, float64, error) {
+	return compareReceivers(&env{ctx: ctx, tb: tb, ebrtc: bin, log: io.Discard}, o)
+}
+
+// compareReceivers alternates the receivers, round by round, and pools
+// each one's samples; ratio is AF_XDP's median receive time over the
+// kernel socket's.
+func compareReceivers(e *env, o AFXDPOptions) (out []ReceiverResult, ratio float64, err error) {
 	samples, oneWay := map[string][]uint32{}, map[string][]uint32{}
 	byName := map[string]*ReceiverResult{"kernel": {Name: "kernel"}, "afxdp": {Name: "afxdp"}}
 	var blasts = map[string][]float64{}
@@ -271,7 +299,7 @@ func RunAFXDP(ctx context.Context, bin string, o AFXDPOptions) (*AFXDPReport, er
 			progress(Options{Progress: o.Progress}, "afxdp: round %d/%d, %s receiver", round+1, o.Rounds, rx)
 			res, err := probeTrial(e, rx, o)
 			if err != nil {
-				return nil, fmt.Errorf("%s receiver: %w", rx, err)
+				return nil, 0, fmt.Errorf("%s receiver: %w", rx, err)
 			}
 			r := byName[rx]
 			round := slices.Sorted(slices.Values(res.Receive))
@@ -297,24 +325,12 @@ func RunAFXDP(ctx context.Context, bin string, o AFXDPOptions) (*AFXDPReport, er
 		slices.Sort(w)
 		r.OneWayP50Ns, r.OneWayP99Ns = exactQuantile(w, 0.5), exactQuantile(w, 0.99)
 		r.PPS = median(blasts[rx])
-		rep.Receivers = append(rep.Receivers, *r)
+		out = append(out, *r)
 	}
 	if k := byName["kernel"].ReceiveP50Ns; k > 0 {
-		rep.MedianRatio = byName["afxdp"].ReceiveP50Ns / k
+		ratio = byName["afxdp"].ReceiveP50Ns / k
 	}
-	if e.core != nil {
-		e.core.release() // pion's peers run in this process: let them use both CPUs
-	}
-	for _, rx := range []string{"afxdp", "kernel"} {
-		progress(Options{Progress: o.Progress}, "afxdp: pion peers, %s receiver", rx)
-		p, err := pionTrial(e.tb, rx, o)
-		if err != nil {
-			return nil, fmt.Errorf("pion, %s receiver: %w", rx, err)
-		}
-		rep.Pion = append(rep.Pion, p)
-	}
-	rep.Elapsed = time.Since(start)
-	return rep, nil
+	return out, ratio, nil
 }
 
 // probeTrial runs one probe: a paced latency trial, then a blast.

@@ -1,7 +1,8 @@
 // Package demo runs `ebrtc demo`: the namespace testbed, `ebrtc turn` with
 // the XDP fast path and then without it, a few pion TURN clients sending
 // media-sized datagrams both ways, and a side-by-side of what happened;
-// then `ebrtc sfu` with each data plane carrying a synthetic meeting.
+// then `ebrtc sfu` with each data plane carrying a synthetic meeting; then
+// an endpoint's receive path through AF_XDP and through a kernel socket.
 package demo
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pion/turn/v5"
 
+	"github.com/ebrtc/ebrtc/internal/bench"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
@@ -28,10 +30,12 @@ type Options struct {
 	// SFUPackets: RTP packets the SFU demo's publisher sends, at the
 	// captured stream's pace.
 	SFUPackets int
+	// AFXDPPackets: datagrams per receiver and round of the AF_XDP part.
+	AFXDPPackets int
 }
 
 // DefaultOptions is what `make demo` runs: audio-like streams.
-var DefaultOptions = Options{Clients: 4, Packets: 20000, Size: 200, Rate: 5000, SFUPackets: 600}
+var DefaultOptions = Options{Clients: 4, Packets: 20000, Size: 200, Rate: 5000, SFUPackets: 600, AFXDPPackets: 10000}
 
 const (
 	user = "demo"
@@ -77,6 +81,34 @@ func Run(ctx context.Context, w io.Writer, bin string, o Options) error {
 		sfuRows = append(sfuRows, r)
 	}
 	sfuReport(w, sfuRows)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return runAFXDP(ctx, w, tb, bin, o)
+}
+
+// runAFXDP shows the AF_XDP receive path (pkg/afxdp) next to a kernel
+// socket: the same paced datagrams to each, and a burst.
+func runAFXDP(ctx context.Context, w io.Writer, tb *testbed.Testbed, bin string, o Options) error {
+	bo := bench.QuickAFXDPOptions()
+	bo.Packets, bo.Rounds = o.AFXDPPackets, 2
+	fmt.Fprintf(w, "receiving %d datagrams of %d bytes at %.0f/s, then a %v burst, with a kernel UDP socket and with an AF_XDP conn (ebrtc rx-probe), twice...\n",
+		bo.Packets, bo.Size, bo.Rate, bo.Blast)
+	rs, ratio, err := bench.CompareReceivers(ctx, tb, bin, bo)
+	if err != nil {
+		return fmt.Errorf("afxdp: %w", err)
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "receiver\treceive p50 µs\tp99 µs\tburst datagrams/s\tvia kernel socket\tmode\t")
+	for _, r := range rs {
+		mode := r.Mode
+		if mode == "" {
+			mode = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.0f\t%d\t%s\t\n", r.Name, r.ReceiveP50Ns/1000, r.ReceiveP99Ns/1000, r.PPS, r.ViaKernel, mode)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "AF_XDP's median receive time is %.2fx the kernel socket's (receive time: from the frame's arrival to ReadFrom's return; not isolated here, see ebrtc bench --afxdp)\n", ratio)
 	return nil
 }
 
