@@ -178,10 +178,12 @@ func runRXProbe(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	rx := fs.String("rx", "kernel", "receive path: kernel or afxdp")
 	listen := fs.String("listen", "", "UDP address IP:PORT")
+	pingFrom := fs.String("ping-from", "", "network namespace to send ping datagrams from")
+	pings := fs.Int("ping", 0, "ping datagrams to send and read one at a time before the generator's")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := bench.RXProbe(*rx, *listen, stdout); err != nil {
+	if err := bench.RXProbe(*rx, *listen, *pingFrom, *pings, stdout); err != nil {
 		fmt.Fprintln(stderr, "ebrtc rx-probe:", err)
 		return 1
 	}

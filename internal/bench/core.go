@@ -71,10 +71,14 @@ func (rc *relayCore) release() { _ = pinProcess(os.Getpid(), &rc.all) }
 
 // setThreadedNAPI moves the interface's NAPI polling into kernel threads
 // (napi/IFACE-ID), which can be pinned and whose run time is accounted.
-func setThreadedNAPI(ns *netns.NS, iface string) error {
+func setThreadedNAPI(ns *netns.NS, iface string) error { return setThreaded(ns, iface, true) }
+
+// setThreaded turns threaded NAPI on or off (back to softirq).
+func setThreaded(ns *netns.NS, iface string, on bool) error {
+	v := map[bool]string{true: "1", false: "0"}[on]
 	// ip netns exec mounts the namespace's own /sys.
-	if out, err := ns.Output("sh", "-c", "echo 1 > /sys/class/net/"+iface+"/threaded"); err != nil {
-		return fmt.Errorf("threaded NAPI on %s: %v %s", iface, err, out)
+	if out, err := ns.Output("sh", "-c", "echo "+v+" > /sys/class/net/"+iface+"/threaded"); err != nil {
+		return fmt.Errorf("threaded NAPI %s on %s: %v %s", v, iface, err, out)
 	}
 	return nil
 }
