@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -14,8 +13,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -395,7 +392,7 @@ func compareReceivers(e *env, o AFXDPOptions) (out []ReceiverResult, ratio float
 
 // probeTrial runs one probe: a paced latency trial, then a blast.
 func probeTrial(e *env, rx string, o AFXDPOptions) (*probeResult, error) {
-	out := &lineBuffer{}
+	out := &testbed.LineBuffer{}
 	addr := netip.AddrPortFrom(testbed.ServerClientIP4, 5004)
 	cmd := []string{e.ebrtc, "rx-probe", "--rx", rx, "--listen", addr.String(), "--ping-from", e.tb.Client.Name, "--ping", strconv.Itoa(o.Pings)}
 	// The pings need the interface's NAPI in softirq (on the prober's CPU);
@@ -415,7 +412,7 @@ func probeTrial(e *env, rx string, o AFXDPOptions) (*probeResult, error) {
 		return nil, err
 	}
 	defer p.Stop(5 * time.Second)
-	if err := out.wait("ready", 30*time.Second, p); err != nil {
+	if err := out.Wait("ready", 30*time.Second, p); err != nil {
 		return nil, err
 	}
 	if e.core != nil {
@@ -453,7 +450,7 @@ func probeTrial(e *env, rx string, o AFXDPOptions) (*probeResult, error) {
 	if err := p.Stop(10 * time.Second); err != nil {
 		return nil, fmt.Errorf("probe: %w\n%s", err, out.String())
 	}
-	line, ok := out.find("result ")
+	line, ok := out.Find("result ")
 	if !ok {
 		return nil, fmt.Errorf("probe printed no result:\n%s", out.String())
 	}
@@ -478,48 +475,6 @@ func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// lineBuffer collects a process's output for waiting on and reading lines.
-type lineBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lineBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lineBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// find returns the rest of the first line starting with prefix.
-func (b *lineBuffer) find(prefix string) (string, bool) {
-	sc := bufio.NewScanner(strings.NewReader(b.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<28)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), prefix); ok {
-			return rest, true
-		}
-	}
-	return "", false
-}
-
-func (b *lineBuffer) wait(line string, timeout time.Duration, p *testbed.Process) error {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, ok := b.find(line); ok {
-			return nil
-		}
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("exited (%v):\n%s", err, b.String())
-		}
-	}
-	return errors.New("not " + line + " after " + timeout.String() + ":\n" + b.String())
 }
 
 // WriteTable prints the report.

@@ -3,6 +3,7 @@ package testbed
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,12 +70,12 @@ func SFUArgs(plane string) []string {
 type Relay struct {
 	*Process
 	ns  *netns.NS
-	out *syncBuffer
+	out *LineBuffer
 }
 
 // StartRelay runs bin with args in the server ns and waits for its "ready" line.
 func (tb *Testbed) StartRelay(bin string, args ...string) (*Relay, error) {
-	out := &syncBuffer{}
+	out := &LineBuffer{}
 	p, err := Start(tb.Server, out, bin, args...)
 	if err != nil {
 		return nil, err
@@ -162,23 +163,6 @@ func (m Metrics) Outcome(name string) float64 {
 	return m[fmt.Sprintf(`ebrtc_xdp_packets_total{outcome=%q}`, name)]
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Labeled sums the samples of metric name whose labels include every one
 // in want (others may differ: a reason, say).
 func (m Metrics) Labeled(name string, want map[string]string) float64 {
@@ -199,4 +183,48 @@ func (m Metrics) Labeled(name string, want map[string]string) float64 {
 		}
 	}
 	return sum
+}
+
+// LineBuffer collects a process's output, safe for concurrent use, for
+// waiting on and reading its lines.
+type LineBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LineBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LineBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Find returns the rest of the first line starting with prefix.
+func (b *LineBuffer) Find(prefix string) (string, bool) {
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<28)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+// Wait waits for a line starting with line, or p to exit.
+func (b *LineBuffer) Wait(line string, timeout time.Duration, p *Process) error {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, ok := b.Find(line); ok {
+			return nil
+		}
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("exited (%v):\n%s", err, b.String())
+		}
+	}
+	return errors.New("not " + line + " after " + timeout.String() + ":\n" + b.String())
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
@@ -99,7 +100,7 @@ func TestFillRing(t *testing.T) {
 	}
 }
 
-// TestTransmit sends UDP frames built here through the TX ring, four times
+// TestTransmit sends UDP frames built by package frame through the TX ring, four times
 // round it, and the client receives each intact through its kernel socket.
 func TestTransmit(t *testing.T) {
 	tb := newBed(t)
@@ -133,7 +134,7 @@ func TestTransmit(t *testing.T) {
 	for i := range n {
 		payload := make([]byte, 100+i)
 		binary.BigEndian.PutUint32(payload, uint32(i))
-		frame := ethUDP4(srcMAC, dstMAC, from, to, payload)
+		frame := frame.UDP{SrcMAC: srcMAC, DstMAC: dstMAC, Src: from, Dst: to, TTL: 64, Payload: payload}.Marshal()
 		for {
 			err := s.Send(frame)
 			if !errors.Is(err, unix.ENOBUFS) {
@@ -165,47 +166,4 @@ func TestTransmit(t *testing.T) {
 	if err != nil || st.TxInvalid != 0 {
 		t.Errorf("stats %+v, %v", st, err)
 	}
-}
-
-// ethUDP4 builds an Ethernet frame with an IPv4 UDP datagram, checksums
-// computed here (RFC 1071).
-func ethUDP4(src, dst net.HardwareAddr, from, to netip.AddrPort, payload []byte) []byte {
-	b := make([]byte, 14+28+len(payload))
-	copy(b[0:], dst)
-	copy(b[6:], src)
-	binary.BigEndian.PutUint16(b[12:], 0x0800)
-	ip := b[14:]
-	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_UDP
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
-	s4, d4 := from.Addr().As4(), to.Addr().As4()
-	copy(ip[12:], s4[:])
-	copy(ip[16:], d4[:])
-	binary.BigEndian.PutUint16(ip[10:], ^onesSum(ip[:20]))
-	u := ip[20:]
-	binary.BigEndian.PutUint16(u[0:], from.Port())
-	binary.BigEndian.PutUint16(u[2:], to.Port())
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	copy(u[8:], payload)
-	pseudo := append(append(append([]byte{}, s4[:]...), d4[:]...), 0, unix.IPPROTO_UDP, byte(len(u)>>8), byte(len(u)))
-	sum := ^onesSum(append(pseudo, u...))
-	if sum == 0 {
-		sum = 0xffff
-	}
-	binary.BigEndian.PutUint16(u[6:], sum)
-	return b
-}
-
-func onesSum(b []byte) uint16 {
-	var sum uint32
-	for i := 0; i < len(b); i += 2 {
-		w := uint32(b[i]) << 8
-		if i+1 < len(b) {
-			w |= uint32(b[i+1])
-		}
-		sum += w
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return uint16(sum)
 }

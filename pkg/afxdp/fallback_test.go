@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
@@ -193,46 +194,10 @@ func TestBadChecksum(t *testing.T) {
 	}
 }
 
-// udp4Datagram builds an IPv4 header and UDP datagram, the checksum (if
-// any) computed here, independently of the package.
+// udp4Datagram is an IPv4 packet with a UDP datagram, its checksums (if
+// any) computed by package frame, independently of this one.
 func udp4Datagram(from, to netip.AddrPort, payload []byte, checksum bool) []byte {
-	b := make([]byte, 28+len(payload))
-	b[0], b[8], b[9] = 0x45, 64, unix.IPPROTO_UDP
-	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
-	s, d := from.Addr().As4(), to.Addr().As4()
-	copy(b[12:], s[:])
-	copy(b[16:], d[:])
-	binary.BigEndian.PutUint16(b[10:], ^onesSum(b[:20]))
-	u := b[20:]
-	binary.BigEndian.PutUint16(u[0:], from.Port())
-	binary.BigEndian.PutUint16(u[2:], to.Port())
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	copy(u[8:], payload)
-	if checksum {
-		pseudo := append(append(append([]byte{}, s[:]...), d[:]...), 0, unix.IPPROTO_UDP, byte(len(u)>>8), byte(len(u)))
-		sum := ^onesSum(append(pseudo, u...))
-		if sum == 0 {
-			sum = 0xffff
-		}
-		binary.BigEndian.PutUint16(u[6:], sum)
-	}
-	return b
-}
-
-// onesSum is the RFC 1071 one's complement sum of b, big-endian pairs.
-func onesSum(b []byte) uint16 {
-	var sum uint32
-	for i := 0; i < len(b); i += 2 {
-		w := uint32(b[i]) << 8
-		if i+1 < len(b) {
-			w |= uint32(b[i+1])
-		}
-		sum += w
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return uint16(sum)
+	return frame.UDP{Src: from, Dst: to, TTL: 64, Payload: payload, NoChecksum: !checksum}.Marshal()[14:]
 }
 
 // sendRawIPv4 sends whole IPv4 packets (IP_HDRINCL) to dst.
@@ -250,8 +215,8 @@ func sendRawIPv4(dst netip.Addr, packets ...[]byte) error {
 	return nil
 }
 
-// TestChecksumOK checks the user-space checksum check against the
-// independent sum, on every length from 0 to 64 bytes of payload.
+// TestChecksumOK checks the user-space checksum check against package
+// frame's checksums, on every length from 0 to 64 bytes of payload.
 func TestChecksumOK(t *testing.T) {
 	from, to := netip.MustParseAddrPort("10.0.0.1:1234"), netip.MustParseAddrPort("10.0.0.2:5678")
 	for n := range 65 {
