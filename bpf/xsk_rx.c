@@ -258,6 +258,10 @@ INLINE int judge(struct xdp_md *ctx, const struct rx_port *port, __u16 proto, __
 	if (bpf_xdp_get_buff_len(ctx) != (__u64)(data_end - data) ||
 	    sizeof(struct rx_meta) + udp->len > rx_frame_max)
 		return RX_FALLBACK_OVERSIZE;
+	/* Frames only from the interfaces the conn holds: their sockets live
+	 * as long as it does (a datagram for its address may arrive on any). */
+	if (iface->id >= 64 || !(port->ifaces & (1ULL << iface->id)))
+		return RX_FALLBACK_OTHER_INTERFACE;
 	if (ctx->rx_queue_index >= iface->queues)
 		return RX_FALLBACK_NO_SOCKET;
 	return OUT_CONTINUE;

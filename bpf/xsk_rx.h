@@ -40,6 +40,7 @@ enum rx_outcome {
 	RX_FALLBACK_RING_FULL,    /* the reader holds every frame: no fill-ring credit */
 	RX_FALLBACK_NO_SOCKET,    /* no AF_XDP socket on this RX queue */
 	RX_FALLBACK_NO_HEADROOM,  /* bpf_xdp_adjust_head refused */
+	RX_FALLBACK_OTHER_INTERFACE, /* the port's conn does not receive on this interface */
 
 	RX_OUT_MAX,
 };
@@ -56,8 +57,9 @@ struct rx_port_key {
 
 struct rx_port {
 	union ip_addr addr;
-	__u32 slot; /* counters: rx_port_counts[slot * RX_OUT_MAX + outcome] */
-	__u8 any;   /* bound to 0.0.0.0 or :: */
+	__u64 ifaces; /* the interfaces its conn receives on: bit rx_iface.id */
+	__u32 slot;   /* counters: rx_port_counts[slot * RX_OUT_MAX + outcome] */
+	__u8 any;     /* bound to 0.0.0.0 or :: */
 	__u8 pad[3];
 };
 
@@ -66,6 +68,7 @@ struct rx_iface {
 	__u8 mac[6];
 	__u16 queues;    /* RX queues with a socket slot */
 	__u32 xsk_base;  /* its queues' XSK slots start here */
+	__u32 id;        /* 0-63: its bit in rx_port.ifaces */
 };
 
 struct rx_counter {

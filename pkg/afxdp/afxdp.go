@@ -130,20 +130,31 @@ func (lc *ListenConfig) ListenPacket(ctx context.Context, network, address strin
 // attach takes the interfaces (their sockets come first), then registers the port.
 func (c *Conn) attach(names []string, lc *ListenConfig, bindings []binding) error {
 	frames := 0
+	var mask uint64
 	for _, name := range names {
 		it, err := c.ns.acquireIface(name, lc)
 		if err != nil {
 			return err
 		}
 		c.ifaces = append(c.ifaces, it)
-		frames += len(it.queues) * lc.frames()
+		mask |= 1 << it.id
+		for _, q := range it.queues {
+			frames += q.sock.Frames()
+		}
 	}
 	// Never full: at most every frame of every socket waits here.
 	c.frames = make(chan frameRef, frames)
-	if len(c.ifaces) == 1 && len(c.ifaces[0].queues) == 1 && c.ifaces[0].queues[0].polled {
-		c.direct, c.descs = c.ifaces[0].queues[0], make([]xsk.Desc, 64)
-	}
 	c.kernel = make(chan kernelDatagram, 64)
+	if len(c.ifaces) == 1 && len(c.ifaces[0].queues) == 1 {
+		c.direct, c.descs = c.ifaces[0].queues[0], make([]xsk.Desc, 64)
+	} else {
+		for _, it := range c.ifaces {
+			c.ns.ensureRunners(it)
+		}
+	}
+	for i := range bindings {
+		bindings[i].port.Ifaces = mask
+	}
 	return c.ns.register(c, bindings)
 }
 
@@ -351,16 +362,22 @@ func (c *Conn) ReadWithArrival(b []byte) (int, netip.AddrPort, uint64, error) {
 // reader: queued ones first, then, on a polled queue, what the reader
 // finds polling it (if no other reader does), else what others queue.
 func (c *Conn) next() (frameRef, *kernelDatagram, error) {
+	tokenFreed := false
 	for {
-		select {
-		case <-c.closing:
-			return frameRef{}, nil, net.ErrClosed
-		case f := <-c.frames:
-			return f, nil, nil
-		case d := <-c.kernel:
-			return frameRef{}, &d, nil
-		default:
+		if !tokenFreed {
+			select {
+			case <-c.closing:
+				return frameRef{}, nil, net.ErrClosed
+			case f := <-c.frames:
+				return f, nil, nil
+			case d := <-c.kernel:
+				return frameRef{}, &d, nil
+			default:
+			}
 		}
+		// Told the token is free, a reader tries it before anything else:
+		// returning without would leave the others waiting with no poller.
+		tokenFreed = false
 		if q := c.direct; q != nil && q.pollMu.TryLock() {
 			f, ok, err := c.poll(q)
 			q.release()
@@ -385,6 +402,7 @@ func (c *Conn) next() (frameRef, *kernelDatagram, error) {
 			return frameRef{}, nil, os.ErrDeadlineExceeded
 		case <-changed:
 		case <-free:
+			tokenFreed = true
 		}
 	}
 }
@@ -408,7 +426,9 @@ func (c *Conn) poll(q *queue) (frameRef, bool, error) {
 		_ = q.sock.SetReadDeadline(dl)
 		// Dekker with wake: one of us sees the other's store.
 		c.polling.Store(true)
-		if c.wakeup.Swap(false) {
+		// Frames another poller queued before it let the token go are
+		// in c.frames by now (the mutex orders them).
+		if c.wakeup.Swap(false) || len(c.frames) > 0 || len(c.kernel) > 0 {
 			c.polling.Store(false)
 			return frameRef{}, false, nil
 		}
@@ -458,11 +478,11 @@ func (c *Conn) wake() {
 func (c *Conn) readFrame(f frameRef, b []byte) (int, netip.AddrPort, uint64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	defer f.q.recycle(f.desc.Addr) // a no-op once the queue closes
 	if c.closed {
-		// Close gave the frames back, or is about to close the socket.
+		// Its queue may be closing: the frame is not read.
 		return 0, netip.AddrPort{}, 0, false
 	}
-	defer f.q.recycle(f.desc.Addr)
 	frame, err := f.q.sock.Frame(f.desc)
 	if err != nil {
 		c.malformed.Add(1)
@@ -493,9 +513,13 @@ func parseFrame(frame []byte, v6Socket bool) (netip.AddrPort, []byte, error) {
 		return netip.AddrPort{}, nil, errMalformed
 	}
 	udp := frame[metaSize:]
-	if int(binary.BigEndian.Uint16(udp[4:])) != len(udp) {
+	// Longer is Ethernet padding after a short IPv4 datagram (the IP
+	// total length, which the classifier checked, leaves it out).
+	ulen := int(binary.BigEndian.Uint16(udp[4:]))
+	if ulen < 8 || ulen > len(udp) {
 		return netip.AddrPort{}, nil, errMalformed
 	}
+	udp = udp[:ulen]
 	var addr netip.Addr
 	switch frame[26] {
 	case 2: // AF_INET

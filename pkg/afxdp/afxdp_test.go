@@ -287,7 +287,10 @@ func TestDeadlinesAndClose(t *testing.T) {
 // TestMultiQueue: on a veth with four RX queues the conn has a socket on
 // each, drained by a goroutine per queue (a reader waits on one socket
 // only); datagrams from several senders, spread over the queues, all
-// arrive, each sender's in order.
+// arrive once. (Order holds per queue: a veth picks the queue by the
+// sending CPU, so a sender that moves between CPUs changes queue, which
+// reorders through the kernel stack as well; a NIC's RSS keeps a flow on
+// one queue.)
 func TestMultiQueue(t *testing.T) {
 	tb := newBed(t, testbed.Options{})
 	const inner, outer = "eth-mq", "mq"
@@ -314,7 +317,7 @@ func TestMultiQueue(t *testing.T) {
 		s := senderIn(t, tb.Client, netip.MustParseAddrPort("10.201.50.2:0"))
 		go sendFrom(s, to, n, size)
 	}
-	next := map[netip.AddrPort]uint32{}
+	seen := map[netip.AddrPort]map[uint32]bool{}
 	buf := make([]byte, 2048)
 	for i := range senders * n {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -322,10 +325,14 @@ func TestMultiQueue(t *testing.T) {
 		if err != nil {
 			t.Fatalf("datagram %d of %d: %v", i, senders*n, err)
 		}
-		if got := binary.BigEndian.Uint32(buf); got != next[from] {
-			t.Fatalf("from %v: number %d, want %d", from, got, next[from])
+		if seen[from] == nil {
+			seen[from] = map[uint32]bool{}
 		}
-		next[from]++
+		got := binary.BigEndian.Uint32(buf)
+		if got >= n || seen[from][got] {
+			t.Fatalf("from %v: number %d twice or out of range", from, got)
+		}
+		seen[from][got] = true
 	}
 	st, _ := c.Stats()
 	t.Logf("stats %+v", st)

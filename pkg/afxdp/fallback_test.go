@@ -314,3 +314,69 @@ func TestSourceChecks(t *testing.T) {
 		t.Errorf("want one reverse-path and one martian fallback, one datagram via the kernel, none via AF_XDP")
 	}
 }
+
+// TestEthernetPadding: a short IPv4 datagram in a frame padded to
+// Ethernet's 60 bytes (as NICs pad) arrives through AF_XDP without the
+// padding.
+func TestEthernetPadding(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	c := listenIn(t, tb.Server, ListenConfig{}, "udp4", testbed.ServerClientIP4.String()+":0")
+	var dst, src net.HardwareAddr
+	tb.Server.Do(func() error { ifi, err := net.InterfaceByName(testbed.ServerCliIface); dst = ifi.HardwareAddr; return err })
+	tb.Client.Do(func() error { ifi, err := net.InterfaceByName(testbed.ClientIface); src = ifi.HardwareAddr; return err })
+	from := netip.AddrPortFrom(testbed.ClientIP4, 40000)
+	f := frame.UDP{SrcMAC: src, DstMAC: dst, Src: from, Dst: c.LocalAddr().(*net.UDPAddr).AddrPort(), TTL: 64, Payload: []byte("tiny")}.Marshal()
+	f = append(f, make([]byte, 60-len(f))...)
+	if err := tb.Client.Do(func() error { return sendRawFrame(testbed.ClientIface, f) }); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, got, err := c.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "tiny" || got != from {
+		t.Fatalf("got %q from %v (%v), want \"tiny\" from %v", buf[:n], got, err, from)
+	}
+	if st, _ := c.Stats(); st.ViaXDP != 1 {
+		t.Errorf("stats %+v, want it through AF_XDP", st)
+	}
+}
+
+// sendRawFrame sends a whole Ethernet frame out of iface (AF_PACKET).
+func sendRawFrame(iface string, f []byte) error {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: ifi.Index, Halen: 6})
+}
+
+// TestInterfaces: a wildcard conn receives on every interface (a
+// goroutine drains each one's socket, as no reader can wait on two); a
+// conn bound to one interface's address gets a datagram for it that comes
+// in on another through the kernel socket, counted, since its frames come
+// only from the interfaces it holds.
+func TestInterfaces(t *testing.T) {
+	tb := newBed(t, testbed.Options{})
+	any := listenIn(t, tb.Server, ListenConfig{}, "udp4", "0.0.0.0:0")
+	port := any.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	sendN(t, tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0), netip.AddrPortFrom(testbed.ServerClientIP4, port), 50, 100)
+	receiveN(t, any, 50, 100)
+	sendN(t, tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0), netip.AddrPortFrom(testbed.ServerPeerIP4, port), 50, 100)
+	receiveN(t, any, 50, 100)
+	if st, _ := any.Stats(); st.ViaXDP != 100 || len(st.XDPMode) != 2 {
+		t.Errorf("wildcard conn: %+v, want all 100 through AF_XDP on both interfaces", st)
+	}
+
+	one := listenIn(t, tb.Server, ListenConfig{}, "udp4", testbed.ServerClientIP4.String()+":0")
+	// From the peer namespace to the client-side address: in on eth-peer.
+	sendN(t, tb.Peer, netip.AddrPortFrom(testbed.PeerIP4, 0), one.LocalAddr().(*net.UDPAddr).AddrPort(), 10, 100)
+	receiveN(t, one, 10, 100)
+	if st, _ := one.Stats(); st.ViaKernel != 10 || st.Outcomes["fallback_other_interface"].Packets != 10 {
+		t.Errorf("conn on eth-cli, datagrams in on eth-peer: %+v", st)
+	}
+}

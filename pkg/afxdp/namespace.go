@@ -44,6 +44,7 @@ type namespace struct {
 	ports  map[xskrxRxPortKey]*Conn
 	pslots slots.Pool
 	xslots [xskSlots]bool // XSK slots in use
+	ids    [64]bool       // interface ids in use (bits of rx_port.ifaces)
 
 	// byPort is ports for the dispatchers, replaced (not changed) under mu.
 	byPort atomic.Pointer[map[xskrxRxPortKey]*Conn]
@@ -238,6 +239,7 @@ func (ns *namespace) zeroPortCounters(slot uint32) error {
 // iface is the classifier attached to one interface, with a socket per RX queue.
 type iface struct {
 	index   int
+	id      uint32 // its bit in rx_port.ifaces
 	name    string
 	refs    int
 	link    link.Link
@@ -272,11 +274,17 @@ func (ns *namespace) acquireIface(name string, cfg *ListenConfig) (_ *iface, err
 	if !ok {
 		return nil, fmt.Errorf("afxdp: no room for %d more sockets (at most %d)", nq, xskSlots)
 	}
-	it := &iface{index: ifi.Index, name: name, refs: 1}
+	id, ok := ns.takeID()
+	if !ok {
+		ns.freeXSKSlots(base, nq)
+		return nil, fmt.Errorf("afxdp: more than %d interfaces", len(ns.ids))
+	}
+	it := &iface{index: ifi.Index, id: id, name: name, refs: 1}
 	defer func() {
 		if err != nil {
 			ns.teardown(it)
 			ns.freeXSKSlots(base, nq)
+			ns.ids[id] = false
 		}
 	}()
 	for q := range nq {
@@ -288,7 +296,7 @@ func (ns *namespace) acquireIface(name string, cfg *ListenConfig) (_ *iface, err
 	}
 	var mac [6]uint8
 	copy(mac[:], ifi.HardwareAddr)
-	if err := ns.objs.RxIfaces.Put(uint32(ifi.Index), xskrxRxIface{Mac: mac, Queues: uint16(nq), XskBase: base}); err != nil {
+	if err := ns.objs.RxIfaces.Put(uint32(ifi.Index), xskrxRxIface{Mac: mac, Queues: uint16(nq), XskBase: base, Id: id}); err != nil {
 		return nil, fmt.Errorf("afxdp: %s: %w", name, err)
 	}
 	if it.link, it.xdpMode, err = attachXDP(ns.objs.XskRx, ifi.Index); err != nil {
@@ -316,6 +324,16 @@ func attachXDP(prog *ebpf.Program, ifindex int) (link.Link, string, error) {
 	return l, "generic", nil
 }
 
+// ensureRunners has a goroutine consume each of its queues that readers
+// would otherwise poll: a conn on several queues cannot poll them all.
+func (ns *namespace) ensureRunners(it *iface) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	for _, q := range it.queues {
+		q.startRunner()
+	}
+}
+
 // releaseIface drops a conn's reference; the last one detaches.
 func (ns *namespace) releaseIface(it *iface) error {
 	ns.mu.Lock()
@@ -325,6 +343,7 @@ func (ns *namespace) releaseIface(it *iface) error {
 		return nil
 	}
 	delete(ns.ifaces, it.index)
+	ns.ids[it.id] = false
 	err := ns.teardown(it)
 	if len(it.queues) > 0 {
 		ns.freeXSKSlots(it.queues[0].slot, len(it.queues))
@@ -345,6 +364,17 @@ func (ns *namespace) teardown(it *iface) error {
 		errs = append(errs, q.close())
 	}
 	return errors.Join(errs...)
+}
+
+// takeID reserves an interface id.
+func (ns *namespace) takeID() (uint32, bool) {
+	for i, used := range ns.ids {
+		if !used {
+			ns.ids[i] = true
+			return uint32(i), true
+		}
+	}
+	return 0, false
 }
 
 // takeXSKSlots reserves n consecutive XSK slots (an interface's queues).

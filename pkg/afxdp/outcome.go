@@ -17,9 +17,10 @@ var outcomeNames = []string{
 	"fallback_bad_ip_checksum", "fallback_zero_udp_checksum", "fallback_partial_checksum",
 	"fallback_other_destination", "fallback_martian_source", "fallback_reverse_path",
 	"fallback_oversize", "fallback_ring_full", "fallback_no_socket", "fallback_no_headroom",
+	"fallback_other_interface",
 }
 
-const outcomeCount = uint32(21) // RX_OUT_MAX
+const outcomeCount = uint32(22) // RX_OUT_MAX
 
 func (o Outcome) String() string {
 	if o >= 0 && int(o) < len(outcomeNames) {

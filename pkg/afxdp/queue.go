@@ -28,9 +28,9 @@ type queue struct {
 
 	fillMu sync.Mutex // the fill ring has one producer at a time
 
-	polled bool          // readers poll it (else a goroutine does)
-	pollMu sync.Mutex    // held by the reader polling it
-	free   chan struct{} // a poller left: another waiting reader may poll
+	running bool          // a goroutine consumes it (else readers poll it); under ns.mu
+	pollMu  sync.Mutex    // held by whoever consumes the RX ring: a reader, or the goroutine for good
+	free    chan struct{} // a polling reader left: another waiting reader may poll
 
 	stopping atomic.Bool
 	done     sync.WaitGroup
@@ -40,11 +40,13 @@ type queue struct {
 }
 
 func openQueue(ns *namespace, ifindex, q int, slot uint32, polled bool, cfg *ListenConfig) (_ *queue, err error) {
+	// A slot's credit from a socket before: none until this one is filled.
+	atomic.StoreInt64(ns.credit(slot), 0)
 	sock, err := xsk.Open(ifindex, q, xsk.Config{Frames: cfg.frames(), FrameSize: frameSize, Mode: cfg.Mode})
 	if err != nil {
 		return nil, err
 	}
-	qu := &queue{ns: ns, sock: sock, slot: slot, credit: ns.credit(slot), polled: polled, free: make(chan struct{}, 1)}
+	qu := &queue{ns: ns, sock: sock, slot: slot, credit: ns.credit(slot), free: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			sock.Close()
@@ -63,17 +65,30 @@ func openQueue(ns *namespace, ifindex, q int, slot uint32, polled bool, cfg *Lis
 	}
 	// Credits only once the socket is in the map and every frame is in the
 	// fill ring: from here the classifier may redirect.
-	atomic.StoreInt64(qu.credit, int64(sock.Frames()))
+	atomic.AddInt64(qu.credit, int64(sock.Frames()))
 	if !polled {
-		qu.done.Add(1)
-		go qu.run()
+		qu.startRunner()
 	}
 	return qu, nil
 }
 
-// run hands received frames to their conns until close.
+// startRunner starts the goroutine, once (under ns.mu, or before the
+// queue is shared).
+func (q *queue) startRunner() {
+	if q.running {
+		return
+	}
+	q.running = true
+	q.done.Add(1)
+	go q.run()
+}
+
+// run hands received frames to their conns until close, holding the
+// queue's poll token throughout: readers then wait for what it hands them.
 func (q *queue) run() {
 	defer q.done.Done()
+	q.pollMu.Lock()
+	defer q.pollMu.Unlock()
 	descs := make([]xsk.Desc, 64)
 	for {
 		var n int
@@ -82,11 +97,7 @@ func (q *queue) run() {
 			return n > 0 || q.stopping.Load()
 		})
 		if q.stopping.Load() {
-			// Frames taken but not handed on go back; the socket closes next.
-			for _, d := range descs[:n] {
-				q.recycle(d.Addr)
-			}
-			return
+			return // the socket closes next, frames and all
 		}
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			return
@@ -130,12 +141,15 @@ func (q *queue) release() {
 	}
 }
 
-// recycle gives a frame back to the kernel, then its credit to the classifier.
+// recycle gives a frame back to the kernel, then its credit to the
+// classifier; nothing once the queue is closing (its rings go away).
 func (q *queue) recycle(addr uint64) {
 	q.fillMu.Lock()
-	n := q.sock.Fill(addr)
-	q.fillMu.Unlock()
-	if n == 1 {
+	defer q.fillMu.Unlock()
+	if q.stopping.Load() {
+		return
+	}
+	if q.sock.Fill(addr) == 1 {
 		atomic.AddInt64(q.credit, 1)
 	}
 }
@@ -144,13 +158,16 @@ func (q *queue) recycle(addr uint64) {
 // then the goroutine, then closes the socket. The caller has detached the
 // program or taken the port out, and conns no longer hold its frames.
 func (q *queue) close() error {
+	q.stopping.Store(true)
 	atomic.StoreInt64(q.credit, 0)
 	err := q.ns.objs.Xsks.Delete(q.slot)
-	q.stopping.Store(true)
 	err = errors.Join(err, q.sock.Interrupt())
 	q.done.Wait()
 	q.pollMu.Lock() // a reader still polling sees stopping and leaves
 	defer q.pollMu.Unlock()
+	q.fillMu.Lock() // a recycle under way ends first; later ones see stopping
+	defer q.fillMu.Unlock()
+	atomic.StoreInt64(q.credit, 0)
 	return errors.Join(err, q.sock.Close())
 }
 

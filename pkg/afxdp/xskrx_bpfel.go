@@ -24,6 +24,7 @@ type xskrxRxIface struct {
 	Mac     [6]uint8
 	Queues  uint16
 	XskBase uint32
+	Id      uint32
 }
 
 type xskrxRxPort struct {
@@ -32,9 +33,10 @@ type xskrxRxPort struct {
 		_     structs.HostLayout
 		Bytes [16]uint8
 	}
-	Slot uint32
-	Any  uint8
-	Pad  [3]uint8
+	Ifaces uint64
+	Slot   uint32
+	Any    uint8
+	Pad    [3]uint8
 }
 
 type xskrxRxPortKey struct {
