@@ -150,9 +150,18 @@ func TestSlowReader(t *testing.T) {
 	}
 	st, _ := c.Stats()
 	t.Logf("stats: %+v", st)
-	if st.ViaXDP < frames || st.ViaKernel == 0 || st.Outcomes["fallback_ring_full"].Packets != st.ViaKernel {
-		t.Errorf("via AF_XDP %d (want at least the %d frames), via kernel %d (want the rest, each counted fallback_ring_full: %d)",
-			st.ViaXDP, frames, st.ViaKernel, st.Outcomes["fallback_ring_full"].Packets)
+	// Each datagram through the kernel is a counted fallback: ring_full,
+	// but a full checksum equal to the pseudo-header sum by chance (1 in
+	// 65,536, as CI once met) takes the kernel path as a partial one.
+	var fallbacks uint64
+	for name, o := range st.Outcomes {
+		if strings.HasPrefix(name, "fallback_") {
+			fallbacks += o.Packets
+		}
+	}
+	if st.ViaXDP < frames || st.Outcomes["fallback_ring_full"].Packets == 0 || fallbacks != st.ViaKernel {
+		t.Errorf("via AF_XDP %d (want at least the %d frames), via kernel %d (want the rest, each a counted fallback: %d, ring full %d)",
+			st.ViaXDP, frames, st.ViaKernel, fallbacks, st.Outcomes["fallback_ring_full"].Packets)
 	}
 	if st.Sockets.RxDropped != 0 || st.Sockets.FillRingEmpty != 0 {
 		t.Errorf("the kernel dropped %d frames (fill ring empty %d times); want none", st.Sockets.RxDropped, st.Sockets.FillRingEmpty)
