@@ -331,7 +331,11 @@ func TestEthernetPadding(t *testing.T) {
 	tb := newBed(t, testbed.Options{})
 	c := listenIn(t, tb.Server, ListenConfig{}, "udp4", testbed.ServerClientIP4.String()+":0")
 	var dst, src net.HardwareAddr
-	tb.Server.Do(func() error { ifi, err := net.InterfaceByName(testbed.ServerCliIface); dst = ifi.HardwareAddr; return err })
+	tb.Server.Do(func() error {
+		ifi, err := net.InterfaceByName(testbed.ServerCliIface)
+		dst = ifi.HardwareAddr
+		return err
+	})
 	tb.Client.Do(func() error { ifi, err := net.InterfaceByName(testbed.ClientIface); src = ifi.HardwareAddr; return err })
 	from := netip.AddrPortFrom(testbed.ClientIP4, 40000)
 	f := frame.UDP{SrcMAC: src, DstMAC: dst, Src: from, Dst: c.LocalAddr().(*net.UDPAddr).AddrPort(), TTL: 64, Payload: []byte("tiny")}.Marshal()
