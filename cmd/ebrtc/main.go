@@ -2,9 +2,13 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+
+	"github.com/ebrtc/ebrtc/internal/logs"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -56,4 +60,12 @@ func usage(w io.Writer) {
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "ebrtc %s\n", version)
 	return 0
+}
+
+// logFlags adds --log-level and --log-format to fs; the function returned
+// builds the logger they ask for (after fs.Parse).
+func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
+	level := fs.String("log-level", "info", "error, warn, info, debug or trace")
+	format := fs.String("log-format", "text", "text or json (one JSON object per line, log/slog's)")
+	return func(w io.Writer) (*slog.Logger, error) { return logs.New(w, *format, *level) }
 }

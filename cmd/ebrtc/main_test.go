@@ -27,6 +27,11 @@ func TestCLI(t *testing.T) {
 		{[]string{"bogus"}, 2, "unknown command"},
 		{[]string{"turn"}, 2, "config: user"},
 		{[]string{"turn", "--user", "a:b", "--offload", "ebpf"}, 2, "config: offload"},
+		{[]string{"turn", "--user", "a:b", "--log-format", "xml"}, 2, "config: log-format"},
+		{[]string{"offload", "--iface", "x", "--log-format", "xml"}, 2, "log format"},
+		{[]string{"sfu", "--unencrypted-media", "--media", "10.0.0.1:4000", "--log-level", "loud"}, 2, "log level"},
+		{[]string{"bench", "--afxdp", "--rate", "5"}, 2, "--rate"},
+		{[]string{"rx-probe", "--rx", "dpdk", "--listen", "127.0.0.1:0"}, 1, "rx"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(tc.args, &out, &errOut)

@@ -42,6 +42,7 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	control := fs.String("control-socket", snoop.DefaultControlSocket, "Unix socket answering 'ebrtc offload status' (empty: none)")
 	pinDir := fs.String("pin-dir", snoop.DefaultPinDir, "bpffs directory keeping the fast path running across restarts (empty: detach on exit)")
 	stateFile := fs.String("state-file", snoop.DefaultStateFile, "learned allocations and channels, for restarts")
+	newLog := logFlags(fs)
 	spill := fs.String("spill", "1/1000", "hand the server one packet per channel in N (1/N) or one per interval (e.g. 1s); 'off' for none")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ebrtc offload --iface IFACE [flags]\n       ebrtc offload status [--control-socket PATH]\n       ebrtc offload remove [--pin-dir DIR] [--state-file FILE]\n\nOffloads the UDP channels of an unmodified TURN server on this host (coturn, say)\nto the XDP fast path, learning them from its control traffic. Needs root.\n\nFlags:")
@@ -62,7 +63,12 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc offload: offload: %v\n", err)
 		return 2
 	}
-	cfg := snoop.Config{Mode: hooks, Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
+	logger, err := newLog(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc offload: %v\n", err)
+		return 2
+	}
+	cfg := snoop.Config{Log: logger, Mode: hooks, Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
 		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen, ControlSocket: *control,
 		PinDir: *pinDir, StateFile: *stateFile}
 	if len(ports) == 0 {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 
@@ -27,6 +26,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")
 	audio := fs.String("audio-codec", signaling.DefaultCodecs.Audio, "the one audio codec negotiated")
 	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT (empty: off)")
+	newLog := logFlags(fs)
 	unencrypted := fs.Bool("unencrypted-media", false, "acknowledge that media is forwarded unencrypted (required: see docs/sfu.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: ebrtc sfu --unencrypted-media --media IP:PORT [--iface IFACE] [flags]\n\nA selective forwarding unit whose media forwarding runs in eBPF. Browsers join\nat the web address and must run with --disable-webrtc-encryption. Needs root\nfor the eBPF data plane.\n\nFlags:")
@@ -42,8 +42,13 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ebrtc sfu: unencrypted-media: media is forwarded as plain RTP, readable and forgeable on the path;\nrun it only where that is acceptable (docs/sfu.md) and say so with --unencrypted-media")
 		return 2
 	}
+	logger, err := newLog(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc sfu: %v\n", err)
+		return 2
+	}
 	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen,
-		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: slog.New(slog.NewTextHandler(stderr, nil))}
+		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger}
 	for _, m := range media {
 		ap, err := netip.ParseAddrPort(m)
 		if err != nil {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -33,6 +33,7 @@ type Config struct {
 	StateFile        string        // the learner's state, for restarts (with PinDir)
 	SpillEvery       uint32        // 1 packet per channel in SpillEvery to the server (0: off)
 	SpillInterval    time.Duration // or one per interval (0: off)
+	Log              *slog.Logger  // nil: slog.Default()
 }
 
 // Service is a running `ebrtc offload`.
@@ -42,6 +43,7 @@ type Service struct {
 	reader  *offload.SnoopReader
 	metrics *http.Server
 	control net.Listener
+	log     *slog.Logger
 	done    chan struct{}
 }
 
@@ -81,8 +83,11 @@ func Start(c Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{engine: engine, done: make(chan struct{})}
-	s.Learner = NewLearner(engine, time.Now, log.Printf)
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	s := &Service{engine: engine, log: c.Log, done: make(chan struct{})}
+	s.Learner = NewLearner(engine, time.Now, func(format string, args ...any) { c.Log.Info(fmt.Sprintf(format, args...)) })
 	s.Learner.MapRelays(c.RelayMap)
 	if c.PinDir != "" && c.StateFile != "" {
 		// A previous run's channels go on in the pinned maps: take them over.
@@ -167,7 +172,7 @@ func (s *Service) attach(c Config) error {
 		if err != nil {
 			return err
 		}
-		log.Printf("offload: fast path on %s: %s (%s)", name, a.Hooks(), a.Reason)
+		s.log.Info("fast path attached", "iface", name, "hooks", a.Hooks(), "reason", a.Reason)
 	}
 	for _, name := range c.Ifaces {
 		if err := s.engine.AttachSnoopEgress(name); err != nil {
@@ -184,7 +189,7 @@ func (s *Service) learn() {
 			return
 		}
 		if err != nil {
-			log.Printf("offload: %v", err)
+			s.log.Warn("snoop read", "err", err)
 			continue
 		}
 		s.Learner.Handle(ev)

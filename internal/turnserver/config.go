@@ -9,11 +9,13 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ebrtc/ebrtc/internal/logs"
 	"github.com/ebrtc/ebrtc/internal/offload"
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
 )
@@ -48,6 +50,7 @@ type Config struct {
 	TLSCert            string        `yaml:"tls-cert"`
 	TLSKey             string        `yaml:"tls-key"`
 	LogLevel           string        `yaml:"log-level"`
+	LogFormat          string        `yaml:"log-format"`
 }
 
 // DefaultConfig is what an empty configuration means.
@@ -67,6 +70,7 @@ func DefaultConfig() Config {
 		OffloadForwarding:  "auto",
 		RX:                 "kernel",
 		LogLevel:           "info",
+		LogFormat:          "text",
 	}
 }
 
@@ -151,6 +155,7 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "certificate file for tls:// and dtls:// listeners")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "private key file for tls:// and dtls:// listeners")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "error, warn, info, debug or trace")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json (one JSON object per line, log/slog's)")
 	return fs
 }
 
@@ -333,8 +338,11 @@ func (c Config) Validate() (*Settings, error) {
 			return bad("metrics-listen", "%v", err)
 		}
 	}
-	if _, ok := logLevels[c.LogLevel]; !ok {
+	if _, ok := logs.Levels[c.LogLevel]; !ok {
 		return bad("log-level", "%q is not error, warn, info, debug or trace", c.LogLevel)
+	}
+	if !slices.Contains(logs.Formats, c.LogFormat) {
+		return bad("log-format", "%q is not text or json", c.LogFormat)
 	}
 	if s.Policy, err = NewPeerPolicy(c.AllowPeers, c.DenyPeers, append(append([]netip.Addr{}, s.RelayIPs...), s.ExternalIPs...)); err != nil {
 		return nil, fmt.Errorf("config: %w", err)

@@ -56,6 +56,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		"allow-peer":          {"--allow-peer", "10.0.0.0/33"},
 		"deny-peer":           {"--deny-peer", "x"},
 		"log-level":           {"--log-level", "loud"},
+		"log-format":          {"--log-format", "xml"},
 		"channel-lifetime":    {"--channel-lifetime", "2h"},
 		"permission-lifetime": {"--permission-lifetime", "0s"},
 		"user-quota":          {"--user-quota", "-1"},

@@ -1,6 +1,7 @@
 package turnserver_test
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -415,5 +417,54 @@ func TestTURNReceiveAFXDP(t *testing.T) {
 	kernel := m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "kernel"})
 	if xdp < 1000 || kernel > 0 {
 		t.Errorf("listener datagrams via AF_XDP %v (want at least 1000), via the kernel socket %v (want 0)", xdp, kernel)
+	}
+}
+
+// With --log-format json every log line is a JSON object (pion's lines
+// included, with their scope); at the default level a flood of datagrams
+// the server refuses (garbage to the listener, a peer without permission
+// to a relay address) logs nothing per datagram.
+func TestLogs(t *testing.T) {
+	for _, level := range []string{"debug", "info"} {
+		t.Run(level, func(t *testing.T) {
+			tb := newTestbed(t)
+			r := startRelay(t, tb, "--offload", "off", "--log-format", "json", "--log-level", level)
+			c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+			before := strings.Count(r.Output(), "\n")
+			s, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			peer := newPeer(t, tb, testbed.PeerIP4)
+			for i := range 500 {
+				_, _ = s.WriteToUDPAddrPort([]byte("not a TURN message at all"), server4)
+				_, _ = peer.WriteToUDPAddrPort([]byte("no permission"), c.RelayAddr())
+				if i%50 == 49 {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			out := r.Output()
+			var jsonLines int
+			for _, line := range strings.Split(out, "\n") {
+				if !strings.HasPrefix(line, "{") {
+					continue
+				}
+				var rec map[string]any
+				if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] == nil || rec["level"] == nil {
+					t.Fatalf("not a JSON log record: %q (%v)", line, err)
+				}
+				jsonLines++
+			}
+			added := strings.Count(out, "\n") - before
+			t.Logf("level %s: %d JSON lines, %d lines during the flood of 1,000 refused datagrams", level, jsonLines, added)
+			if level == "debug" && jsonLines == 0 {
+				t.Errorf("debug: no JSON lines")
+			}
+			if level == "info" && added > 10 {
+				t.Errorf("info: %d lines logged during the flood, want none per datagram:\n%s", added, out)
+			}
+		})
 	}
 }

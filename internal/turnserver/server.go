@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -18,16 +19,12 @@ import (
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
 
+	"github.com/ebrtc/ebrtc/internal/logs"
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/offload"
 	"github.com/ebrtc/ebrtc/internal/sourceguard"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
-
-var logLevels = map[string]logging.LogLevel{
-	"error": logging.LogLevelError, "warn": logging.LogLevelWarn, "info": logging.LogLevelInfo,
-	"debug": logging.LogLevelDebug, "trace": logging.LogLevelTrace,
-}
 
 // Server is a running `ebrtc turn`.
 type Server struct {
@@ -47,13 +44,13 @@ type Server struct {
 
 // Start opens the listeners, loads and attaches the fast path, and serves.
 func Start(s *Settings) (*Server, error) {
-	lf := logging.NewDefaultLoggerFactory()
-	lf.DefaultLogLevel = logLevels[s.LogLevel]
+	logger, err := logs.New(os.Stderr, s.LogFormat, s.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	// pion logs some refusals per datagram at info (a datagram from a peer
 	// without permission): a flood would flood the log. Counters show them.
-	if lf.DefaultLogLevel < logging.LogLevelDebug {
-		lf.ScopeLevels["turn"] = min(lf.DefaultLogLevel, logging.LogLevelWarn)
-	}
+	lf := logs.PionFactory(logger, "turn")
 	events := metrics.NewEvents()
 	srv := &Server{
 		settings: s,
