@@ -1046,7 +1046,10 @@ func rateAdaptationPhases(fraction float64, lossPercent int) []ratePhase {
 			out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
 			return strings.Join(strings.Fields(out), " ") + errString(err)
 		}},
-		{Name: "recovering", Duration: 30 * time.Second},
+		// 45 s: P3 may have to climb two layers of each stream, one try at
+		// a time per link, each waiting for Chromium's estimate (it grows
+		// ~0.5 kbit/s per s); CI once saw 35 s for the second stream.
+		{Name: "recovering", Duration: 45 * time.Second},
 		{Name: "recovered", Duration: 10 * time.Second},
 	}
 	return append(phases, baselinePhases(0, lossPercent)[3])
