@@ -1100,17 +1100,6 @@ INLINE void note_pending(const struct path *p, int fast)
 	}
 }
 
-/* XDP cannot see whether the sender left the UDP checksum to its device
- * (CHECKSUM_PARTIAL: a veth from a local sender): then the field holds the
- * pseudo-header sum alone. A full checksum equal to it by chance (1 in
- * 65536) costs only a trip through TC, which knows. */
-INLINE int maybe_partial(const struct packet *pkt)
-{
-	const struct ip_info *ip = &pkt->ip;
-
-	return pkt->udp.csum && pkt->udp.csum == csum_fold(csum_pseudo(&ip->saddr, &ip->daddr, ip->family, pkt->udp.len));
-}
-
 INLINE int send(hook_ctx *ctx, __u32 egress)
 {
 	if (egress == ctx->ingress_ifindex)
@@ -1195,7 +1184,7 @@ INLINE int process(hook_ctx *ctx, struct packet *pkt, int *action)
 	e.csum_partial = summed == CHECKSUM_PARTIAL;
 #else
 	/* Before the next-hop lookup: such a datagram is TC's whatever its route. */
-	if (maybe_partial(pkt))
+	if (udp_maybe_partial(&pkt->udp, udp_pseudo_fold(&pkt->ip, &pkt->udp)))
 		return xdp_to_tc(ctx, OUT_SLOW_CHECKSUM_OFFLOAD);
 #endif
 	/* One lookup of each leg's per-CPU slot serves the path, the checks

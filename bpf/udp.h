@@ -32,6 +32,22 @@ INLINE int udp_parse(struct udphdr *udph, void *data_end, const struct ip_info *
 	return OUT_CONTINUE;
 }
 
+/* Folded sum of the datagram's pseudo-header. */
+INLINE __u16 udp_pseudo_fold(const struct ip_info *ip, const struct udp_info *udp)
+{
+	return csum_fold(csum_pseudo(&ip->saddr, &ip->daddr, ip->family, udp->len));
+}
+
+/* XDP cannot see whether the sender left the UDP checksum to its device
+ * (CHECKSUM_PARTIAL: a veth from a local sender): then the field holds the
+ * pseudo-header sum alone (pseudo: udp_pseudo_fold). A full checksum equal
+ * to it by chance (1 in 65536) is only taken for partial, and goes where
+ * the skb is known (TC, or the kernel). */
+INLINE int udp_maybe_partial(const struct udp_info *udp, __u16 pseudo)
+{
+	return udp->csum && udp->csum == pseudo;
+}
+
 /* Sum of the UDP payload, recovered from the incoming checksum (RFC 1624 style):
  * payload = ~check - pseudo-header - UDP header. A corrupted payload keeps a
  * wrong checksum after the rewrite, so the receiver still detects it. */

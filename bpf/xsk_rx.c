@@ -211,9 +211,9 @@ INLINE void give_credit(__u32 slot)
 }
 
 /* Validates a datagram for a registered port; OUT_CONTINUE if the socket
- * may have it from here. */
+ * may have it from here, with its interface and folded pseudo-header sum. */
 INLINE int judge(struct xdp_md *ctx, const struct rx_port *port, __u16 proto, __u32 l4_off,
-		 struct ip_info *ip, struct udp_info *udp)
+		 struct ip_info *ip, struct udp_info *udp, struct rx_iface **ingress, __u16 *pseudo)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -245,11 +245,9 @@ INLINE int judge(struct xdp_md *ctx, const struct rx_port *port, __u16 proto, __
 		return RX_PASS_BAD_LENGTH;
 	if ((out = rx_outcome_of(udp_parse(data + l4_off, data_end, ip, udp))) != OUT_CONTINUE)
 		return out;
-	/* A partial checksum holds exactly the pseudo-header sum (bpf/source.h's
-	 * companion in turn_offload.c): whether the data is sound only the
-	 * kernel knows. A full checksum equal to it by chance (1 in 65,536)
-	 * only takes the kernel path. */
-	if (udp->csum && udp->csum == csum_fold(csum_pseudo(&ip->saddr, &ip->daddr, ip->family, udp->len)))
+	/* Whether a partial checksum's data is sound only the kernel knows. */
+	*pseudo = udp_pseudo_fold(ip, udp);
+	if (udp_maybe_partial(udp, *pseudo))
 		return RX_FALLBACK_PARTIAL_CHECKSUM;
 	if (!bound_destination(ctx, port, ip))
 		return RX_FALLBACK_OTHER_DESTINATION;
@@ -264,6 +262,7 @@ INLINE int judge(struct xdp_md *ctx, const struct rx_port *port, __u16 proto, __
 		return RX_FALLBACK_OTHER_INTERFACE;
 	if (ctx->rx_queue_index >= iface->queues)
 		return RX_FALLBACK_NO_SOCKET;
+	*ingress = iface;
 	return OUT_CONTINUE;
 }
 
@@ -277,10 +276,10 @@ int xsk_rx(struct xdp_md *ctx)
 	struct udp_info udp = {};
 	struct rx_port_key key = {};
 	struct rx_port *port;
-	struct rx_iface *iface;
+	struct rx_iface *iface = NULL;
 	struct rx_meta *meta;
 	__u32 l4_off = 0, slot, ifindex = ctx->ingress_ifindex;
-	__u16 proto = 0, dport = 0;
+	__u16 proto = 0, dport = 0, pseudo = 0;
 	int out;
 
 	out = eth_parse(data, data_end, &proto);
@@ -294,13 +293,10 @@ int xsk_rx(struct xdp_md *ctx)
 	port = bpf_map_lookup_elem(&rx_ports, &key);
 	if (!port)
 		return finish(RX_PASS_UNREGISTERED, NULL, bytes);
-	out = judge(ctx, port, proto, l4_off, &ip, &udp);
-	if (out != OUT_CONTINUE)
-		return finish(out, port, bytes);
+	out = judge(ctx, port, proto, l4_off, &ip, &udp, &iface, &pseudo);
+	if (out != OUT_CONTINUE || !iface)
+		return finish(out != OUT_CONTINUE ? out : RX_FALLBACK_NO_SOCKET, port, bytes);
 
-	iface = bpf_map_lookup_elem(&rx_ifaces, &ifindex);
-	if (!iface)
-		return finish(RX_FALLBACK_NO_SOCKET, port, bytes);
 	slot = iface->xsk_base + ctx->rx_queue_index;
 	if (slot >= XSK_SLOTS || !bpf_map_lookup_elem(&xsks, &slot))
 		return finish(RX_FALLBACK_NO_SOCKET, port, bytes);
@@ -324,7 +320,7 @@ int xsk_rx(struct xdp_md *ctx)
 	}
 	meta->saddr = ip.saddr;
 	meta->rx_ns = bpf_ktime_get_ns();
-	meta->pseudo_sum = csum_fold(csum_pseudo(&ip.saddr, &ip.daddr, ip.family, udp.len));
+	meta->pseudo_sum = pseudo;
 	meta->family = ip.family;
 	meta->version = RX_META_VERSION;
 	meta->ifindex = ifindex;

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"syscall"
 	"text/tabwriter"
@@ -313,12 +312,11 @@ func RunAFXDP(ctx context.Context, bin string, o AFXDPOptions) (*AFXDPReport, er
 	}
 	defer closeEnv()
 	rep := &AFXDPReport{Machine: machineFacts(), Isolated: o.Isolate, Size: o.Size, Rate: o.Rate}
-	if rep.Receivers, rep.MedianRatio, err = compareReceivers(e, o); err != nil {
+	if rep.Receivers, err = compareReceivers(e, o); err != nil {
 		return nil, err
 	}
-	if k := rep.Receivers[1].WakeupReceiveP50Ns; k > 0 {
-		rep.WakeupMedianRatio = rep.Receivers[0].WakeupReceiveP50Ns / k
-	}
+	rep.MedianRatio = MedianRatio(rep.Receivers, func(r ReceiverResult) float64 { return r.ReceiveP50Ns })
+	rep.WakeupMedianRatio = MedianRatio(rep.Receivers, func(r ReceiverResult) float64 { return r.WakeupReceiveP50Ns })
 	if e.core != nil {
 		e.core.release() // pion's peers run in this process: let them use both CPUs
 	}
@@ -336,58 +334,73 @@ func RunAFXDP(ctx context.Context, bin string, o AFXDPOptions) (*AFXDPReport, er
 
 // CompareReceivers runs o.Rounds latency and blast trials of each receive
 // path on tb (not isolated): for the demo.
-func CompareReceivers(ctx context.Context, tb *testbed.Testbed, bin string, o AFXDPOptions) ([]ReceiverResult, float64, error) {
+func CompareReceivers(ctx context.Context, tb *testbed.Testbed, bin string, o AFXDPOptions) ([]ReceiverResult, error) {
 	return compareReceivers(&env{ctx: ctx, tb: tb, ebrtc: bin, log: io.Discard}, o)
 }
 
+// MedianRatio is AF_XDP's figure over the kernel socket's, of = a median
+// of ReceiverResult (0 without both).
+func MedianRatio(rs []ReceiverResult, of func(ReceiverResult) float64) float64 {
+	var x, k float64
+	for _, r := range rs {
+		switch r.Name {
+		case "afxdp":
+			x = of(r)
+		case "kernel":
+			k = of(r)
+		}
+	}
+	if k == 0 {
+		return 0
+	}
+	return x / k
+}
+
 // compareReceivers alternates the receivers, round by round, and pools
-// each one's samples; ratio is AF_XDP's median receive time over the
-// kernel socket's.
-func compareReceivers(e *env, o AFXDPOptions) (out []ReceiverResult, ratio float64, err error) {
-	samples, oneWay, pings := map[string][]uint32{}, map[string][]uint32{}, map[string][]uint32{}
-	byName := map[string]*ReceiverResult{"kernel": {Name: "kernel"}, "afxdp": {Name: "afxdp"}}
-	var blasts = map[string][]float64{}
+// each one's samples.
+func compareReceivers(e *env, o AFXDPOptions) ([]ReceiverResult, error) {
+	type pooled struct {
+		ReceiverResult
+		paced, oneWay, pings []uint32
+		blasts               []float64
+	}
+	names := []string{"afxdp", "kernel"}
+	all := map[string]*pooled{}
+	for _, rx := range names {
+		all[rx] = &pooled{ReceiverResult: ReceiverResult{Name: rx}}
+	}
 	for round := range o.Rounds {
 		for _, rx := range []string{"kernel", "afxdp"} {
 			progress(Options{Progress: o.Progress}, "afxdp: round %d/%d, %s receiver", round+1, o.Rounds, rx)
 			res, err := probeTrial(e, rx, o)
 			if err != nil {
-				return nil, 0, fmt.Errorf("%s receiver: %w", rx, err)
+				return nil, fmt.Errorf("%s receiver: %w", rx, err)
 			}
-			r := byName[rx]
-			round := slices.Sorted(slices.Values(res.Receive))
 			progress(Options{Progress: o.Progress}, "afxdp:   %s: receive p50 %.1f µs (ping), %.1f µs (paced, %d datagrams); blast %d in %.2f s", rx,
-				exactQuantile(slices.Sorted(slices.Values(res.Ping)), 0.5)/1000, exactQuantile(round, 0.5)/1000, len(round), res.Blast, float64(res.BlastNs)/1e9)
-			samples[rx] = append(samples[rx], res.Receive...)
-			pings[rx] = append(pings[rx], res.Ping...)
-			oneWay[rx] = append(oneWay[rx], res.Latencies...)
-			r.Lost += uint64(max(o.Packets-len(res.Latencies), 0))
-			r.ViaKernel += res.ViaKernel
-			r.Mode = res.Mode
+				quantile(res.Ping, 0.5)/1000, quantile(res.Receive, 0.5)/1000, len(res.Receive), res.Blast, float64(res.BlastNs)/1e9)
+			p := all[rx]
+			p.paced = append(p.paced, res.Receive...)
+			p.pings = append(p.pings, res.Ping...)
+			p.oneWay = append(p.oneWay, res.Latencies...)
+			p.Lost += uint64(max(o.Packets-len(res.Latencies), 0))
+			p.ViaKernel += res.ViaKernel
+			p.Mode = res.Mode
 			if res.BlastNs > 0 {
-				blasts[rx] = append(blasts[rx], float64(res.Blast-1)/(float64(res.BlastNs)/1e9))
+				p.blasts = append(p.blasts, float64(res.Blast-1)/(float64(res.BlastNs)/1e9))
 			}
 		}
 	}
-	for _, rx := range []string{"afxdp", "kernel"} {
-		r := byName[rx]
-		s := samples[rx]
-		slices.Sort(s)
-		r.Samples = len(s)
-		r.WakeupReceiveP50Ns, r.WakeupReceiveP99Ns = exactQuantile(s, 0.5), exactQuantile(s, 0.99)
-		p := pings[rx]
-		slices.Sort(p)
-		r.ReceiveP50Ns, r.ReceiveP99Ns = exactQuantile(p, 0.5), exactQuantile(p, 0.99)
-		w := oneWay[rx]
-		slices.Sort(w)
-		r.OneWayP50Ns, r.OneWayP99Ns = exactQuantile(w, 0.5), exactQuantile(w, 0.99)
-		r.PPS = median(blasts[rx])
-		out = append(out, *r)
+	var out []ReceiverResult
+	for _, rx := range names {
+		p := all[rx]
+		p.Samples = len(p.paced)
+		p.ReceiveP50Ns, p.ReceiveP99Ns = quantile(p.pings, 0.5), quantile(p.pings, 0.99)
+		p.WakeupReceiveP50Ns, p.WakeupReceiveP99Ns = quantile(p.paced, 0.5), quantile(p.paced, 0.99)
+		p.OneWayP50Ns, p.OneWayP99Ns = quantile(p.oneWay, 0.5), quantile(p.oneWay, 0.99)
+		p.PPS = quantile(p.blasts, 0.5)
+		out = append(out, p.ReceiverResult)
 	}
-	if k := byName["kernel"].ReceiveP50Ns; k > 0 {
-		ratio = byName["afxdp"].ReceiveP50Ns / k
-	}
-	return out, ratio, nil
+	return out, nil
 }
 
 // probeTrial runs one probe: a paced latency trial, then a blast.
@@ -459,22 +472,6 @@ func probeTrial(e *env, rx string, o AFXDPOptions) (*probeResult, error) {
 		return nil, err
 	}
 	return &res, nil
-}
-
-func exactQuantile(sorted []uint32, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return float64(sorted[min(int(q*float64(len(sorted))), len(sorted)-1)])
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // WriteTable prints the report.

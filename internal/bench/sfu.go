@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -492,13 +491,14 @@ func skew(stream *synth.Stream, receivers []*synth.Participant, pubID string, pa
 	return quantile(spreads, 0.5), quantile(spreads, 0.99)
 }
 
-func quantile(v []float64, q float64) float64 {
+// quantile is the value below which a fraction q of v lies (v unchanged).
+func quantile[T uint32 | float64](v []T, q float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
 	s := slices.Clone(v)
-	sort.Float64s(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(q*float64(len(s))))])
 }
 
 // replicaTemplate is one of the stream's AV1 packets that starts no key

@@ -106,7 +106,6 @@ func (lc *ListenConfig) ListenPacket(ctx context.Context, network, address strin
 		}
 	}()
 	local := c.udp.LocalAddr().(*net.UDPAddr).AddrPort()
-	c.port = local.Port()
 	c.v6Socket = local.Addr().Is6() && !local.Addr().Is4In6()
 	bindings := bindingsFor(network, local)
 	names := lc.Interfaces
@@ -220,18 +219,21 @@ func interfacesFor(addr netip.Addr) ([]string, error) {
 			return nil, fmt.Errorf("afxdp: addresses of %s: %w", ifi.Name, err)
 		}
 		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
-					names = append(names, ifi.Name)
-				}
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
 			}
+			if ip, _ := netip.AddrFromSlice(n.IP); ip.Unmap() != addr {
+				continue
+			}
+			if ifi.Flags&net.FlagLoopback != 0 {
+				return nil, fmt.Errorf("afxdp: %s is on a loopback interface, which has no XDP driver hook", addr)
+			}
+			names = append(names, ifi.Name)
 		}
 	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("afxdp: no interface to receive %s on (ListenConfig.Interfaces names them)", addr)
-	}
-	if slices.ContainsFunc(names, func(n string) bool { ifi, _ := net.InterfaceByName(n); return ifi.Flags&net.FlagLoopback != 0 }) {
-		return nil, fmt.Errorf("afxdp: %s is on a loopback interface, which has no XDP driver hook", addr)
 	}
 	return names, nil
 }
@@ -241,7 +243,6 @@ func interfacesFor(addr netip.Addr) ([]string, error) {
 // It implements net.PacketConn and the AddrPort methods of *net.UDPConn.
 type Conn struct {
 	udp      *net.UDPConn
-	port     uint16
 	v6Socket bool // report IPv4 senders as IPv4-mapped, as the kernel socket does
 	ns       *namespace
 	ifaces   []*iface
@@ -315,8 +316,8 @@ func (c *Conn) closeDeliveries() {
 // readKernel feeds the datagrams the kernel socket receives to ReadFrom.
 func (c *Conn) readKernel() {
 	defer c.readers.Done()
+	buf := make([]byte, 65536)
 	for {
-		buf := make([]byte, 65536)
 		n, from, err := c.udp.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -325,7 +326,7 @@ func (c *Conn) readKernel() {
 			continue
 		}
 		select {
-		case c.kernel <- kernelDatagram{buf[:n:n], from}:
+		case c.kernel <- kernelDatagram{slices.Clone(buf[:n]), from}:
 			c.wake()
 		case <-c.closing:
 			return
@@ -453,14 +454,11 @@ func (c *Conn) receive(q *queue) (frameRef, bool) {
 	n := q.sock.Receive(c.descs)
 	for _, d := range c.descs[:n] {
 		to := q.route(d)
-		switch {
-		case to == nil:
-		case to == c && !found:
+		if to == c && !found {
 			mine, found = frameRef{q, d}, true
-		case !to.deliverFrame(q, d):
-			q.orphans.Add(1)
-			q.recycle(d.Addr)
+			continue
 		}
+		q.handOn(to, d)
 	}
 	return mine, found
 }
@@ -498,7 +496,7 @@ func (c *Conn) readFrame(f frameRef, b []byte) (int, netip.AddrPort, uint64, boo
 		return 0, netip.AddrPort{}, 0, false
 	}
 	c.viaXDP.Add(1)
-	return copy(b, payload), from, binary.NativeEndian.Uint64(frame[16:]), true
+	return copy(b, payload), from, binary.NativeEndian.Uint64(frame[metaArrival:]), true
 }
 
 var (
@@ -509,7 +507,7 @@ var (
 // parseFrame reads the metadata prefix and the UDP header (struct rx_meta
 // in bpf/xsk_rx.h) and verifies the UDP checksum, as the kernel would.
 func parseFrame(frame []byte, v6Socket bool) (netip.AddrPort, []byte, error) {
-	if len(frame) < metaSize+8 || frame[27] != metaVersion {
+	if !metaOK(frame) {
 		return netip.AddrPort{}, nil, errMalformed
 	}
 	udp := frame[metaSize:]
@@ -521,18 +519,18 @@ func parseFrame(frame []byte, v6Socket bool) (netip.AddrPort, []byte, error) {
 	}
 	udp = udp[:ulen]
 	var addr netip.Addr
-	switch frame[26] {
-	case 2: // AF_INET
-		addr = netip.AddrFrom4([4]byte(frame[:4]))
+	switch frame[metaFamily] {
+	case unix.AF_INET:
+		addr = netip.AddrFrom4([4]byte(frame[metaAddr:]))
 		if v6Socket {
 			addr = netip.AddrFrom16(addr.As16())
 		}
-	case 10: // AF_INET6
-		addr = netip.AddrFrom16([16]byte(frame[:16]))
+	case unix.AF_INET6:
+		addr = netip.AddrFrom16([16]byte(frame[metaAddr:]))
 	default:
 		return netip.AddrPort{}, nil, errMalformed
 	}
-	if binary.BigEndian.Uint16(udp[6:]) != 0 && !checksumOK(binary.NativeEndian.Uint16(frame[24:]), udp) {
+	if binary.BigEndian.Uint16(udp[6:]) != 0 && !checksumOK(binary.NativeEndian.Uint16(frame[metaPseudo:]), udp) {
 		return netip.AddrPort{}, nil, errChecksum
 	}
 	return netip.AddrPortFrom(addr, binary.BigEndian.Uint16(udp[0:])), udp[8:], nil

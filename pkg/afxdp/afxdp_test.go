@@ -154,23 +154,16 @@ func TestNamespaceUnloadsWithLastConn(t *testing.T) {
 	lc := ListenConfig{Interfaces: []string{testbed.ServerCliIface}}
 	a := listenIn(t, tb.Server, lc, "udp4", testbed.ServerClientIP4.String()+":0")
 	b := listenIn(t, tb.Server, lc, "udp4", testbed.ServerClientIP4.String()+":0")
-	xdpProg := func() string {
-		out, err := tb.Server.Output("ip", "-d", "link", "show", testbed.ServerCliIface)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	if !bytes.Contains([]byte(xdpProg()), []byte("xdp")) {
+	if !xdpAttached(t, tb.Server) {
 		t.Fatalf("no XDP program on %s with two conns", testbed.ServerCliIface)
 	}
 	a.Close()
-	if !bytes.Contains([]byte(xdpProg()), []byte("prog/xdp")) {
-		t.Fatalf("XDP program gone with one conn left open:\n%s", xdpProg())
+	if !xdpAttached(t, tb.Server) {
+		t.Fatalf("XDP program gone with one conn left open")
 	}
 	b.Close()
-	if out := xdpProg(); bytes.Contains([]byte(out), []byte("prog/xdp")) {
-		t.Fatalf("XDP program still attached after the last conn closed:\n%s", out)
+	if xdpAttached(t, tb.Server) {
+		t.Fatalf("XDP program still attached after the last conn closed")
 	}
 	// At once again: the queues the closed sockets held are free.
 	c := listenIn(t, tb.Server, lc, "udp4", testbed.ServerClientIP4.String()+":0")

@@ -24,9 +24,21 @@ const (
 	xskSlots    = 256
 	portSlots   = 1024
 	frameSize   = 2048
-	metaSize    = 32 // struct rx_meta
 	metaVersion = 1
 )
+
+// struct rx_meta (bpf/xsk_rx.h), in front of the UDP header.
+const (
+	metaSize    = 32
+	metaAddr    = 0  // sender address: 4 or 16 bytes
+	metaArrival = 16 // u64, CLOCK_MONOTONIC ns
+	metaPseudo  = 24 // u16, folded pseudo-header sum
+	metaFamily  = 26 // AF_INET or AF_INET6
+	metaVer     = 27 // metaVersion
+)
+
+// metaOK says a frame carries the classifier's metadata and a UDP header.
+func metaOK(frame []byte) bool { return len(frame) >= metaSize+8 && frame[metaVer] == metaVersion }
 
 // namespace is what the conns of one network namespace share: the loaded
 // classifier and its maps, the interfaces it is attached to (with their

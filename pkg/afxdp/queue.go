@@ -108,8 +108,11 @@ func (q *queue) run() {
 	}
 }
 
-func (q *queue) dispatch(d xsk.Desc) {
-	if c := q.route(d); c != nil && !c.deliverFrame(q, d) {
+func (q *queue) dispatch(d xsk.Desc) { q.handOn(q.route(d), d) }
+
+// handOn queues a routed frame for its conn, or gives it back.
+func (q *queue) handOn(to *Conn, d xsk.Desc) {
+	if to != nil && !to.deliverFrame(q, d) {
 		q.orphans.Add(1)
 		q.recycle(d.Addr)
 	}
@@ -119,12 +122,12 @@ func (q *queue) dispatch(d xsk.Desc) {
 // back) if none holds its port or it carries no metadata.
 func (q *queue) route(d xsk.Desc) *Conn {
 	frame, err := q.sock.Frame(d)
-	if err != nil || len(frame) < metaSize+8 || frame[27] != metaVersion {
+	if err != nil || !metaOK(frame) {
 		q.invalid.Add(1)
 		q.recycle(d.Addr)
 		return nil
 	}
-	c := q.ns.conn(binary.BigEndian.Uint16(frame[metaSize+2:]), frame[26])
+	c := q.ns.conn(binary.BigEndian.Uint16(frame[metaSize+2:]), frame[metaFamily])
 	if c == nil {
 		q.orphans.Add(1)
 		q.recycle(d.Addr)
