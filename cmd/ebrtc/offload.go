@@ -40,6 +40,7 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	forwarding := fs.String("offload-forwarding", "auto", "auto: turn on loopback's forwarding sysctls (route lookups only; no interface forwards) while running; manual: require them")
 	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT")
 	control := fs.String("control-socket", snoop.DefaultControlSocket, "Unix socket answering 'ebrtc offload status' (empty: none)")
+	adminListen := fs.String("admin-listen", "", "admin endpoint for 'ebrtc top': unix:PATH or a loopback IP:PORT (empty: off)")
 	pinDir := fs.String("pin-dir", snoop.DefaultPinDir, "bpffs directory keeping the fast path running across restarts (empty: detach on exit)")
 	stateFile := fs.String("state-file", snoop.DefaultStateFile, "learned allocations and channels, for restarts")
 	newLog := logFlags(fs)
@@ -69,7 +70,7 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := snoop.Config{Log: logger, Mode: hooks, Ifaces: ifaces, RelayIfaces: relayIfaces, MinPort: uint16(*minPort), MaxPort: uint16(*maxPort),
-		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen, ControlSocket: *control,
+		ManageForwarding: *forwarding == "auto", MetricsListen: *metricsListen, ControlSocket: *control, AdminListen: *adminListen,
 		PinDir: *pinDir, StateFile: *stateFile}
 	if len(ports) == 0 {
 		ports = listValue{"3478"}

@@ -26,6 +26,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")
 	audio := fs.String("audio-codec", signaling.DefaultCodecs.Audio, "the one audio codec negotiated")
 	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT (empty: off)")
+	adminListen := fs.String("admin-listen", "", "admin endpoint for 'ebrtc top': unix:PATH or a loopback IP:PORT (empty: off)")
 	newLog := logFlags(fs)
 	unencrypted := fs.Bool("unencrypted-media", false, "acknowledge that media is forwarded unencrypted (required: see docs/sfu.md)")
 	fs.Usage = func() {
@@ -47,7 +48,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc sfu: %v\n", err)
 		return 2
 	}
-	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen,
+	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen, AdminListen: *adminListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger}
 	for _, m := range media {
 		ap, err := netip.ParseAddrPort(m)

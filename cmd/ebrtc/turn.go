@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/ebrtc/ebrtc/internal/handover"
 	"github.com/ebrtc/ebrtc/internal/turnserver"
 )
 
@@ -30,6 +31,8 @@ func runTurn(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc turn: %v\n", err)
 		return 2
 	}
+	// Resolved now: an upgrade replaces the file, and SIGHUP runs the new one.
+	exe, exeErr := os.Executable()
 	srv, err := turnserver.Start(settings)
 	if err != nil {
 		fmt.Fprintf(stderr, "ebrtc turn: %v\n", err)
@@ -37,10 +40,27 @@ func runTurn(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprint(stdout, srv.Describe())
 	fmt.Fprintln(stdout, "ready")
+	// A successor of an upgrade becomes the service's main process.
+	_ = handover.Notify(fmt.Sprintf("MAINPID=%d\nREADY=1", os.Getpid()))
 
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	<-sig
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for s := range sig {
+		if s != syscall.SIGHUP {
+			break
+		}
+		if exeErr != nil {
+			fmt.Fprintf(stderr, "ebrtc turn: SIGHUP: cannot find this binary: %v\n", exeErr)
+			continue
+		}
+		_ = handover.Notify("RELOADING=1")
+		if err := srv.Upgrade(exe, append([]string{"turn"}, args...), stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "ebrtc turn: SIGHUP: %v\n", err)
+			_ = handover.Notify("READY=1")
+			continue
+		}
+		break
+	}
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(stderr, "ebrtc turn: shutdown: %v\n", err)
 		return 1

@@ -14,7 +14,7 @@ import (
 // collectors' descriptions.
 func exported() map[string]map[string]bool {
 	cs := append(NewEvents().Collectors(), NewTURNCollector(nil, nil, nil), NewSourceGuardCollector(nil),
-		NewSocketDropsCollector(nil), NewAFXDPCollector(nil), NewSFUCollector("", nil, nil))
+		NewSocketDropsCollector(nil), NewAFXDPCollector(nil), NewSFUCollector("", nil, nil), NewUserCollector(nil, true))
 	ch := make(chan *prometheus.Desc, 256)
 	for _, c := range cs {
 		c.Describe(ch)

@@ -9,6 +9,7 @@ type Events struct {
 	ErrorResponses    *prometheus.CounterVec // method, code
 	Dropped           *prometheus.CounterVec // reason: what user space dropped instead of relaying
 	AllocationRefusal *prometheus.CounterVec // reason
+	Redirects         prometheus.Counter     // Allocates sent to an alternate server
 }
 
 // NewEvents builds the counters (registered by Serve).
@@ -18,6 +19,8 @@ func NewEvents() *Events {
 		ErrorResponses:    counterVec("ebrtc_turn_error_responses_total", "STUN/TURN error responses sent, by method and error code.", "method", "code"),
 		Dropped:           counterVec("ebrtc_turn_dropped_total", "Datagrams user space dropped instead of handling or relaying them, by reason.", "reason"),
 		AllocationRefusal: counterVec("ebrtc_turn_allocations_refused_total", "Allocate requests refused by a quota or rate limit, by reason.", "reason"),
+		Redirects: prometheus.NewCounter(prometheus.CounterOpts{Name: "ebrtc_turn_allocate_redirects_total",
+			Help: "Allocate requests answered 300 Try Alternate: the server is over its shed-above-allocations load."}),
 	}
 }
 
@@ -27,7 +30,7 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 
 // Collectors lists the counters for registration.
 func (e *Events) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{e.AuthFailures, e.ErrorResponses, e.Dropped, e.AllocationRefusal}
+	return []prometheus.Collector{e.AuthFailures, e.ErrorResponses, e.Dropped, e.AllocationRefusal, e.Redirects}
 }
 
 var (

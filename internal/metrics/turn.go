@@ -68,7 +68,7 @@ func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.NewInvalidMetric(xdpDesc, err)
 			return
 		}
-		fastToPeer, fastToClient = FastByDirection(outcomes)
+		fastToPeer, fastToClient = offload.FastByDirection(outcomes)
 		// What XDP sent but the egress refused was not relayed.
 		failedToPeer, failedToClient := c.engine.XmitFailed()
 		fastToPeer.Packets -= min(failedToPeer, fastToPeer.Packets)
@@ -87,16 +87,6 @@ func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	emitPair(ch, "fast", clientToPeer, fastToPeer)
 	emitPair(ch, "fast", peerToClient, fastToClient)
-}
-
-// FastByDirection folds the fast outcomes into the two directions: a hairpin
-// is one client-to-peer and one peer-to-client relay, as user space counts it.
-func FastByDirection(o map[offload.Outcome]offload.Counter) (toPeer, toClient offload.Counter) {
-	add := func(a, b offload.Counter) offload.Counter {
-		return offload.Counter{Packets: a.Packets + b.Packets, Bytes: a.Bytes + b.Bytes}
-	}
-	hp := o[offload.FastHairpin]
-	return add(o[offload.FastClientToPeer], hp), add(o[offload.FastPeerToClient], hp)
 }
 
 func emitPair(ch chan<- prometheus.Metric, path, direction string, n offload.Counter) {

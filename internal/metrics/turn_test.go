@@ -11,7 +11,7 @@ import (
 )
 
 func TestFastByDirectionCountsHairpinBothWays(t *testing.T) {
-	toPeer, toClient := FastByDirection(map[offload.Outcome]offload.Counter{
+	toPeer, toClient := offload.FastByDirection(map[offload.Outcome]offload.Counter{
 		offload.FastClientToPeer: {Packets: 10, Bytes: 100},
 		offload.FastPeerToClient: {Packets: 5, Bytes: 50},
 		offload.FastHairpin:      {Packets: 2, Bytes: 20},

@@ -61,8 +61,8 @@ func (a Attachment) Hooks() string {
 
 type attachment struct {
 	Attachment
-	links   []link.Link
-	created []link.Link // pinned by this run (unpinned if the attach fails)
+	links   map[string]link.Link // by pin name
+	created []link.Link          // pinned by this run (unpinned if the attach fails)
 }
 
 // Attach runs the fast path on an interface in the given mode and allows
@@ -87,7 +87,7 @@ func (e *Engine) Attach(ifname string, mode Mode, manageForwarding bool) (Attach
 	if !ok {
 		return Attachment{}, fmt.Errorf("offload: %s: more than %d interfaces", ifname, maxIfaceSlots)
 	}
-	a := &attachment{Attachment: Attachment{Iface: ifname, Index: iface.Index, slot: slot}}
+	a := &attachment{Attachment: Attachment{Iface: ifname, Index: iface.Index, slot: slot}, links: map[string]link.Link{}}
 	fail := func(err error) (Attachment, error) {
 		a.abandon()
 		_ = e.objs.Ifaces.Delete(uint32(iface.Index))
@@ -195,9 +195,10 @@ func xdpDelivers(index int) (bool, string) {
 var errXDPBusy = errors.New("already runs an XDP program")
 
 func (e *Engine) attachXDP(a *attachment, iface *net.Interface) error {
-	pin := e.pinPath("xdp_" + iface.Name)
+	name := "xdp_" + iface.Name
+	pin := e.pinPath(name)
 	if l, ok := e.reusePinnedLink(pin, e.objs.TurnOffload); ok {
-		a.links, a.Pinned = append(a.links, l), true
+		a.links[name], a.Pinned = l, true
 		return nil
 	}
 	l, err := link.AttachXDP(link.XDPOptions{Program: e.objs.TurnOffload, Interface: iface.Index, Flags: link.XDPDriverMode})
@@ -209,31 +210,32 @@ func (e *Engine) attachXDP(a *attachment, iface *net.Interface) error {
 	if err != nil {
 		return fmt.Errorf("attach native XDP: %w", err)
 	}
-	return e.keepLink(a, l, pin)
+	return e.keepLink(a, name, l)
 }
 
 func (e *Engine) attachTC(a *attachment, iface *net.Interface) error {
-	pin := e.pinPath("tc_ingress_" + iface.Name)
+	name := "tc_ingress_" + iface.Name
+	pin := e.pinPath(name)
 	if l, ok := e.reusePinnedLink(pin, e.tc); ok {
-		a.links, a.Pinned = append(a.links, l), true
+		a.links[name], a.Pinned = l, true
 		return nil
 	}
 	l, err := link.AttachTCX(link.TCXOptions{Interface: iface.Index, Program: e.tc, Attach: ebpf.AttachTCXIngress})
 	if err != nil {
 		return fmt.Errorf("attach TC ingress: %w", err)
 	}
-	return e.keepLink(a, l, pin)
+	return e.keepLink(a, name, l)
 }
 
-func (e *Engine) keepLink(a *attachment, l link.Link, pin string) error {
-	if pin != "" {
+func (e *Engine) keepLink(a *attachment, name string, l link.Link) error {
+	if pin := e.pinPath(name); pin != "" {
 		if err := l.Pin(pin); err != nil {
 			l.Close()
 			return fmt.Errorf("pin link: %w", err)
 		}
 		a.created = append(a.created, l)
 	}
-	a.links = append(a.links, l)
+	a.links[name] = l
 	return nil
 }
 
@@ -254,7 +256,7 @@ func (a *attachment) close() error {
 	for _, l := range a.links {
 		errs = append(errs, l.Close())
 	}
-	a.links = nil
+	clear(a.links)
 	return errors.Join(errs...)
 }
 

@@ -365,12 +365,55 @@ func (e *Engine) Unpin() error {
 	for _, l := range e.tcLinks {
 		errs = append(errs, ignoreNotPinned(l.Unpin()))
 	}
-	for _, m := range []*ebpf.Map{e.objs.ClientRoutesV4, e.objs.ClientRoutesV6, e.objs.PeerRoutesV4, e.objs.PeerRoutesV6,
-		e.objs.Flows, e.objs.Outcomes, e.objs.Config, e.objs.EgressPorts, e.objs.RateBuckets} {
+	for _, m := range e.pinnableMaps() {
 		errs = append(errs, ignoreNotPinned(m.Unpin()))
 	}
 	e.pinDir = "" // Close now ends everything, forwarding sysctls included
 	return errors.Join(errs...)
+}
+
+// pinnableMaps are the maps of pinnedMaps, by name.
+func (e *Engine) pinnableMaps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{"client_routes_v4": e.objs.ClientRoutesV4, "client_routes_v6": e.objs.ClientRoutesV6,
+		"peer_routes_v4": e.objs.PeerRoutesV4, "peer_routes_v6": e.objs.PeerRoutesV6, "flows": e.objs.Flows,
+		"outcomes": e.objs.Outcomes, "config": e.objs.Config, "egress_ports": e.objs.EgressPorts,
+		"rate_buckets": e.objs.RateBuckets}
+}
+
+// Pin keeps the maps and attachments in dir (on bpffs) beyond this process,
+// as Config.PinDir does from the start: a running engine hands its fast
+// path to the next process this way (`ebrtc turn` on SIGHUP), which loads
+// with PinDir set to dir and takes the attachments over.
+func (e *Engine) Pin(dir string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pinDir != "" {
+		return fmt.Errorf("offload: already pinned in %s", e.pinDir)
+	}
+	if err := ensureBPFFS(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("offload: pin directory: %w", err)
+	}
+	var errs []error
+	for name, m := range e.pinnableMaps() {
+		errs = append(errs, m.Pin(filepath.Join(dir, name)))
+	}
+	for _, a := range e.attached {
+		for name, l := range a.links {
+			errs = append(errs, l.Pin(filepath.Join(dir, name)))
+		}
+	}
+	e.pinDir = dir
+	return errors.Join(errs...)
+}
+
+// PinDir is where the engine's state is pinned ("" when it is not).
+func (e *Engine) PinDir() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pinDir
 }
 
 func ignoreNotPinned(err error) error {

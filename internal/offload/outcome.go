@@ -77,3 +77,13 @@ type Counter struct {
 	Packets uint64
 	Bytes   uint64
 }
+
+// FastByDirection folds the fast outcomes into the two directions: a hairpin
+// is one client-to-peer and one peer-to-client relay, as user space counts it.
+func FastByDirection(o map[Outcome]Counter) (toPeer, toClient Counter) {
+	add := func(a, b Counter) Counter {
+		return Counter{Packets: a.Packets + b.Packets, Bytes: a.Bytes + b.Bytes}
+	}
+	hp := o[FastHairpin]
+	return add(o[FastClientToPeer], hp), add(o[FastPeerToClient], hp)
+}

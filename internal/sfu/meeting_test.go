@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -143,6 +144,9 @@ func meetingSFU(t *testing.T) (*testbed.Testbed, dataplane.Plane) {
 }
 
 // testbedSFU is meetingSFU with either data plane and these media sockets.
+// sfuAdmin is the admin endpoint of the SFU testbedSFU runs (one at a time).
+var sfuAdmin = fmt.Sprintf("unix:%s/ebrtc-sfu-test-%d.sock", os.TempDir(), os.Getpid())
+
 func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.Testbed, dataplane.Plane) {
 	testenv.RequireRoot(t)
 	// plane "user+afxdp": the user data plane receiving through AF_XDP, on
@@ -164,6 +168,7 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 		done <- tb.Server.Do(func() error {
 			return Run(ctx, Config{Listen: testbed.SFUWeb.String(), Dataplane: plane, RX: rx,
 				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
+				AdminListen:   sfuAdmin,
 				Media:         media,
 				Ifaces:        []string{testbed.ServerCliIface},
 				Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }})

@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
@@ -38,7 +40,9 @@ type Config struct {
 	// MetricsListen, if set, serves Prometheus metrics (ebrtc_sfu_*) at
 	// http://MetricsListen/metrics.
 	MetricsListen string
-	Log           *slog.Logger
+	// AdminListen, if set, serves the admin endpoint (ebrtc top; package admin).
+	AdminListen string
+	Log         *slog.Logger
 	// Ready, if set, gets the web server's address and the data plane
 	// once it serves.
 	Ready func(addr net.Addr, plane dataplane.Plane)
@@ -124,6 +128,13 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("sfu: %w", err)
 		}
 		defer m.Close()
+	}
+	if cfg.AdminListen != "" {
+		a, err := admin.Serve(cfg.AdminListen, func() admin.Status { return status(ctrl, plane) })
+		if err != nil {
+			return fmt.Errorf("sfu: admin-listen: %w", err)
+		}
+		defer a.Close()
 	}
 	if cfg.Dataplane == "ebpf" {
 		for _, c := range conns {
@@ -230,4 +241,26 @@ func housekeeping(ctx context.Context, ctrl *controller.Controller, ag *agent.Ag
 			ctrl.Tick()
 		}
 	}
+}
+
+// status is the SFU's snapshot for the admin endpoint: its rooms, with
+// what each publisher sent into the data plane and the copies sent on.
+func status(ctrl *controller.Controller, plane dataplane.Plane) admin.Status {
+	st := admin.Status{Server: "sfu", Pid: os.Getpid(), Time: time.Now(), Rooms: ctrl.Snapshot()}
+	for _, room := range st.Rooms {
+		for i, p := range room.Participants {
+			if !p.Publishes.IsValid() {
+				continue
+			}
+			ss, err := plane.StreamStats(p.Publishes)
+			if err != nil {
+				continue
+			}
+			room.Participants[i].Sent = admin.Counter{Packets: ss.In.Packets, Bytes: ss.In.Bytes}
+			for _, out := range ss.Out {
+				room.Participants[i].Forwarded = room.Participants[i].Forwarded.Add(admin.Counter{Packets: out.Packets, Bytes: out.Bytes})
+			}
+		}
+	}
+	return st
 }

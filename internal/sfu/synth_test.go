@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
@@ -74,6 +75,7 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 	if o[dataplane.Replica].Packets < uint64(count*receivers) {
 		t.Errorf("data plane counted %d replicas, want %d", o[dataplane.Replica].Packets, count*receivers)
 	}
+	requireAdminRoom(t, pub.ID, receivers, count)
 	if strings.HasSuffix(plane, "+afxdp") {
 		m, err := testbed.ScrapeMetrics(tb.Client, testbed.ServerClientIP4.String()+":9108")
 		if err != nil {
@@ -185,4 +187,27 @@ func onePass(t *testing.T, publisher synth.Config, receivers []synth.Config) (*s
 		t.Fatalf("sent %d of %d: %v", sent, count, err)
 	}
 	return pub, stream, rcv, count
+}
+
+// requireAdminRoom: the admin endpoint (ebrtc top) shows the room, its
+// publisher with every receiver, and what the data plane forwarded.
+func requireAdminRoom(t *testing.T, publisher string, receivers, count int) {
+	t.Helper()
+	st, err := admin.Fetch(context.Background(), sfuAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Server != "sfu" || len(st.Rooms) != 1 || st.Rooms[0].Name != "scale" || len(st.Rooms[0].Participants) != receivers+1 {
+		t.Fatalf("admin status: %d rooms %+v", len(st.Rooms), st.Rooms)
+	}
+	for _, p := range st.Rooms[0].Participants {
+		if p.ID != publisher {
+			continue
+		}
+		if !p.Publishes.IsValid() || p.Receivers != receivers || p.Sent.Packets < uint64(count) || p.Forwarded.Packets < uint64(count*receivers) {
+			t.Errorf("publisher in the admin status: %+v", p)
+		}
+		return
+	}
+	t.Errorf("publisher %s not in the admin status", publisher)
 }

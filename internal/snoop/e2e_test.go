@@ -1,7 +1,7 @@
 package snoop_test
 
 import (
-	"os"
+	"context"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
@@ -29,18 +28,10 @@ func TestOffloadCoturn(t *testing.T) {
 	c0, peer0 := newFlow(t, tb, ipv4Flow)
 	withoutCPU := cpuDuring(t, coturn, func() { exchange(t, c0, peer0, packets) })
 
-	// `ip netns exec` gives the process a private /sys, so its /sys/fs/bpf
-	// would vanish with it: pin on a bpffs of our own, which it shares.
-	bpffs := filepath.Join(dir, "bpffs")
-	if err := os.Mkdir(bpffs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("bpf", bpffs, "bpf", 0, "mode=0700"); err != nil {
-		testenv.Missing(t, "mount bpffs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(bpffs, unix.MNT_DETACH) })
+	bpffs := testenv.BPFFS(t)
 	pins, state, control := filepath.Join(bpffs, "offload"), filepath.Join(dir, "state.json"), filepath.Join(dir, "offload.sock")
-	off := startOffload(t, tb, bin, "--control-socket", control, "--pin-dir", pins, "--state-file", state)
+	adminSock := "unix:" + filepath.Join(dir, "admin.sock")
+	off := startOffload(t, tb, bin, "--control-socket", control, "--pin-dir", pins, "--state-file", state, "--admin-listen", adminSock)
 	status := func() string {
 		out, err := exec.Command(bin, "offload", "status", "--control-socket", control).CombinedOutput()
 		if err != nil {
@@ -56,6 +47,7 @@ func TestOffloadCoturn(t *testing.T) {
 		!strings.Contains(st, "fast path on "+testbed.ServerCliIface+": xdp+tc (veth peer runs XDP)") {
 		t.Errorf("status:\n%s", st)
 	}
+	requireAdminStatus(t, adminSock, bin)
 	t.Logf("coturn CPU during %d datagrams each way: %v without ebrtc offload, %v with it", packets, withoutCPU, withCPU)
 	requireNearZero(t, "with the offload", withCPU, withoutCPU)
 
@@ -103,4 +95,25 @@ func fastInStatus(status string) bool {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n >= packets*99/100
+}
+
+// requireAdminStatus: the admin endpoint shows the learned allocation with
+// its channel's fast-path counters, and `ebrtc top` renders it.
+func requireAdminStatus(t *testing.T, addr, bin string) {
+	t.Helper()
+	st, err := admin.Fetch(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Server != "offload" || len(st.Allocations) != 1 || len(st.Allocations[0].Channels) != 1 {
+		t.Fatalf("admin status: %+v", st)
+	}
+	// All but the few spilled to coturn (one in 1,000).
+	if ch := st.Allocations[0].Channels[0]; !ch.Offload || ch.Fast.ToPeer.Packets < packets*99/100 || ch.Fast.ToClient.Packets < packets*99/100 {
+		t.Errorf("channel in the admin status: %+v", ch)
+	}
+	out, err := exec.Command(bin, "top", "--admin", addr, "--interval", "200ms", "--frames", "1").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ebrtc offload") || !strings.Contains(string(out), "0x4") {
+		t.Errorf("ebrtc top: %v\n%s", err, out)
+	}
 }

@@ -7,8 +7,10 @@
 package snoop
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/pion/stun/v4"
 
+	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/offload"
 )
 
@@ -289,6 +292,29 @@ func (l *Learner) Counts() (allocations, channels int) {
 		channels += len(a.channels)
 	}
 	return len(l.allocations), channels
+}
+
+// Allocations are the learned allocations and channels for the admin
+// endpoint, with each channel's fast-path counters when stats reads them.
+func (l *Learner) Allocations(stats func(offload.Channel) (toPeer, toClient offload.FlowStats, err error)) []admin.Allocation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]admin.Allocation, 0, len(l.allocations))
+	for t, a := range l.allocations {
+		al := admin.Allocation{Client: t.client, Relay: a.relay, Expires: a.expires}
+		for _, c := range a.channels {
+			ac := admin.Channel{Number: c.ch.Number, Peer: c.ch.Peer}
+			if toPeer, toClient, err := stats(c.ch); err == nil {
+				ac.Offload, ac.Fast = true, admin.FlowOf(toPeer, toClient)
+				al.Fast = al.Fast.Add(ac.Fast)
+			}
+			al.Channels = append(al.Channels, ac)
+		}
+		slices.SortFunc(al.Channels, func(a, b admin.Channel) int { return cmp.Compare(a.Number, b.Number) })
+		out = append(out, al)
+	}
+	slices.SortFunc(out, func(a, b admin.Allocation) int { return a.Client.Compare(b.Client) })
+	return out
 }
 
 // Status describes every learned allocation and channel, with each

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/offload"
 )
@@ -29,6 +30,7 @@ type Config struct {
 	ManageForwarding bool
 	MetricsListen    string
 	ControlSocket    string        // Unix socket answering `ebrtc offload status` ("" : none)
+	AdminListen      string        // admin endpoint for `ebrtc top` ("": none; see package admin)
 	PinDir           string        // bpffs directory keeping the fast path across restarts ("" : none)
 	StateFile        string        // the learner's state, for restarts (with PinDir)
 	SpillEvery       uint32        // 1 packet per channel in SpillEvery to the server (0: off)
@@ -43,6 +45,7 @@ type Service struct {
 	reader  *offload.SnoopReader
 	metrics *http.Server
 	control net.Listener
+	admin   io.Closer
 	log     *slog.Logger
 	done    chan struct{}
 }
@@ -116,9 +119,24 @@ func Start(c Config) (*Service, error) {
 			return nil, err
 		}
 	}
+	if c.AdminListen != "" {
+		if s.admin, err = admin.Serve(c.AdminListen, s.Status); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("admin-listen: %w", err)
+		}
+	}
 	go s.learn()
 	go s.sweep()
 	return s, nil
+}
+
+// Status is the service's snapshot for the admin endpoint. The server's
+// own (user-space) relaying is not seen here: Slow stays zero.
+func (s *Service) Status() admin.Status {
+	st := admin.Status{Server: "offload", Pid: os.Getpid(), Time: time.Now()}
+	admin.FastPath(s.engine, &st)
+	st.Allocations = s.Learner.Allocations(s.engine.ChannelStats)
+	return st
 }
 
 // serveStatus answers every connection on a Unix socket with the status text.
@@ -229,6 +247,9 @@ func (s *Service) Close() error {
 	}
 	if s.control != nil {
 		errs = append(errs, s.control.Close())
+	}
+	if s.admin != nil {
+		errs = append(errs, s.admin.Close())
 	}
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())

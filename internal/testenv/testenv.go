@@ -7,9 +7,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // InCI reports whether the tests run in CI, where nothing may be skipped.
@@ -79,4 +82,21 @@ func StartGroup(t testing.TB, cmd *exec.Cmd) {
 		}
 		t.Errorf("process group %d (%s) still alive 10 s after SIGKILL", pgid, cmd.Path)
 	})
+}
+
+// BPFFS mounts a bpffs of the test's own and returns its path, unmounted
+// (with every pin in it) when the test ends. `ip netns exec` gives the
+// processes it runs a private /sys, whose /sys/fs/bpf would vanish with
+// them: pins meant to outlive a process go here, which they share.
+func BPFFS(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bpffs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		Missing(t, "mount bpffs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
 }

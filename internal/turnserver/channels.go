@@ -29,6 +29,7 @@ type channelTable struct {
 	toWire       func(netip.AddrPort) netip.AddrPort
 	peerAllowed  func(peer netip.AddrPort) bool // as the client named it
 	serverFor    func(listener, client netip.AddrPort) (netip.AddrPort, error)
+	retired      func(ch offload.Channel, toPeer, toClient offload.FlowStats) // what it relayed, as it leaves (nil: unused)
 	log          logging.LeveledLogger
 
 	mu          sync.Mutex
@@ -101,6 +102,9 @@ func (t *channelTable) uninstall(ch offload.Channel) {
 	// What the fast path relayed for the channel is only in the BPF counters:
 	// report it before they go.
 	if toPeer, toClient, err := t.sink.ChannelStats(ch); err == nil {
+		if t.retired != nil {
+			t.retired(ch, toPeer, toClient)
+		}
 		t.log.Infof("%v left the fast path: to peer %d packets %d bytes, to client %d packets %d bytes, last seen %s",
 			ch, toPeer.Packets, toPeer.Bytes, toClient.Packets, toClient.Bytes, lastSeen(toPeer, toClient))
 	}
@@ -242,4 +246,30 @@ func (t *channelTable) eventHandler(allocs *allocationCounter, perms func(relay 
 			t.channelDeleted(src, dst, number)
 		},
 	}
+}
+
+// detachSink stops the table from changing the fast path (its channels now
+// belong to a successor); attachSink resumes with sink.
+func (t *channelTable) detachSink() { t.attachSink(discardSink{}) }
+
+func (t *channelTable) attachSink(sink channelSink) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sink = sink
+}
+
+// installed are the channels the fast path should hold: bound, with a
+// permission for their peer.
+func (t *channelTable) installed() map[offload.Channel]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[offload.Channel]bool{}
+	for _, st := range t.allocations {
+		for _, ch := range st.channels {
+			if t.permitted(st, ch) {
+				out[ch] = true
+			}
+		}
+	}
+	return out
 }

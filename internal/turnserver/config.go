@@ -46,11 +46,21 @@ type Config struct {
 	OffloadIfaces      []string      `yaml:"offload-iface"`
 	OffloadForwarding  string        `yaml:"offload-forwarding"`
 	RX                 string        `yaml:"rx"`
+	KeepOffload        bool          `yaml:"keep-offload"`
+	PinDir             string        `yaml:"pin-dir"`
+	StateFile          string        `yaml:"state-file"`
+	AdminListen        string        `yaml:"admin-listen"`
+	MetricsLabels      string        `yaml:"metrics-labels"`
 	MetricsListen      string        `yaml:"metrics-listen"`
 	TLSCert            string        `yaml:"tls-cert"`
 	TLSKey             string        `yaml:"tls-key"`
 	LogLevel           string        `yaml:"log-level"`
 	LogFormat          string        `yaml:"log-format"`
+
+	// A fleet sheds load (loadshed.go).
+	AlternateServers     []string `yaml:"alternate-server"`
+	TLSAlternateServers  []string `yaml:"tls-alternate-server"`
+	ShedAboveAllocations int      `yaml:"shed-above-allocations"`
 }
 
 // DefaultConfig is what an empty configuration means.
@@ -69,6 +79,9 @@ func DefaultConfig() Config {
 		Offload:            "auto",
 		OffloadForwarding:  "auto",
 		RX:                 "kernel",
+		PinDir:             "/sys/fs/bpf/ebrtc/turn",
+		StateFile:          "/run/ebrtc/turn-state.json",
+		MetricsLabels:      "none",
 		LogLevel:           "info",
 		LogFormat:          "text",
 	}
@@ -115,7 +128,7 @@ func Load(args []string, env func(string) string) (*Settings, error) {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, fmt.Errorf("config: unexpected argument %q (a yes/no flag takes its value as --flag=false)", fs.Arg(0))
 	}
 	return cfg.Validate()
 }
@@ -151,11 +164,19 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.Var(&listFlag{v: &cfg.OffloadIfaces}, "offload-iface", "interface to attach XDP to (repeatable; default: those carrying listen and relay addresses)")
 	fs.StringVar(&cfg.RX, "rx", cfg.RX, "how UDP listeners receive: kernel (sockets) or afxdp (AF_XDP sockets fed by an XDP classifier; needs --offload off)")
 	fs.StringVar(&cfg.OffloadForwarding, "offload-forwarding", cfg.OffloadForwarding, "auto: turn on loopback's forwarding sysctls (route lookups only; no interface forwards) while running; manual: require them")
+	fs.BoolVar(&cfg.KeepOffload, "keep-offload", cfg.KeepOffload, "on stop, leave the fast path relaying (pinned in pin-dir) and save the allocations in state-file for the next start")
+	fs.StringVar(&cfg.PinDir, "pin-dir", cfg.PinDir, "bpffs directory for the fast path's maps and attachments across restarts")
+	fs.StringVar(&cfg.StateFile, "state-file", cfg.StateFile, "where a stop with keep-offload saves the allocations for the next start")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "admin endpoint for `ebrtc top`: unix:PATH or a loopback IP:PORT (empty: off)")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "Prometheus endpoint `IP:PORT` (empty: off)")
+	fs.StringVar(&cfg.MetricsLabels, "metrics-labels", cfg.MetricsLabels, "per-user traffic series: none, user (a series per user) or allocation (also per allocation)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "certificate file for tls:// and dtls:// listeners")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "private key file for tls:// and dtls:// listeners")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "error, warn, info, debug or trace")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json (one JSON object per line, log/slog's)")
+	fs.Var(&listFlag{v: &cfg.AlternateServers}, "alternate-server", "`IP:PORT` of another server taking new udp/tcp allocations over shed-above-allocations, one per family (repeatable)")
+	fs.Var(&listFlag{v: &cfg.TLSAlternateServers}, "tls-alternate-server", "`IP:PORT` as alternate-server, for tls/dtls clients (repeatable)")
+	fs.IntVar(&cfg.ShedAboveAllocations, "shed-above-allocations", cfg.ShedAboveAllocations, "answer new Allocates 300 Try Alternate once the server holds this many allocations (0: never)")
 	return fs
 }
 
@@ -338,11 +359,17 @@ func (c Config) Validate() (*Settings, error) {
 			return bad("metrics-listen", "%v", err)
 		}
 	}
+	if err := validateOperations(c); err != nil {
+		return nil, err
+	}
 	if _, ok := logs.Levels[c.LogLevel]; !ok {
 		return bad("log-level", "%q is not error, warn, info, debug or trace", c.LogLevel)
 	}
 	if !slices.Contains(logs.Formats, c.LogFormat) {
 		return bad("log-format", "%q is not text or json", c.LogFormat)
+	}
+	if err := validateLoadShedding(c, s); err != nil {
+		return nil, err
 	}
 	if s.Policy, err = NewPeerPolicy(c.AllowPeers, c.DenyPeers, append(append([]netip.Addr{}, s.RelayIPs...), s.ExternalIPs...)); err != nil {
 		return nil, fmt.Errorf("config: %w", err)

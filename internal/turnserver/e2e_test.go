@@ -16,7 +16,6 @@ import (
 	"github.com/pion/turn/v5"
 
 	"github.com/ebrtc/ebrtc/internal/testbed"
-	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 var ebrtcBin string
@@ -59,18 +58,7 @@ func newTestbed(t *testing.T) *testbed.Testbed { return newTestbedWith(t, testbe
 
 func newTestbedWith(t *testing.T, opts testbed.Options) *testbed.Testbed {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	tb, err := testbed.NewWith(opts)
-	if err != nil {
-		testenv.Missing(t, "namespace testbed: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := tb.Close(); err != nil {
-			t.Errorf("testbed cleanup: %v", err)
-		}
-	})
-	return tb
+	return testbed.ForTest(t, opts)
 }
 
 func startRelay(t *testing.T, tb *testbed.Testbed, extra ...string) *testbed.Relay {

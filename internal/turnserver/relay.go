@@ -30,6 +30,8 @@ type relayGenerator struct {
 	stats                 *slowStats
 	events                *metrics.Events
 	guard                 controlFunc // attaches the source guard to relay sockets (nil: none)
+	gate                  *readGate   // holds relay sockets' readers for a hand-over
+	users                 userTraffic // what ended allocations relayed, per user
 
 	live liveRelays
 }
@@ -119,18 +121,29 @@ func (g *relayGenerator) AllocatePacketConn(conf turn.AllocateListenerConfig) (n
 	if err != nil {
 		return nil, nil, err
 	}
-	lc := net.ListenConfig{Control: controlWith(setUDPBuffers, g.guard)}
 	var conn net.PacketConn
 	addr, err := g.bindRelay(wire, conf.RequestedPort, false, func(a string) (err error) {
-		conn, err = lc.ListenPacket(context.Background(), conf.Network, a)
+		conn, err = g.listenPacket(conf.Network, a)
 		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	rc := &relayConn{PacketConn: conn, gen: g, addr: addr, perms: map[netip.Addr]bool{}}
+	return g.newRelayConn(conn, addr, conf.UserID), &net.UDPAddr{IP: advertised.AsSlice(), Port: int(addr.Port())}, nil
+}
+
+// listenPacket binds a relay socket.
+func (g *relayGenerator) listenPacket(network, addr string) (net.PacketConn, error) {
+	lc := net.ListenConfig{Control: controlWith(setUDPBuffers, g.guard)}
+	return lc.ListenPacket(context.Background(), network, addr)
+}
+
+// newRelayConn makes conn, bound at addr (reserved in the live set), an
+// allocation's relay socket.
+func (g *relayGenerator) newRelayConn(conn net.PacketConn, addr netip.AddrPort, user string) *relayConn {
+	rc := &relayConn{PacketConn: conn, gen: g, addr: addr, user: user, perms: map[netip.Addr]bool{}, reader: gatedReader{gate: g.gate}}
 	g.live.setConn(addr, rc)
-	return rc, &net.UDPAddr{IP: advertised.AsSlice(), Port: int(addr.Port())}, nil
+	return rc
 }
 
 func (g *relayGenerator) AllocateListener(conf turn.AllocateListenerConfig) (net.Listener, net.Addr, error) {
@@ -247,6 +260,19 @@ func (l *liveRelays) remove(a netip.AddrPort, tcp bool) {
 	}
 }
 
+// conns are the UDP relay sockets.
+func (l *liveRelays) conns() []net.PacketConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]net.PacketConn, 0, len(l.udp))
+	for _, c := range l.udp {
+		if c != nil {
+			out = append(out, c.PacketConn)
+		}
+	}
+	return out
+}
+
 func (l *liveRelays) has(a netip.AddrPort, tcp bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -272,6 +298,9 @@ type relayConn struct {
 	addr             netip.AddrPort // on the wire
 	toPeer, toClient ratelimit.Bucket
 	closeOnce        sync.Once
+	reader           gatedReader
+	user             string
+	traffic          allocTraffic
 
 	mu    sync.RWMutex
 	perms map[netip.Addr]bool
@@ -305,13 +334,14 @@ func (c *relayConn) WriteTo(p []byte, addr net.Addr) (int, error) {
 	n, err := c.PacketConn.WriteTo(p, addr)
 	if err == nil {
 		c.gen.stats.toPeer.add(n)
+		c.traffic.slow.toPeer.add(n)
 	}
 	return n, err
 }
 
 func (c *relayConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	for {
-		n, addr, err := c.PacketConn.ReadFrom(p)
+		n, addr, err := c.reader.read(c.PacketConn, p)
 		if err != nil {
 			return n, addr, err
 		}
@@ -324,6 +354,7 @@ func (c *relayConn) ReadFrom(p []byte) (int, net.Addr, error) {
 			continue
 		}
 		c.gen.stats.toClient.add(n)
+		c.traffic.slow.toClient.add(n)
 		return n, addr, nil
 	}
 }
@@ -340,7 +371,11 @@ func (c *relayConn) refuse(src netip.AddrPort) string {
 }
 
 func (c *relayConn) Close() error {
-	c.closeOnce.Do(func() { c.gen.live.remove(c.addr, false) })
+	c.closeOnce.Do(func() {
+		c.gen.live.remove(c.addr, false)
+		fast, slow := c.traffic.total()
+		c.gen.users.retire(c.user, fast, slow)
+	})
 	return c.PacketConn.Close()
 }
 

@@ -55,11 +55,12 @@ func classifyDatagram(b []byte) datagramKind {
 type screenedConn struct {
 	net.PacketConn
 	events *metrics.Events
+	reader gatedReader
 }
 
 func (c *screenedConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	for {
-		n, addr, err := c.PacketConn.ReadFrom(p)
+		n, addr, err := c.reader.read(c.PacketConn, p)
 		if err != nil {
 			return n, addr, err
 		}

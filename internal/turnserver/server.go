@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -19,6 +20,7 @@ import (
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
 
+	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/logs"
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/offload"
@@ -37,9 +39,20 @@ type Server struct {
 	slow       *slowStats
 	events     *metrics.Events
 	metrics    *http.Server
+	admin      io.Closer            // the admin endpoint (nil: off)
 	Attached   []offload.Attachment // where the fast path runs, and why
 	afxdpConns []*afxdp.Conn        // UDP listeners receiving through AF_XDP (--rx afxdp)
 	stop       chan struct{}        // ends watchAttachments
+
+	// For hand-overs (handover.go): the sockets by what they serve, the
+	// gate that stops their readers, and what a predecessor left.
+	gen        *relayGenerator
+	table      *channelTable
+	gate       *readGate
+	udpSockets []udpSocket // parallel to pion's PacketConnConfigs
+	tcpSockets []tcpSocket
+	inherited  *inheritance
+	handedOver bool // sockets and fast path belong to another process (a successor, or the predecessor this one failed to replace)
 }
 
 // Start opens the listeners, loads and attaches the fast path, and serves.
@@ -58,6 +71,7 @@ func Start(s *Settings) (*Server, error) {
 		allocs:   newAllocationCounter(s.UserQuota, s.TotalQuota, newIPRateLimiter(s.AllocateRate, 3*s.AllocateRate), events),
 		slow:     &slowStats{},
 		events:   events,
+		gate:     newReadGate(),
 	}
 	if len(s.RelayIPs) == 0 {
 		ips, err := guessRelayIPs(s.Listeners)
@@ -76,10 +90,18 @@ func Start(s *Settings) (*Server, error) {
 	} else {
 		srv.guard = g
 	}
-	if err := srv.start(lf); err != nil {
+	if err := srv.inherit(); err != nil {
 		_ = srv.Close()
 		return nil, err
 	}
+	if err := srv.start(lf); err != nil {
+		srv.leaveToPredecessor()
+		srv.inherited.failed(err)
+		_ = srv.Close()
+		return nil, err
+	}
+	srv.inherited.serving(srv.log)
+	srv.inherited = nil
 	return srv, nil
 }
 
@@ -88,6 +110,7 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 	gen := &relayGenerator{
 		relayIPs: s.RelayIPs, externalIPs: s.ExternalIPs, minPort: s.MinPort, maxPort: s.MaxPort,
 		policy: s.Policy, limit: s.RateLimit, stats: srv.slow, events: srv.events, guard: srv.guardControl(),
+		gate: srv.gate,
 	}
 	table := &channelTable{
 		sink:         discardSink{},
@@ -95,9 +118,11 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 		toWire:       gen.toWire,
 		peerAllowed:  func(peer netip.AddrPort) bool { return gen.peerAllowed(peer, false) },
 		serverFor:    serverAddressFor,
+		retired:      srv.retireChannel,
 		log:          srv.log,
 		allocations:  map[allocKey]*allocState{},
 	}
+	srv.gen, srv.table = gen, table
 	permit := func(client net.Addr, peer net.IP) bool {
 		ip, _ := netip.AddrFromSlice(peer)
 		if !s.Policy.Allowed(ip) {
@@ -125,6 +150,8 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 		PermissionTimeout:  s.PermissionLifetime,
 		NonceLifetime:      s.StaleNonce,
 	}
+	cfg.AlternateServerHandler = srv.alternateHandler() // shed-above-allocations (loadshed.go)
+	cfg.NonceKey = fleetNonceKey(s)
 	for _, l := range s.Listeners {
 		if err := srv.addListener(&cfg, l, gen, permit, table); err != nil {
 			return err
@@ -147,9 +174,27 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 		return fmt.Errorf("turn: %w", err)
 	}
 	srv.turn = t
-	if s.MetricsListen != "" {
-		return srv.serveMetrics()
+	if err := srv.takeOver(); err != nil {
+		return err
 	}
+	if s.MetricsListen != "" {
+		if err := srv.serveMetrics(); err != nil {
+			return err
+		}
+	}
+	return srv.serveAdmin()
+}
+
+// serveAdmin serves the admin endpoint (ebrtc top), if configured.
+func (srv *Server) serveAdmin() error {
+	if srv.settings.AdminListen == "" {
+		return nil
+	}
+	a, err := admin.Serve(srv.settings.AdminListen, srv.Status)
+	if err != nil {
+		return fmt.Errorf("config: admin-listen: %w", err)
+	}
+	srv.admin = a
 	return nil
 }
 
@@ -168,22 +213,29 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 		if s.RX == "afxdp" {
 			return srv.addAFXDPListener(cfg, network, addr, gen, permit, table)
 		}
-		lc := net.ListenConfig{Control: controlWith(setReusePort, setUDPBuffers, srv.guardControl())}
-		for range s.UDPThreads {
-			conn, err := lc.ListenPacket(context.Background(), "udp"+network, addr)
+		threads := s.UDPThreads
+		if n := srv.savedUDPCount(l); n > 0 {
+			threads = n // the predecessor's group, each allocation at its index
+		}
+		for ordinal := range threads {
+			conn, err := srv.listenUDP(l, network, ordinal)
 			if err != nil {
-				return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
+				return err
 			}
 			cfg.PacketConnConfigs = append(cfg.PacketConnConfigs, turn.PacketConnConfig{
-				PacketConn: &screenedConn{PacketConn: conn, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit,
+				PacketConn:            &screenedConn{PacketConn: conn, events: srv.events, reader: gatedReader{gate: srv.gate}},
+				RelayAddressGenerator: gen, PermissionHandler: permit,
 			})
+			srv.udpSockets = append(srv.udpSockets, udpSocket{listener: l, ordinal: ordinal, conn: conn})
 			table.udpListeners[addrPort(conn.LocalAddr())] = true
 		}
 	case "tcp", "tls":
-		ln, err := net.Listen("tcp"+network, addr)
+		tcp, err := srv.listenTCP(l, network)
 		if err != nil {
-			return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
+			return err
 		}
+		srv.tcpSockets = append(srv.tcpSockets, tcpSocket{listener: l, ln: tcp})
+		var ln net.Listener = tcp
 		if l.Scheme == "tls" {
 			cert, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
 			if err != nil {
@@ -233,6 +285,7 @@ func (srv *Server) addAFXDPListener(cfg *turn.ServerConfig, network, addr string
 	cfg.PacketConnConfigs = append(cfg.PacketConnConfigs, turn.PacketConnConfig{
 		PacketConn: &screenedConn{PacketConn: conn, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit,
 	})
+	srv.udpSockets = append(srv.udpSockets, udpSocket{listener: Listener{Scheme: "udp", Addr: addrPort(conn.LocalAddr())}})
 	table.udpListeners[addrPort(conn.LocalAddr())] = true
 	return nil
 }
@@ -250,7 +303,7 @@ func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 	}
 	engine, err := offload.Load(offload.Config{
 		ListenPorts: ports, RelayPortMin: uint16(s.MinPort), RelayPortMax: uint16(s.MaxPort), RelayIPs: s.RelayIPs,
-		RateLimit: s.RateLimit,
+		RateLimit: s.RateLimit, PinDir: srv.pinDirToLoad(),
 	})
 	if err != nil {
 		return nil, err
@@ -272,6 +325,7 @@ func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 		srv.Attached = append(srv.Attached, a)
 		srv.log.Infof("fast path on %s: %s (%s)", name, a.Hooks(), a.Reason)
 	}
+	srv.settlePins(engine)
 	return engine, nil
 }
 
@@ -348,9 +402,13 @@ func (srv *Server) serveMetrics() error {
 	if srv.guard != nil {
 		guardDropped = srv.guard.Dropped
 	}
-	m, err := metrics.Serve(srv.settings.MetricsListen, append(srv.events.Collectors(),
+	cs := append(srv.events.Collectors(),
 		metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts), metrics.NewSourceGuardCollector(guardDropped),
-		metrics.NewSocketDropsCollector(srv.socketKind), metrics.NewAFXDPCollector(srv.afxdpConns))...)
+		metrics.NewSocketDropsCollector(srv.socketKind), metrics.NewAFXDPCollector(srv.afxdpConns))
+	if labels := srv.settings.MetricsLabels; labels != "none" {
+		cs = append(cs, metrics.NewUserCollector(srv.Status, labels == "allocation"))
+	}
+	m, err := metrics.Serve(srv.settings.MetricsListen, cs...)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -417,11 +475,19 @@ func (srv *Server) watchAttachments(stop <-chan struct{}) {
 // Close stops serving, detaches the fast path and closes every allocation.
 func (srv *Server) Close() error {
 	var errs []error
+	if srv.settings.KeepOffload && !srv.handedOver && srv.turn != nil && srv.engine != nil {
+		if err := srv.closeKeepingOffload(); err != nil {
+			errs = append(errs, err, srv.engine.Unpin())
+		}
+	}
 	if srv.stop != nil {
 		close(srv.stop)
 	}
 	if srv.metrics != nil {
 		errs = append(errs, srv.metrics.Close())
+	}
+	if srv.admin != nil {
+		errs = append(errs, srv.admin.Close())
 	}
 	// Closing the allocations removes their channels from the maps; then detach.
 	if srv.turn != nil {

@@ -27,6 +27,7 @@ type Server struct {
 	log                 logging.LeveledLogger
 	authHandler         AuthHandler
 	quotaHandler        QuotaHandler
+	alternateHandler    AlternateServerHandler
 	realm               string
 	channelBindTimeout  time.Duration
 	permissionTimeout   time.Duration
@@ -62,11 +63,17 @@ func NewServer(config ServerConfig) (*Server, error) { //nolint:gocognit,cyclop
 	if err != nil {
 		return nil, err
 	}
+	if len(config.NonceKey) > 0 {
+		if err := server.SetNonceKey(nonceHash, config.NonceKey); err != nil {
+			return nil, err
+		}
+	}
 
 	server := &Server{
 		log:                 loggerFactory.NewLogger("turn"),
 		authHandler:         config.AuthHandler,
 		quotaHandler:        config.QuotaHandler,
+		alternateHandler:    config.AlternateServerHandler,
 		realm:               config.Realm,
 		channelBindTimeout:  config.ChannelBindTimeout,
 		permissionTimeout:   config.PermissionTimeout,
@@ -276,6 +283,7 @@ func (s *Server) readLoop(conn net.PacketConn, allocationManager *allocation.Man
 			Log:                 s.log,
 			AuthHandler:         s.authHandler,
 			QuotaHandler:        s.quotaHandler,
+			AlternateHandler:    s.alternateHandler,
 			Realm:               s.realm,
 			AllocationManager:   allocationManager,
 			ChannelBindTimeout:  s.channelBindTimeout,

@@ -132,6 +132,16 @@ type EventHandler = allocation.EventHandler
 // rejected and a 486 (Allocation Quota Reached) error is returned to the user.
 type QuotaHandler func(username, realm string, srcAddr net.Addr) (ok bool)
 
+// AlternateServerHandler is a callback that lets a server redirect new allocations to other
+// servers, to shed load (RFC 8656 Section 7.2, RFC 8489 Section 10). It is called for an
+// authenticated, valid Allocate request that would create an allocation, before the
+// QuotaHandler; srcAddr is the client and dstAddr the server address the request came to.
+// If it returns addresses, the request is rejected with a 300 (Try Alternate) error carrying
+// them as ALTERNATE-SERVER attributes, in order: RFC 8489 wants the first of the family of
+// srcAddr. Allocate requests with a RESERVATION-TOKEN are never redirected: the reserved
+// port is on this server.
+type AlternateServerHandler func(username, realm string, srcAddr, dstAddr net.Addr) (alternates []net.Addr)
+
 // ServerConfig configures the Pion TURN Server.
 type ServerConfig struct {
 	// PacketConnConfigs and ListenerConfigs are a list of all the turn listeners
@@ -152,6 +162,10 @@ type ServerConfig struct {
 	// QuotaHandler is a callback used to reject new allocations when a
 	// per-user quota is exceeded.
 	QuotaHandler QuotaHandler
+
+	// AlternateServerHandler is a callback used to redirect new allocations to
+	// another server with a 300 (Try Alternate) error.
+	AlternateServerHandler AlternateServerHandler
 
 	// EventHandlers is a set of callbacks for tracking allocation lifecycle.
 	EventHandler EventHandler
@@ -176,6 +190,12 @@ type ServerConfig struct {
 
 	// Sets the server inbound MTU(Maximum transmition unit). Defaults to 1600 bytes.
 	InboundMTU int
+
+	// NonceKey, if set, keys the HMAC that signs and checks nonces, in place of a random key
+	// drawn at start; at least 16 bytes. Servers given the same key accept each other's nonces:
+	// a client redirected by a 300 (Try Alternate) may repeat its request at the alternate with
+	// the nonce it has (libwebrtc does, and fails on a 438 Stale Nonce there).
+	NonceKey []byte
 }
 
 func (s *ServerConfig) validate() error {

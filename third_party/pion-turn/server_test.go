@@ -2274,3 +2274,76 @@ func BenchmarkServer(b *testing.B) {
 		})
 	}
 }
+
+func TestAlternateServer(t *testing.T) {
+	serverConn, err := net.ListenPacket("udp4", "127.0.0.1:0") // nolint: noctx
+	require.NoError(t, err)
+	defer serverConn.Close() //nolint:errcheck
+
+	alternate := &net.UDPAddr{IP: net.ParseIP("127.0.0.1"), Port: 3479}
+	var allocations atomic.Int32
+	server, err := NewServer(ServerConfig{
+		AuthHandler: func(ra *RequestAttributes) (userID string, key []byte, ok bool) {
+			return ra.Username, GenerateAuthKey(ra.Username, "pion.ly", "pass"), true
+		},
+		// Room for one allocation; the next go to the alternate.
+		AlternateServerHandler: func(_, _ string, _, _ net.Addr) []net.Addr {
+			if allocations.Add(1) > 1 {
+				return []net.Addr{alternate}
+			}
+
+			return nil
+		},
+		Realm: "pion.ly",
+		PacketConnConfigs: []PacketConnConfig{{
+			PacketConn: serverConn,
+			RelayAddressGenerator: &RelayAddressGeneratorStatic{
+				RelayAddress: net.ParseIP("127.0.0.1"),
+				Address:      "127.0.0.1",
+			},
+		}},
+		LoggerFactory: logging.NewDefaultLoggerFactory(),
+	})
+	require.NoError(t, err)
+	defer server.Close() //nolint:errcheck
+
+	newClient := func(user string) *Client {
+		conn, listenErr := net.ListenPacket("udp4", "127.0.0.1:0") // nolint: noctx
+		require.NoError(t, listenErr)
+		t.Cleanup(func() { _ = conn.Close() })
+		client, clientErr := NewClient(&ClientConfig{
+			Conn:           conn,
+			TURNServerAddr: serverConn.LocalAddr().String(),
+			Username:       user,
+			Password:       "pass",
+			Realm:          "pion.ly",
+			LoggerFactory:  logging.NewDefaultLoggerFactory(),
+		})
+		require.NoError(t, clientErr)
+		require.NoError(t, client.Listen())
+		t.Cleanup(client.Close)
+
+		return client
+	}
+
+	relayConn, err := newClient("user1").Allocate()
+	require.NoError(t, err)
+	defer relayConn.Close() //nolint:errcheck
+
+	_, err = newClient("user2").Allocate()
+	var turnErr *stun.TurnError
+	require.ErrorAs(t, err, &turnErr)
+	assert.Equal(t, stun.CodeTryAlternate, turnErr.ErrorCodeAttr.Code)
+
+	// The first allocation is still served: CreatePermission, then relaying.
+	peer, err := net.ListenPacket("udp4", "127.0.0.1:0") // nolint: noctx
+	require.NoError(t, err)
+	defer peer.Close() //nolint:errcheck
+	_, err = relayConn.WriteTo([]byte("hello"), peer.LocalAddr())
+	require.NoError(t, err)
+	require.NoError(t, peer.SetReadDeadline(time.Now().Add(5*time.Second)))
+	buf := make([]byte, 16)
+	n, _, err := peer.ReadFrom(buf)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(buf[:n]))
+}

@@ -6,15 +6,18 @@
 package controller
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
@@ -468,4 +471,31 @@ func randomString(n int) string {
 		panic(err)
 	}
 	return base64.RawStdEncoding.EncodeToString(b)[:n]
+}
+
+// Snapshot lists the rooms and their participants for the admin endpoint
+// (ebrtc top): who publishes from where, to how many, and receives how much.
+func (c *Controller) Snapshot() []admin.Room {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]admin.Room, 0, len(c.rooms))
+	for _, r := range c.rooms {
+		room := admin.Room{Name: r.name}
+		for _, p := range r.parts {
+			ap := admin.Participant{ID: p.ID, Receivers: len(p.serving)}
+			if p.pub != nil && p.pub.addr.IsValid() {
+				ap.Publishes = p.pub.addr
+			}
+			for _, cn := range p.recv {
+				if cn.addr.IsValid() {
+					ap.Receives++
+				}
+			}
+			room.Participants = append(room.Participants, ap)
+		}
+		slices.SortFunc(room.Participants, func(a, b admin.Participant) int { return cmp.Compare(a.ID, b.ID) })
+		out = append(out, room)
+	}
+	slices.SortFunc(out, func(a, b admin.Room) int { return cmp.Compare(a.Name, b.Name) })
+	return out
 }

@@ -41,6 +41,7 @@ type Allocation struct {
 	channelBindingsLock sync.RWMutex
 	channelBindings     []*ChannelBind
 	lifetimeTimer       *time.Timer
+	expires             expiry
 	closed              chan any
 	userID, realm       string
 	eventHandler        EventHandler
@@ -247,6 +248,7 @@ func (a *Allocation) ListChannelBindings() []*ChannelBind {
 
 // Refresh updates the allocations lifetime.
 func (a *Allocation) Refresh(lifetime time.Duration) {
+	a.expires.set(lifetime)
 	if !a.lifetimeTimer.Reset(lifetime) {
 		a.log.Errorf("Failed to reset allocation timer for %v", a.fiveTuple)
 	}

@@ -271,6 +271,7 @@ func (m *Manager) CreateAllocation( // nolint: cyclop
 
 	m.log.Debugf("Listening on relay address: %s", alloc.RelayAddr)
 
+	alloc.expires.set(lifetime)
 	alloc.lifetimeTimer = time.AfterFunc(lifetime, func() {
 		m.DeleteAllocation(alloc.fiveTuple)
 	})

@@ -19,6 +19,7 @@ type ChannelBind struct {
 
 	allocation    *Allocation
 	lifetimeTimer *time.Timer
+	expires       expiry
 	log           logging.LeveledLogger
 }
 
@@ -32,6 +33,7 @@ func NewChannelBind(number proto.ChannelNumber, peer net.Addr, log logging.Level
 }
 
 func (c *ChannelBind) start(lifetime time.Duration) {
+	c.expires.set(lifetime)
 	c.lifetimeTimer = time.AfterFunc(lifetime, func() {
 		if !c.allocation.RemoveChannelBind(c.Number) {
 			c.log.Errorf("Failed to remove ChannelBind for %v %x %v", c.Number, c.Peer, c.allocation.fiveTuple)
@@ -40,6 +42,7 @@ func (c *ChannelBind) start(lifetime time.Duration) {
 }
 
 func (c *ChannelBind) refresh(lifetime time.Duration) {
+	c.expires.set(lifetime)
 	if !c.lifetimeTimer.Reset(lifetime) {
 		c.log.Errorf("Failed to reset ChannelBind timer for %v %x %v", c.Number, c.Peer, c.allocation.fiveTuple)
 	}

@@ -20,6 +20,7 @@ type Permission struct {
 	allocation    *Allocation
 	timeout       time.Duration
 	lifetimeTimer *time.Timer
+	expires       expiry
 	log           logging.LeveledLogger
 }
 
@@ -33,12 +34,14 @@ func NewPermission(addr net.Addr, log logging.LeveledLogger, timeout time.Durati
 }
 
 func (p *Permission) start(lifetime time.Duration) {
+	p.expires.set(lifetime)
 	p.lifetimeTimer = time.AfterFunc(lifetime, func() {
 		p.allocation.RemovePermission(p.Addr)
 	})
 }
 
 func (p *Permission) refresh(lifetime time.Duration) {
+	p.expires.set(lifetime)
 	if !p.lifetimeTimer.Reset(lifetime) {
 		p.log.Errorf("Failed to reset permission timer for %v %v", p.Addr, p.allocation.fiveTuple)
 	}

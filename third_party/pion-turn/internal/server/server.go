@@ -35,6 +35,9 @@ type Request struct {
 	// Quota Handler
 	QuotaHandler func(username string, realm string, srcAddr net.Addr) (ok bool)
 
+	// AlternateHandler returns the servers a new allocation is redirected to, if any.
+	AlternateHandler func(username, realm string, srcAddr, dstAddr net.Addr) (alternates []net.Addr)
+
 	Log   logging.LeveledLogger
 	Realm string
 

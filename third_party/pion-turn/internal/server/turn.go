@@ -20,6 +20,25 @@ import (
 
 const runesAlpha = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
+// sendTryAlternate answers 300 (Try Alternate) with an ALTERNATE-SERVER for
+// each address, authenticated as the request was (RFC 8489 Section 10).
+func sendTryAlternate(
+	req Request, stunMsg *stun.Message, alternates []net.Addr, integrity stun.MessageIntegrity,
+) error {
+	attrs := []stun.Setter{stun.CodeTryAlternate} // with its reason phrase
+	for _, addr := range alternates {
+		ip, port, err := ipnet.AddrIPPort(addr)
+		if err != nil {
+			return err
+		}
+		attrs = append(attrs, &stun.AlternateServer{IP: ip, Port: port})
+	}
+	attrs = append(attrs, integrity)
+
+	return buildAndSend(req.Conn, req.SrcAddr,
+		buildMsg(stunMsg.TransactionID, stun.NewType(stun.MethodAllocate, stun.ClassErrorResponse), attrs...)...)
+}
+
 // See: https://tools.ietf.org/html/rfc5766#section-6.2
 // .
 func handleAllocateRequest(req Request, stunMsg *stun.Message) error { //nolint:cyclop,gocyclo,maintidx,gocognit
@@ -196,6 +215,20 @@ func handleAllocateRequest(req Request, stunMsg *stun.Message) error { //nolint:
 		return buildAndSendErr(req.Conn, req.SrcAddr, errRequestWithReservationTokenAndRequestedFamily, badRequestMsg...)
 	}
 
+	// 8. Also at any point, the server MAY choose to reject the request
+	//    with a 300 (Try Alternate) error if it wishes to redirect the
+	//    client to a different server.  The use of this error code and
+	//    attribute follow the specification in [RFC5389].
+	//    (Checked ahead of the quota in 7, so that a redirected request
+	//    uses none of it. A RESERVATION-TOKEN names a port reserved on
+	//    this server: such a request is never redirected.)
+	if req.AlternateHandler != nil && !stunMsg.Contains(stun.AttrReservationToken) {
+		alternates := req.AlternateHandler(userID, realmAttr.String(), req.SrcAddr, req.Conn.LocalAddr())
+		if len(alternates) > 0 {
+			return sendTryAlternate(req, stunMsg, alternates, messageIntegrity)
+		}
+	}
+
 	// 7. At any point, the server MAY choose to reject the request with a
 	//    486 (Allocation Quota Reached) error if it feels the client is
 	//    trying to exceed some locally defined allocation quota.  The
@@ -210,10 +243,6 @@ func handleAllocateRequest(req Request, stunMsg *stun.Message) error { //nolint:
 		return buildAndSend(req.Conn, req.SrcAddr, quotaReachedMsg...)
 	}
 
-	// 8. Also at any point, the server MAY choose to reject the request
-	//    with a 300 (Try Alternate) error if it wishes to redirect the
-	//    client to a different server.  The use of this error code and
-	//    attribute follow the specification in [RFC5389].
 	lifetimeDuration := allocationLifeTime(req, stunMsg)
 	alloc, err := req.AllocationManager.CreateAllocation(
 		fiveTuple,

@@ -1920,3 +1920,152 @@ func TestHandleSendIndicationPermissionBeforeFamily(t *testing.T) {
 	assert.ErrorIs(t, err, errNoPermission)
 	assert.Empty(t, relayConn.lastWrite, "data without permission must not be relayed")
 }
+
+func TestHandleAllocateRequestTryAlternate(t *testing.T) { //nolint:cyclop
+	logger := logging.NewDefaultLoggerFactory().NewLogger("turn")
+	conn := newCapturePacketConn(&net.UDPAddr{IP: net.ParseIP("127.0.0.1"), Port: 3478})
+	defer conn.Close() //nolint:errcheck
+
+	allocationManager, err := allocation.NewManager(allocation.ManagerConfig{
+		AllocatePacketConn: func(conf allocation.AllocateListenerConfig) (net.PacketConn, net.Addr, error) {
+			con, listenErr := net.ListenPacket(conf.Network, "127.0.0.1:0") // nolint: noctx
+			if listenErr != nil {
+				return nil, nil, listenErr
+			}
+
+			return con, con.LocalAddr(), nil
+		},
+		AllocateListener: func(allocation.AllocateListenerConfig) (net.Listener, net.Addr, error) {
+			return nil, nil, nil
+		},
+		AllocateConn: func(allocation.AllocateConnConfig) (net.Conn, error) {
+			return nil, nil //nolint:nilnil
+		},
+		LeveledLogger: logger,
+	})
+	assert.NoError(t, err)
+	defer allocationManager.Close() //nolint:errcheck
+
+	nonceHash, err := NewShortNonceHash(0)
+	assert.NoError(t, err)
+	nonce, err := nonceHash.Generate()
+	assert.NoError(t, err)
+	key := stun.NewLongTermIntegrity(testUser, "pion.ly", "pass")
+
+	alternates := []net.Addr{
+		&net.UDPAddr{IP: net.ParseIP("192.0.2.7"), Port: 3479},
+		&net.UDPAddr{IP: net.ParseIP("2001:db8::7"), Port: 3479},
+	}
+	var handlerCalls, quotaCalls int
+	var gotUser string
+	var gotSrc, gotDst net.Addr
+	redirect := true
+	srcAddr := &net.UDPAddr{IP: net.ParseIP("127.0.0.1"), Port: 5000}
+	req := Request{
+		AllocationManager:  allocationManager,
+		NonceHash:          nonceHash,
+		Conn:               conn,
+		SrcAddr:            srcAddr,
+		Log:                logger,
+		Realm:              "pion.ly",
+		AllocationLifetime: proto.DefaultLifetime,
+		AuthHandler: func(*auth.RequestAttributes) (userID string, k []byte, ok bool) {
+			return "test-id", key, true
+		},
+		QuotaHandler: func(string, string, net.Addr) bool {
+			quotaCalls++
+
+			return true
+		},
+		AlternateHandler: func(userID, _ string, src, dst net.Addr) []net.Addr {
+			handlerCalls++
+			gotUser, gotSrc, gotDst = userID, src, dst
+			if !redirect {
+				return nil
+			}
+
+			return alternates
+		},
+	}
+
+	allocate := func(authenticated bool, extra ...stun.Setter) *stun.Message {
+		t.Helper()
+		setters := append([]stun.Setter{
+			stun.TransactionID,
+			stun.NewType(stun.MethodAllocate, stun.ClassRequest),
+			proto.RequestedTransport{Protocol: proto.ProtoUDP},
+		}, extra...)
+		if authenticated {
+			setters = append(setters, stun.NewUsername(testUser), stun.NewRealm("pion.ly"), stun.NewNonce(nonce), key)
+		}
+		msg, buildErr := stun.Build(setters...)
+		if !assert.NoError(t, buildErr) {
+			t.FailNow()
+		}
+		conn.Reset()
+		assert.NoError(t, handleAllocateRequest(req, msg))
+		res := &stun.Message{Raw: conn.LastWrite()}
+		assert.NoError(t, res.Decode())
+		assert.Equal(t, msg.TransactionID, res.TransactionID)
+
+		return res
+	}
+	errorCode := func(res *stun.Message) stun.ErrorCode {
+		var code stun.ErrorCodeAttribute
+		if res.Type.Class != stun.ClassErrorResponse || code.GetFrom(res) != nil {
+			return 0
+		}
+
+		return code.Code
+	}
+
+	t.Run("Unauthenticated", func(t *testing.T) {
+		res := allocate(false)
+		assert.Equal(t, stun.CodeUnauthorized, errorCode(res))
+		assert.Equal(t, 0, handlerCalls, "the handler must not see unauthenticated requests")
+	})
+
+	t.Run("Redirected", func(t *testing.T) {
+		res := allocate(true)
+		assert.Equal(t, stun.CodeTryAlternate, errorCode(res))
+		var code stun.ErrorCodeAttribute
+		assert.NoError(t, code.GetFrom(res))
+		assert.Equal(t, "Try Alternate", string(code.Reason))
+		assert.NoError(t, key.Check(res), "the 300 must be authenticated with the user's key")
+		var got []string
+		for _, attr := range res.Attributes {
+			if attr.Type == stun.AttrAlternateServer {
+				alt := &stun.Message{Attributes: stun.Attributes{attr}}
+				var addr stun.AlternateServer
+				assert.NoError(t, addr.GetFrom(alt))
+				got = append(got, net.JoinHostPort(addr.IP.String(), fmt.Sprint(addr.Port)))
+			}
+		}
+		assert.Equal(t, []string{"192.0.2.7:3479", "[2001:db8::7]:3479"}, got, "every alternate, in order")
+		assert.Equal(t, 1, handlerCalls)
+		assert.Equal(t, "test-id", gotUser)
+		assert.Equal(t, srcAddr.String(), gotSrc.String())
+		assert.Equal(t, conn.LocalAddr().String(), gotDst.String())
+		assert.Equal(t, 0, quotaCalls, "a redirected request must not reach the quota")
+		assert.Nil(t, allocationManager.GetAllocation(&allocation.FiveTuple{
+			SrcAddr: srcAddr, DstAddr: conn.LocalAddr(), Protocol: allocation.UDP,
+		}))
+	})
+
+	t.Run("ReservationTokenNotRedirected", func(t *testing.T) {
+		allocationManager.CreateReservation("token-01", 50000)
+		handlerCalls = 0
+		res := allocate(true, proto.ReservationToken([]byte("token-01")))
+		assert.Equal(t, 0, handlerCalls)
+		assert.Equal(t, stun.ClassSuccessResponse, res.Type.Class, "the reserved port is allocated here")
+	})
+
+	t.Run("NotRedirected", func(t *testing.T) {
+		redirect, quotaCalls = false, 0
+		req.SrcAddr = &net.UDPAddr{IP: net.ParseIP("127.0.0.1"), Port: 5001}
+		res := allocate(true)
+		assert.Equal(t, stun.ClassSuccessResponse, res.Type.Class)
+		assert.NoError(t, key.Check(res))
+		assert.Equal(t, 1, quotaCalls)
+	})
+}

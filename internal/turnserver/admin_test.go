@@ -1,0 +1,91 @@
+package turnserver_test
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/admin"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// TestAdminAndTop: the admin endpoint shows the allocation, its channel on
+// the fast path with the channel's BPF counters, and the user's totals;
+// `ebrtc top` renders them with rates; the per-user and per-allocation
+// series count the fast path too, and a user's counters do not fall when
+// its allocation ends.
+func TestAdminAndTop(t *testing.T) {
+	sock := "unix:" + t.TempDir() + "/admin.sock"
+	_, r, c, peer := streamingRelay(t, "xdp", "--admin-listen", sock, "--metrics-labels", "allocation")
+	res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 2000, 200)
+	requireExchange(t, "client to peer", res, err)
+	res, err = testbed.Exchange(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, 1000, 200)
+	requireExchange(t, "peer to client", res, err)
+
+	st, err := admin.Fetch(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Server != "turn" || len(st.Interfaces) != 2 || len(st.Allocations) != 1 || len(st.Users) != 1 {
+		t.Fatalf("status: %+v", st)
+	}
+	a := st.Allocations[0]
+	if a.User != user || a.Relay != c.RelayAddr() || len(a.Channels) != 1 || !a.Channels[0].Offload {
+		t.Fatalf("allocation: %+v", a)
+	}
+	if ch := a.Channels[0]; ch.Fast.ToPeer.Packets < 2000 || ch.Fast.ToClient.Packets < 1000 || ch.Fast.ToPeer.Bytes < 2000*200 {
+		t.Errorf("channel's fast-path counters: %+v", ch.Fast)
+	}
+	if u := st.Users[0]; u.Name != user || u.Allocations != 1 || u.Fast.ToPeer.Packets < 2000 || u.Slow.ToPeer.Packets == 0 {
+		t.Errorf("user (the channel was bound on the slow path first): %+v", u)
+	}
+
+	// top: one frame, rates over a second of steady client-to-peer traffic.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 3000, 200, 1000)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	out, err := exec.Command(ebrtcBin, "top", "--admin", sock, "--interval", "1s", "--frames", "1").CombinedOutput()
+	<-done
+	if err != nil {
+		t.Fatalf("ebrtc top: %v\n%s", err, out)
+	}
+	frame := string(out)
+	t.Logf("ebrtc top:\n%s", frame)
+	for _, want := range []string{"ebrtc turn", "fast path on eth-cli", "USER", user, c.RelayAddr().String(), "0x4000"} {
+		if !strings.Contains(frame, want) {
+			t.Errorf("top's frame lacks %q", want)
+		}
+	}
+	// The channel's row: fast, with a client-to-peer rate (about 1000/s).
+	row := regexp.MustCompile(`0x4000\s+\S+\s+fast\s+(\S+)`).FindStringSubmatch(frame)
+	if row == nil || row[1] == "0" || row[1] == "-" {
+		t.Errorf("no client-to-peer rate on the fast channel's row: %v", row)
+	}
+
+	m := metrics(t, r)
+	fast := `ebrtc_turn_user_packets_total{direction="client_to_peer",path="fast",user="` + user + `"}`
+	if m[fast] < 5000 {
+		t.Errorf("%s = %v, want >= 5000", fast, m[fast])
+	}
+	alloc := `ebrtc_turn_allocation_packets_total{client="` + a.Client.String() + `",direction="peer_to_client",path="fast",relay="` +
+		a.Relay.String() + `",user="` + user + `"}`
+	if m[alloc] < 1000 {
+		t.Errorf("%s = %v, want >= 1000", alloc, m[alloc])
+	}
+	// The allocation ends: the user's counter keeps what it relayed.
+	c.Close()
+	after := waitMetric(t, r, "the allocation's end", func(m testbed.Metrics) bool { return m["ebrtc_turn_allocations"] == 0 })
+	if after[fast] < m[fast] {
+		t.Errorf("%s fell from %v to %v when the allocation ended", fast, m[fast], after[fast])
+	}
+	if _, ok := after[alloc]; ok {
+		t.Errorf("the ended allocation's series is still exported")
+	}
+}

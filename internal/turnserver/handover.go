@@ -1,0 +1,371 @@
+package turnserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/pion/logging"
+
+	"github.com/ebrtc/ebrtc/internal/handover"
+	"github.com/ebrtc/ebrtc/internal/offload"
+)
+
+// Restarts that lose nothing (docs/operations.md). Upgrade (SIGHUP) starts
+// a successor and hands it the sockets (SCM_RIGHTS), the allocations and the
+// pinned fast path; a stop with keep-offload leaves the fast path relaying
+// and saves the allocations for the next start, which binds their sockets
+// again. Either way the new process removes fast-path entries whose
+// allocation it does not know (what a crash leaves).
+
+const (
+	handoverTimeout = 30 * time.Second
+	holdTimeout     = 5 * time.Second
+)
+
+// inheritance is what a predecessor left this process.
+type inheritance struct {
+	state savedState
+	files []*os.File
+	pred  *handover.Predecessor // nil: from a state file
+}
+
+// inherit takes the predecessor's state: handed over (this process was
+// started by Upgrade) or saved by a stop with keep-offload.
+func (srv *Server) inherit() error {
+	pred, err := handover.Inherited()
+	if err != nil {
+		return err
+	}
+	if pred != nil {
+		srv.gate.held = true // until takeOver
+		b, files, err := pred.Receive(handoverTimeout)
+		if err != nil {
+			return err
+		}
+		srv.inherited = &inheritance{files: files, pred: pred}
+		if err := json.Unmarshal(b, &srv.inherited.state); err != nil {
+			return fmt.Errorf("hand-over: state: %w", err)
+		}
+		return nil
+	}
+	st, err := readStateFile(srv.settings.StateFile)
+	if err != nil {
+		srv.log.Warnf("saved allocations not restored: %v", err)
+		return nil
+	}
+	if st != nil {
+		srv.inherited = &inheritance{state: *st}
+		srv.gate.held = true // until takeOver
+	}
+	return nil
+}
+
+func (in *inheritance) failed(err error) {
+	if in == nil {
+		return
+	}
+	if in.pred != nil {
+		in.pred.Failed(err)
+	}
+	closeFiles(in.files)
+}
+
+func (in *inheritance) serving(log logging.LeveledLogger) {
+	if in == nil {
+		return
+	}
+	closeFiles(in.files) // each socket in use has a descriptor of its own now
+	if in.pred != nil {
+		if err := in.pred.Serving(); err != nil {
+			log.Warnf("%v", err)
+		}
+	}
+}
+
+// listenUDP is the ordinal-th socket of a UDP listener: inherited, or new.
+func (srv *Server) listenUDP(l Listener, network string, ordinal int) (*net.UDPConn, error) {
+	if f := srv.inheritedFile(l, "udp", ordinal); f != nil {
+		conn, err := net.FilePacketConn(f)
+		if err != nil {
+			return nil, fmt.Errorf("hand-over: udp://%s: %w", l.Addr, err)
+		}
+		// The predecessor's source guard goes with it: attach ours.
+		return conn.(*net.UDPConn), srv.attachGuard(conn)
+	}
+	lc := net.ListenConfig{Control: controlWith(setReusePort, setUDPBuffers, srv.guardControl())}
+	conn, err := lc.ListenPacket(context.Background(), "udp"+network, l.Addr.String())
+	if err != nil {
+		return nil, fmt.Errorf("listen udp://%s: %w", l.Addr, err)
+	}
+	return conn.(*net.UDPConn), nil
+}
+
+// listenTCP is a tcp:// or tls:// listener's socket: inherited, or new.
+func (srv *Server) listenTCP(l Listener, network string) (*net.TCPListener, error) {
+	if f := srv.inheritedFile(l, l.Scheme, 0); f != nil {
+		ln, err := net.FileListener(f)
+		if err != nil {
+			return nil, fmt.Errorf("hand-over: %s://%s: %w", l.Scheme, l.Addr, err)
+		}
+		return ln.(*net.TCPListener), nil
+	}
+	ln, err := net.Listen("tcp"+network, l.Addr.String())
+	if err != nil {
+		return nil, fmt.Errorf("listen %s://%s: %w", l.Scheme, l.Addr, err)
+	}
+	return ln.(*net.TCPListener), nil
+}
+
+// attachGuard sets an inherited socket up as a new one: buffers, guard.
+func (srv *Server) attachGuard(conn net.PacketConn) error {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return controlWith(setUDPBuffers, srv.guardControl())("", "", rc)
+}
+
+func (srv *Server) pinDir() string {
+	if srv.engine == nil {
+		return ""
+	}
+	return srv.engine.PinDir()
+}
+
+// pinDirToLoad is where the fast path's maps are taken from: the
+// predecessor's pins, the configured pin-dir with keep-offload, or pins an
+// earlier run left there (a crash, or keep-offload turned off since).
+func (srv *Server) pinDirToLoad() string {
+	if srv.inherited != nil && srv.inherited.state.PinDir != "" {
+		return srv.inherited.state.PinDir
+	}
+	if srv.settings.KeepOffload || hasPins(srv.settings.PinDir) {
+		return srv.settings.PinDir
+	}
+	return ""
+}
+
+func hasPins(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	return err == nil && len(entries) > 0
+}
+
+// settlePins leaves the fast path pinned in pin-dir with keep-offload, and
+// unpinned (ending with this process) without.
+func (srv *Server) settlePins(engine *offload.Engine) {
+	s := srv.settings
+	loaded := engine.PinDir()
+	if loaded == s.PinDir && s.KeepOffload || loaded == "" && !s.KeepOffload {
+		return
+	}
+	if loaded != "" {
+		if err := engine.Unpin(); err != nil {
+			srv.log.Warnf("fast path: unpin %s: %v", loaded, err)
+		}
+		_ = os.Remove(loaded)
+	}
+	if s.KeepOffload {
+		if err := engine.Pin(s.PinDir); err != nil {
+			srv.log.Warnf("fast path: pin in %s: %v (keep-offload will not keep it)", s.PinDir, err)
+		}
+	}
+}
+
+// takeOver imports what the predecessor left and removes fast-path entries
+// no allocation of this process accounts for.
+func (srv *Server) takeOver() error {
+	if in := srv.inherited; in != nil {
+		// pion reads the listeners from NewServer on: until the
+		// allocations are in, a client's datagram would find none.
+		defer srv.gate.release(nil)
+		n := srv.importAllocations(in.state, in.files)
+		how := "saved in " + srv.settings.StateFile
+		if in.pred != nil {
+			how = "handed over"
+		}
+		srv.log.Infof("took over %d of %d allocations (%s)", n, len(in.state.Allocations), how)
+	}
+	if srv.engine == nil {
+		return nil
+	}
+	wanted := srv.table.installed()
+	stale := 0
+	for _, ch := range srv.engine.Channels() {
+		if !wanted[ch] {
+			if err := srv.engine.RemoveChannel(ch); err != nil {
+				return fmt.Errorf("fast path: remove stale %v: %w", ch, err)
+			}
+			stale++
+		}
+	}
+	if stale > 0 {
+		srv.log.Infof("removed %d fast-path channels no allocation accounts for", stale)
+	}
+	return nil
+}
+
+// Upgrade hands everything to a new process of the binary at path (the
+// same command line): on success this server has stopped serving and only
+// Close is left; on failure it serves on.
+func (srv *Server) Upgrade(path string, args []string, stdout, stderr io.Writer) error {
+	if len(srv.afxdpConns) > 0 {
+		return errors.New("hand-over: not with rx afxdp (its AF_XDP sockets belong to this process): restart instead")
+	}
+	succ, err := handover.Start(path, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if err := succ.WaitReady(handoverTimeout); err != nil {
+		succ.Abandon()
+		return err
+	}
+	start := time.Now()
+	if err := srv.handTo(succ); err != nil {
+		succ.Abandon()
+		return err
+	}
+	succ.Release()
+	srv.log.Infof("handed over to pid %d (sockets unread for %v)", succ.Pid(), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (srv *Server) handTo(succ *handover.Successor) error {
+	if srv.engine != nil && srv.engine.PinDir() == "" {
+		dir := filepath.Join(filepath.Dir(srv.settings.PinDir), "handover-"+strconv.Itoa(os.Getpid()))
+		if err := srv.engine.Pin(dir); err != nil {
+			_ = srv.engine.Unpin()
+			return err
+		}
+		// Pinned for the hand-over only: if it fails, the fast path ends
+		// with this process again.
+		defer func() {
+			if !srv.handedOver {
+				_ = srv.engine.Unpin()
+				_ = os.Remove(dir)
+			}
+		}()
+	}
+	st, files, err := srv.freeze(true)
+	if err != nil {
+		srv.thaw()
+		return err
+	}
+	b, _ := json.Marshal(st)
+	err = succ.Send(b, files)
+	closeFiles(files)
+	if err == nil {
+		err = succ.WaitServing(handoverTimeout)
+	}
+	if err != nil {
+		srv.thaw()
+		return fmt.Errorf("%w; serving on (fast-path entries the successor changed are not restored)", err)
+	}
+	srv.handedOver = true
+	return nil
+}
+
+// leaveToPredecessor makes a successor that fails to start leave the fast
+// path to the predecessor, which serves on: its Close must neither remove
+// channels nor detach the program.
+func (srv *Server) leaveToPredecessor() {
+	in := srv.inherited
+	if in == nil || in.pred == nil {
+		return
+	}
+	srv.handedOver = true // back, in fact
+	if srv.table != nil {
+		srv.table.detachSink()
+	}
+	if srv.engine != nil && srv.engine.PinDir() == "" && in.state.PinDir != "" {
+		if err := srv.engine.Pin(in.state.PinDir); err != nil {
+			srv.log.Warnf("hand-over: re-pin for the predecessor: %v", err)
+		}
+	}
+}
+
+// freeze stops the readers and the servers of this process that the
+// successor takes over, and snapshots the state.
+func (srv *Server) freeze(withFiles bool) (savedState, []*os.File, error) {
+	if err := srv.gate.hold(srv.gatedConns(), holdTimeout); err != nil {
+		return savedState{}, nil, err
+	}
+	if srv.metrics != nil {
+		_ = srv.metrics.Close()
+		srv.metrics = nil
+	}
+	if srv.admin != nil {
+		_ = srv.admin.Close()
+		srv.admin = nil
+	}
+	st, files, err := srv.snapshot(withFiles)
+	if err != nil {
+		return st, nil, err
+	}
+	// What pion does from now on (timers, closing) must not touch the
+	// fast path, which belongs to the successor.
+	srv.table.detachSink()
+	return st, files, nil
+}
+
+// thaw undoes freeze after a failed hand-over.
+func (srv *Server) thaw() {
+	srv.table.attachSink(srv.sink())
+	srv.gate.release(srv.gatedConns())
+	if srv.metrics == nil && srv.settings.MetricsListen != "" {
+		if err := srv.serveMetrics(); err != nil {
+			srv.log.Warnf("metrics: %v", err)
+		}
+	}
+	if srv.admin == nil {
+		if err := srv.serveAdmin(); err != nil {
+			srv.log.Warnf("%v", err)
+		}
+	}
+}
+
+func (srv *Server) sink() channelSink {
+	if srv.engine == nil {
+		return discardSink{}
+	}
+	return srv.engine
+}
+
+// gatedConns are the sockets read through the gate.
+func (srv *Server) gatedConns() []net.PacketConn {
+	var out []net.PacketConn
+	for _, u := range srv.udpSockets {
+		if u.conn != nil {
+			out = append(out, u.conn)
+		}
+	}
+	return append(out, srv.gen.live.conns()...)
+}
+
+// closeKeepingOffload is Close with keep-offload: the fast path relays on
+// (pinned) while no process runs, and the allocations wait in the state
+// file for the next start.
+func (srv *Server) closeKeepingOffload() error {
+	st, _, err := srv.freeze(false)
+	if err == nil {
+		err = writeStateFile(srv.settings.StateFile, st)
+	}
+	if err != nil {
+		srv.thaw()
+		return fmt.Errorf("keep-offload: %w; the fast path ends with the process", err)
+	}
+	srv.log.Infof("stopped; the fast path relays on, %d allocations saved in %s", len(st.Allocations), srv.settings.StateFile)
+	return nil
+}
