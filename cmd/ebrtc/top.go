@@ -70,7 +70,9 @@ func top(ctx context.Context, w io.Writer, addr string, interval time.Duration, 
 		}
 		cur, err := fetch()
 		if err != nil {
-			return err
+			// A restart or an upgrade takes the endpoint away for a moment.
+			fmt.Fprintf(w, "%s ebrtc top: %v (retrying)\n", time.Now().Format(time.TimeOnly), err)
+			continue
 		}
 		if clear {
 			fmt.Fprint(w, admin.ClearScreen)

@@ -33,6 +33,9 @@ func runTurn(args []string, stdout, stderr io.Writer) int {
 	}
 	// Resolved now: an upgrade replaces the file, and SIGHUP runs the new one.
 	exe, exeErr := os.Executable()
+	// Before "ready": a signal sent as soon as it is printed must find us.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	srv, err := turnserver.Start(settings)
 	if err != nil {
 		fmt.Fprintf(stderr, "ebrtc turn: %v\n", err)
@@ -43,8 +46,6 @@ func runTurn(args []string, stdout, stderr io.Writer) int {
 	// A successor of an upgrade becomes the service's main process.
 	_ = handover.Notify(fmt.Sprintf("MAINPID=%d\nREADY=1", os.Getpid()))
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	for s := range sig {
 		if s != syscall.SIGHUP {
 			break

@@ -132,7 +132,7 @@ const statusPath = "/v1/status"
 
 // Serve answers GET /v1/status with snapshot() at addr until closed. A unix
 // socket left by a dead server is replaced; one a live server answers on is
-// not. The socket is for root (and the server's group) only.
+// not. The socket is for the server's user and group (and root) only.
 func Serve(addr string, snapshot func() Status) (io.Closer, error) {
 	a, err := ParseAddress(addr)
 	if err != nil {
@@ -168,7 +168,14 @@ func claimSocketPath(path string) error {
 		c.Close()
 		return fmt.Errorf("admin: another server answers on %s", path)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("admin: %s exists and is not a socket", path)
+	}
+	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
 	return nil

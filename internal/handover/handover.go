@@ -126,10 +126,16 @@ func (s *Successor) Send(state []byte, files []*os.File) error {
 	return send(s.sock, msgState, []*os.File{memfd})
 }
 
-// Abandon kills a successor that did not take over.
+// Abandon kills a successor that did not take over, and waits until it is
+// gone: it must not serve beside its predecessor.
 func (s *Successor) Abandon() {
 	_ = s.cmd.Process.Kill()
 	s.sock.Close()
+	select {
+	case err := <-s.exited:
+		s.exited <- err
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // Release lets the successor run on alone.
@@ -279,10 +285,10 @@ func receive(sock *os.File) (string, []*os.File, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	var n, oobn int
+	var n, oobn, flags int
 	var recvErr error
 	err = rc.Read(func(fd uintptr) bool {
-		n, oobn, _, _, recvErr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, recvErr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		return recvErr != unix.EAGAIN
 	})
 	if err == nil {
@@ -295,6 +301,12 @@ func receive(sock *os.File) (string, []*os.File, error) {
 		return "", nil, io.EOF
 	}
 	files, err := parseRights(oob[:oobn])
+	if err == nil && flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
+		// Descriptors dropped (out of them?): the rest would be taken
+		// for others'.
+		closeAll(files)
+		return "", nil, errors.New("handover: message or descriptors truncated")
+	}
 	return string(buf[:n]), files, err
 }
 

@@ -94,6 +94,7 @@ type Engine struct {
 	limit        ratelimit.Limit
 	buckets      map[allocation]*allocBuckets
 	bucketSlots  slots.Pool
+	kconf        turnOffloadConfig // what Load wrote to the config map
 }
 
 // Load loads the program and its maps into the kernel. It attaches nothing.
@@ -140,7 +141,8 @@ func Load(cfg Config) (*Engine, error) {
 	for _, ip := range cfg.RelayIPs {
 		e.relayIPs[ip.Unmap()] = true
 	}
-	if err := e.objs.Config.Put(uint32(0), kernelConfig(cfg)); err != nil {
+	e.kconf = kernelConfig(cfg)
+	if err := e.objs.Config.Put(uint32(0), e.kconf); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("offload: write config: %w", err)
 	}
@@ -356,6 +358,10 @@ func (e *Engine) ChannelCount() int {
 func (e *Engine) Unpin() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.unpinLocked()
+}
+
+func (e *Engine) unpinLocked() error {
 	var errs []error
 	for _, a := range e.attached {
 		for _, l := range a.links {
@@ -405,7 +411,31 @@ func (e *Engine) Pin(dir string) error {
 			errs = append(errs, l.Pin(filepath.Join(dir, name)))
 		}
 	}
+	if err := errors.Join(errs...); err != nil {
+		// Half pinned is worse than not: a restart would take a part over.
+		e.unpinLocked()
+		return fmt.Errorf("offload: pin in %s: %w", dir, err)
+	}
 	e.pinDir = dir
+	return nil
+}
+
+// Reclaim points the engine's attachments at its own programs again and
+// rewrites its configuration: after a hand-over that failed, the successor
+// may have swapped its program (and maps) in and written its config.
+func (e *Engine) Reclaim() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	errs := []error{e.objs.Config.Put(uint32(0), e.kconf)}
+	for _, a := range e.attached {
+		for name, l := range a.links {
+			prog := e.tc
+			if strings.HasPrefix(name, "xdp_") {
+				prog = e.objs.TurnOffload
+			}
+			errs = append(errs, l.Update(prog))
+		}
+	}
 	return errors.Join(errs...)
 }
 

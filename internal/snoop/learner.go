@@ -297,21 +297,30 @@ func (l *Learner) Counts() (allocations, channels int) {
 // Allocations are the learned allocations and channels for the admin
 // endpoint, with each channel's fast-path counters when stats reads them.
 func (l *Learner) Allocations(stats func(offload.Channel) (toPeer, toClient offload.FlowStats, err error)) []admin.Allocation {
+	// Copied under the lock, counters read outside it: learning goes on.
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	out := make([]admin.Allocation, 0, len(l.allocations))
+	var chans [][]offload.Channel
 	for t, a := range l.allocations {
-		al := admin.Allocation{Client: t.client, Relay: a.relay, Expires: a.expires}
+		out = append(out, admin.Allocation{Client: t.client, Relay: a.relay, Expires: a.expires})
+		var cs []offload.Channel
 		for _, c := range a.channels {
-			ac := admin.Channel{Number: c.ch.Number, Peer: c.ch.Peer}
-			if toPeer, toClient, err := stats(c.ch); err == nil {
+			cs = append(cs, c.ch)
+		}
+		chans = append(chans, cs)
+	}
+	l.mu.Unlock()
+	for i := range out {
+		al := &out[i]
+		for _, ch := range chans[i] {
+			ac := admin.Channel{Number: ch.Number, Peer: ch.Peer}
+			if toPeer, toClient, err := stats(ch); err == nil {
 				ac.Offload, ac.Fast = true, admin.FlowOf(toPeer, toClient)
 				al.Fast = al.Fast.Add(ac.Fast)
 			}
 			al.Channels = append(al.Channels, ac)
 		}
 		slices.SortFunc(al.Channels, func(a, b admin.Channel) int { return cmp.Compare(a.Number, b.Number) })
-		out = append(out, al)
 	}
 	slices.SortFunc(out, func(a, b admin.Allocation) int { return a.Client.Compare(b.Client) })
 	return out

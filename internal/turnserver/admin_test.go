@@ -89,3 +89,26 @@ func TestAdminAndTop(t *testing.T) {
 		t.Errorf("the ended allocation's series is still exported")
 	}
 }
+
+// Without the fast path the same views count the slow path (and a scrape
+// with per-user series works: no engine to read).
+func TestAdminWithoutFastPath(t *testing.T) {
+	sock := "unix:" + t.TempDir() + "/admin.sock"
+	_, r, c, peer := streamingRelay(t, "off", "--admin-listen", sock, "--metrics-labels", "user")
+	res, err := testbed.Exchange(c.Relay, peer.LocalAddr(), peer, 500, 200)
+	requireExchange(t, "client to peer", res, err)
+	st, err := admin.Fetch(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Interfaces) != 0 || len(st.Allocations) != 1 || len(st.Allocations[0].Channels) != 1 || st.Allocations[0].Channels[0].Offload {
+		t.Fatalf("status: %+v", st)
+	}
+	if a := st.Allocations[0]; a.Slow.ToPeer.Packets < 500 || a.Fast.ToPeer.Packets != 0 {
+		t.Errorf("allocation's traffic: fast %+v slow %+v", a.Fast, a.Slow)
+	}
+	slow := `ebrtc_turn_user_packets_total{direction="client_to_peer",path="slow",user="` + user + `"}`
+	if m := metrics(t, r); m[slow] < 500 {
+		t.Errorf("%s = %v, want >= 500", slow, m[slow])
+	}
+}

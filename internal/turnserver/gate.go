@@ -9,12 +9,12 @@ import (
 )
 
 // readGate stops the server's UDP readers (listeners and relay sockets)
-// between two datagrams, for a hand-over: once held, no datagram is being
-// handled, so pion's state is still, and what arrives waits in the socket
-// buffers for whoever reads next (the successor, or this process again).
-// pion reads each socket from one goroutine and handles a datagram before
-// reading the next, so a reader is busy from a read's return to its next
-// read.
+// between two datagrams, and its TCP listeners between two connections,
+// for a hand-over: once held, no datagram is being handled, so pion's
+// state is still, and what arrives waits in the socket buffers for whoever
+// reads next (the successor, or this process again). pion reads each
+// socket from one goroutine and handles a datagram before reading the
+// next, so a reader is busy from a read's return to its next read.
 type readGate struct {
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -28,13 +28,18 @@ func newReadGate() *readGate {
 	return g
 }
 
+// wakeFunc sets a socket's read (or accept) deadline: a past one wakes a
+// blocked reader, the zero time clears it.
+type wakeFunc func(time.Time) error
+
 // gatedReader is one socket's place at the gate.
 type gatedReader struct {
 	gate     *readGate
 	handling bool // the last read returned a datagram
 }
 
-// read reads c through the gate (directly without one).
+// read reads c through the gate (directly without one). Nobody else sets
+// deadlines on gated sockets, so an expired one is the gate's doing.
 func (r *gatedReader) read(c net.PacketConn, p []byte) (int, net.Addr, error) {
 	g := r.gate
 	if g == nil {
@@ -47,9 +52,7 @@ func (r *gatedReader) read(c net.PacketConn, p []byte) (int, net.Addr, error) {
 		g.done()
 	}
 	for {
-		for g.held {
-			g.cond.Wait()
-		}
+		g.waitOpen()
 		g.busy++
 		g.mu.Unlock()
 		n, addr, err := c.ReadFrom(p)
@@ -59,10 +62,30 @@ func (r *gatedReader) read(c net.PacketConn, p []byte) (int, net.Addr, error) {
 			return n, addr, nil
 		}
 		g.done()
-		if !g.held || !errors.Is(err, os.ErrDeadlineExceeded) {
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return n, addr, err
 		}
-		// Interrupted by hold: wait at the gate.
+	}
+}
+
+// accept accepts on l through the gate (directly without one).
+func (g *readGate) accept(l net.Listener) (net.Conn, error) {
+	for {
+		if g != nil {
+			g.mu.Lock()
+			g.waitOpen()
+			g.mu.Unlock()
+		}
+		c, err := l.Accept()
+		if g == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return c, err
+		}
+	}
+}
+
+func (g *readGate) waitOpen() {
+	for g.held {
+		g.cond.Wait()
 	}
 }
 
@@ -71,14 +94,16 @@ func (g *readGate) done() {
 	g.cond.Broadcast()
 }
 
-// hold stops the readers of conns (every socket read through the gate) and
-// waits until none is busy, at most timeout.
-func (g *readGate) hold(conns []net.PacketConn, timeout time.Duration) error {
+// hold stops the readers and waits until none is busy, at most timeout.
+// sockets are asked for after the gate closes, so one opened meanwhile is
+// in the list or finds the gate closed.
+func (g *readGate) hold(sockets func() []wakeFunc, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	g.mu.Lock()
 	g.held = true
 	g.mu.Unlock()
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now()) // wakes a blocked read
+	for _, wake := range sockets() {
+		_ = wake(time.Now())
 	}
 	timer := time.AfterFunc(timeout, func() {
 		g.mu.Lock()
@@ -86,11 +111,10 @@ func (g *readGate) hold(conns []net.PacketConn, timeout time.Duration) error {
 		g.mu.Unlock()
 	})
 	defer timer.Stop()
-	deadline := time.Now().Add(timeout)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for g.busy > 0 {
-		if time.Now().After(deadline) {
+		if !time.Now().Before(deadline) {
 			return errors.New("hand-over: readers still busy")
 		}
 		g.cond.Wait()
@@ -98,11 +122,11 @@ func (g *readGate) hold(conns []net.PacketConn, timeout time.Duration) error {
 	return nil
 }
 
-// release lets the readers of conns go on.
-func (g *readGate) release(conns []net.PacketConn) {
+// release lets the readers go on.
+func (g *readGate) release(sockets []wakeFunc) {
 	// Deadlines first: a reader let through must not find one expired.
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Time{})
+	for _, wake := range sockets {
+		_ = wake(time.Time{})
 	}
 	g.mu.Lock()
 	g.held = false

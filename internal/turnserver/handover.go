@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,6 +56,9 @@ func (srv *Server) inherit() error {
 		if err := json.Unmarshal(b, &srv.inherited.state); err != nil {
 			return fmt.Errorf("hand-over: state: %w", err)
 		}
+		if v := srv.inherited.state.Version; v != stateVersion {
+			return fmt.Errorf("hand-over: state version %d, this server reads %d", v, stateVersion)
+		}
 		return nil
 	}
 	st, err := readStateFile(srv.settings.StateFile)
@@ -85,6 +89,9 @@ func (in *inheritance) serving(log logging.LeveledLogger) {
 	}
 	closeFiles(in.files) // each socket in use has a descriptor of its own now
 	if in.pred != nil {
+		// Before the predecessor exits: systemd must not see the main
+		// process go before it learns the new one.
+		_ = handover.Notify(fmt.Sprintf("MAINPID=%d", os.Getpid()))
 		if err := in.pred.Serving(); err != nil {
 			log.Warnf("%v", err)
 		}
@@ -95,11 +102,20 @@ func (in *inheritance) serving(log logging.LeveledLogger) {
 func (srv *Server) listenUDP(l Listener, network string, ordinal int) (*net.UDPConn, error) {
 	if f := srv.inheritedFile(l, "udp", ordinal); f != nil {
 		conn, err := net.FilePacketConn(f)
+		if err == nil {
+			err = srv.checkSocket(conn, l.Addr)
+		}
+		if err == nil {
+			// The predecessor's source guard goes with it: attach ours.
+			err = srv.attachGuard(conn)
+		}
 		if err != nil {
+			if conn != nil {
+				conn.Close()
+			}
 			return nil, fmt.Errorf("hand-over: udp://%s: %w", l.Addr, err)
 		}
-		// The predecessor's source guard goes with it: attach ours.
-		return conn.(*net.UDPConn), srv.attachGuard(conn)
+		return conn.(*net.UDPConn), nil
 	}
 	lc := net.ListenConfig{Control: controlWith(setReusePort, setUDPBuffers, srv.guardControl())}
 	conn, err := lc.ListenPacket(context.Background(), "udp"+network, l.Addr.String())
@@ -187,6 +203,12 @@ func (srv *Server) settlePins(engine *offload.Engine) {
 // takeOver imports what the predecessor left and removes fast-path entries
 // no allocation of this process accounts for.
 func (srv *Server) takeOver() error {
+	// The pinned channels first: one bound while the table is read below
+	// is then in both lists, never removed as stale.
+	var pinned []offload.Channel
+	if srv.engine != nil {
+		pinned = srv.engine.Channels()
+	}
 	if in := srv.inherited; in != nil {
 		// pion reads the listeners from NewServer on: until the
 		// allocations are in, a client's datagram would find none.
@@ -195,21 +217,23 @@ func (srv *Server) takeOver() error {
 		how := "saved in " + srv.settings.StateFile
 		if in.pred != nil {
 			how = "handed over"
+		} else {
+			_ = os.Remove(srv.settings.StateFile) // used: not for another start
 		}
 		srv.log.Infof("took over %d of %d allocations (%s)", n, len(in.state.Allocations), how)
-	}
-	if srv.engine == nil {
-		return nil
+		srv.gen.users.restore(in.state.Users)
 	}
 	wanted := srv.table.installed()
 	stale := 0
-	for _, ch := range srv.engine.Channels() {
-		if !wanted[ch] {
-			if err := srv.engine.RemoveChannel(ch); err != nil {
-				return fmt.Errorf("fast path: remove stale %v: %w", ch, err)
-			}
-			stale++
+	for _, ch := range pinned {
+		if wanted[ch] {
+			continue
 		}
+		if err := srv.engine.RemoveChannel(ch); err != nil {
+			srv.log.Warnf("fast path: remove stale %v: %v", ch, err)
+			continue
+		}
+		stale++
 	}
 	if stale > 0 {
 		srv.log.Infof("removed %d fast-path channels no allocation accounts for", stale)
@@ -234,7 +258,6 @@ func (srv *Server) Upgrade(path string, args []string, stdout, stderr io.Writer)
 	}
 	start := time.Now()
 	if err := srv.handTo(succ); err != nil {
-		succ.Abandon()
 		return err
 	}
 	succ.Release()
@@ -242,11 +265,18 @@ func (srv *Server) Upgrade(path string, args []string, stdout, stderr io.Writer)
 	return nil
 }
 
+// handTo sends everything to a ready successor. On failure the successor
+// is gone (killed, waited for) before this process serves on.
 func (srv *Server) handTo(succ *handover.Successor) error {
+	fail := func(err error) error {
+		succ.Abandon()
+		srv.thaw()
+		return fmt.Errorf("%w; serving on", err)
+	}
 	if srv.engine != nil && srv.engine.PinDir() == "" {
-		dir := filepath.Join(filepath.Dir(srv.settings.PinDir), "handover-"+strconv.Itoa(os.Getpid()))
+		dir := handoverPinDir(srv.settings.PinDir, os.Getpid())
 		if err := srv.engine.Pin(dir); err != nil {
-			_ = srv.engine.Unpin()
+			succ.Abandon()
 			return err
 		}
 		// Pinned for the hand-over only: if it fails, the fast path ends
@@ -260,8 +290,7 @@ func (srv *Server) handTo(succ *handover.Successor) error {
 	}
 	st, files, err := srv.freeze(true)
 	if err != nil {
-		srv.thaw()
-		return err
+		return fail(err)
 	}
 	b, _ := json.Marshal(st)
 	err = succ.Send(b, files)
@@ -270,11 +299,52 @@ func (srv *Server) handTo(succ *handover.Successor) error {
 		err = succ.WaitServing(handoverTimeout)
 	}
 	if err != nil {
-		srv.thaw()
-		return fmt.Errorf("%w; serving on (fast-path entries the successor changed are not restored)", err)
+		return fail(err)
 	}
 	srv.handedOver = true
 	return nil
+}
+
+// handoverPinDir is where a process pins its fast path for a hand-over.
+func handoverPinDir(pinDir string, pid int) string {
+	return filepath.Join(filepath.Dir(pinDir), "handover-"+strconv.Itoa(pid))
+}
+
+// removeDeadHandoverPins removes the fast path a process pinned for a
+// hand-over and then died with (killed mid-way): nothing would ever update
+// it again. A live process's (a hand-over in progress) stays.
+func (srv *Server) removeDeadHandoverPins() {
+	dirs, _ := filepath.Glob(filepath.Join(filepath.Dir(srv.settings.PinDir), "handover-*"))
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), "handover-"))
+		if err != nil || (srv.inherited != nil && srv.inherited.state.PinDir == dir) {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			continue
+		}
+		if err := os.RemoveAll(dir); err == nil {
+			srv.log.Warnf("removed the fast path pid %d pinned for a hand-over it did not finish", pid)
+		}
+	}
+}
+
+// dropUnusedPins: a process that took no fast path over (offload off, or
+// it could not load) removes the pins it inherited, so the old program
+// ends with its last process instead of relaying on unowned.
+func (srv *Server) dropUnusedPins() {
+	if srv.engine != nil {
+		return
+	}
+	dirs := []string{srv.settings.PinDir}
+	if in := srv.inherited; in != nil && in.state.PinDir != "" {
+		dirs = append(dirs, in.state.PinDir)
+	}
+	for _, dir := range dirs {
+		if hasPins(dir) && os.RemoveAll(dir) == nil {
+			srv.log.Warnf("fast path not taken over: its pins in %s are removed (it ends with the process that attached it)", dir)
+		}
+	}
 }
 
 // leaveToPredecessor makes a successor that fails to start leave the fast
@@ -299,7 +369,7 @@ func (srv *Server) leaveToPredecessor() {
 // freeze stops the readers and the servers of this process that the
 // successor takes over, and snapshots the state.
 func (srv *Server) freeze(withFiles bool) (savedState, []*os.File, error) {
-	if err := srv.gate.hold(srv.gatedConns(), holdTimeout); err != nil {
+	if err := srv.gate.hold(srv.gatedSockets, holdTimeout); err != nil {
 		return savedState{}, nil, err
 	}
 	if srv.metrics != nil {
@@ -310,6 +380,11 @@ func (srv *Server) freeze(withFiles bool) (savedState, []*os.File, error) {
 		_ = srv.admin.Close()
 		srv.admin = nil
 	}
+	// DTLS sessions cannot move: the listener goes, the successor binds anew.
+	for _, l := range srv.dtlsListeners {
+		_ = l.Close()
+	}
+	srv.dtlsListeners = nil
 	st, files, err := srv.snapshot(withFiles)
 	if err != nil {
 		return st, nil, err
@@ -320,10 +395,23 @@ func (srv *Server) freeze(withFiles bool) (savedState, []*os.File, error) {
 	return st, files, nil
 }
 
-// thaw undoes freeze after a failed hand-over.
+// thaw undoes freeze after a failed hand-over. The successor may have
+// swapped its program into the attachments and written its config: the
+// fast path is taken back; its source guard on the shared sockets too.
 func (srv *Server) thaw() {
+	if srv.engine != nil {
+		if err := srv.engine.Reclaim(); err != nil {
+			srv.log.Errorf("hand-over: fast path not taken back: %v", err)
+		}
+	}
 	srv.table.attachSink(srv.sink())
-	srv.gate.release(srv.gatedConns())
+	wake := srv.gatedSockets()
+	for _, c := range srv.gatedConns() {
+		if err := srv.attachGuard(c); err != nil {
+			srv.log.Warnf("hand-over: source guard: %v", err)
+		}
+	}
+	srv.gate.release(wake)
 	if srv.metrics == nil && srv.settings.MetricsListen != "" {
 		if err := srv.serveMetrics(); err != nil {
 			srv.log.Warnf("metrics: %v", err)
@@ -334,6 +422,18 @@ func (srv *Server) thaw() {
 			srv.log.Warnf("%v", err)
 		}
 	}
+	if len(srv.settings.Listeners) > 0 && srv.hasDTLS() {
+		srv.log.Warnf("hand-over failed: dtls listeners stay closed until a restart")
+	}
+}
+
+func (srv *Server) hasDTLS() bool {
+	for _, l := range srv.settings.Listeners {
+		if l.Scheme == "dtls" {
+			return true
+		}
+	}
+	return false
 }
 
 func (srv *Server) sink() channelSink {
@@ -343,7 +443,7 @@ func (srv *Server) sink() channelSink {
 	return srv.engine
 }
 
-// gatedConns are the sockets read through the gate.
+// gatedConns are the UDP sockets read through the gate.
 func (srv *Server) gatedConns() []net.PacketConn {
 	var out []net.PacketConn
 	for _, u := range srv.udpSockets {
@@ -352,6 +452,18 @@ func (srv *Server) gatedConns() []net.PacketConn {
 		}
 	}
 	return append(out, srv.gen.live.conns()...)
+}
+
+// gatedSockets wake the gate's readers and acceptors.
+func (srv *Server) gatedSockets() []wakeFunc {
+	var out []wakeFunc
+	for _, c := range srv.gatedConns() {
+		out = append(out, c.SetReadDeadline)
+	}
+	for _, t := range srv.tcpSockets {
+		out = append(out, t.ln.SetDeadline)
+	}
+	return out
 }
 
 // closeKeepingOffload is Close with keep-offload: the fast path relays on

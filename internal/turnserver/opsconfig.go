@@ -21,6 +21,9 @@ func validateOperations(c Config) error {
 	if !filepath.IsAbs(c.PinDir) {
 		return bad("pin-dir", "%q is not an absolute path (on bpffs)", c.PinDir)
 	}
+	if c.KeepOffload && (c.Offload == "off" || c.RX == "afxdp") {
+		return bad("keep-offload", "needs the fast path (offload not off, rx kernel): it keeps the fast path relaying")
+	}
 	if !filepath.IsAbs(c.StateFile) || strings.HasSuffix(c.StateFile, "/") {
 		return bad("state-file", "%q is not an absolute file name", c.StateFile)
 	}

@@ -372,9 +372,10 @@ func (c *relayConn) refuse(src netip.AddrPort) string {
 
 func (c *relayConn) Close() error {
 	c.closeOnce.Do(func() {
-		c.gen.live.remove(c.addr, false)
+		// Retired first: a snapshot between the two finds it in one place.
 		fast, slow := c.traffic.total()
 		c.gen.users.retire(c.user, fast, slow)
+		c.gen.live.remove(c.addr, false)
 	})
 	return c.PacketConn.Close()
 }

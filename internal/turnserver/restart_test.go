@@ -99,7 +99,10 @@ func TestUpgradeLosesNothing(t *testing.T) {
 			var successor int
 			streamBothWays(t, c, peer, 6000, 2000, r.Output, func() { successor = sighup(t, r) })
 			// systemd (Type=notify) learns the new main process.
-			want := []string{fmt.Sprintf("MAINPID=%d\nREADY=1", r.Pid()), "RELOADING=1", fmt.Sprintf("MAINPID=%d\nREADY=1", successor)}
+			// The new main pid before the old process exits (systemd must
+			// not see the service's main process end), then ready.
+			want := []string{fmt.Sprintf("MAINPID=%d\nREADY=1", r.Pid()), "RELOADING=1",
+				fmt.Sprintf("MAINPID=%d", successor), fmt.Sprintf("MAINPID=%d\nREADY=1", successor)}
 			for _, w := range want {
 				if got := readNotify(t, notify); got != w {
 					t.Errorf("systemd notification %q, want %q", got, w)
@@ -317,4 +320,64 @@ func waitOutput(t *testing.T, r *testbed.Relay, want string) {
 		}
 	}
 	t.Fatalf("no %q in the output:\n%s", want, r.Output())
+}
+
+// TestUpgradeFailingLate: the new process fails after it has taken the
+// state, loaded the fast path on the pinned maps and swapped its program
+// in (its admin endpoint cannot bind): the old one takes the fast path
+// back and serves on, losing nothing; its fast path still relays and takes
+// new channels.
+func TestUpgradeFailingLate(t *testing.T) {
+	dir := t.TempDir()
+	bin, real := filepath.Join(dir, "ebrtc"), filepath.Join(dir, "ebrtc.real")
+	copyFile(t, ebrtcBin, real)
+	copyFile(t, ebrtcBin, bin)
+	tb := newTestbed(t)
+	r, err := tb.StartRelay(bin, append(testbed.TURNArgs(user+":"+pass), "--offload", "xdp")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
+	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	peer := newPeer(t, tb, testbed.PeerIP4)
+	bindChannel(t, r, c, peer, 1)
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s \"$@\" --admin-listen unix:%s/admin.sock\n", real, notDir)
+	if err := os.WriteFile(bin+".new", []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bin+".new", bin); err != nil {
+		t.Fatal(err)
+	}
+	before := metrics(t, r)
+	streamBothWays(t, c, peer, 6000, 2000, r.Output, func() {
+		if err := syscall.Kill(r.Pid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitOutput(t, r, "serving on")
+	})
+	if !strings.Contains(r.Output(), "took over 1 of 1 allocations") {
+		t.Errorf("the new process did not get as far as the take-over:\n%s", r.Output())
+	}
+	t.Logf("%s", firstLineWith(r.Output(), "serving on"))
+	after := metrics(t, r)
+	if fast := after.Packets("fast", "client_to_peer") - before.Packets("fast", "client_to_peer"); fast < 5000 {
+		t.Errorf("fast path relayed %v of 6,000 client-to-peer datagrams across the failed upgrade", fast)
+	}
+	requireNewPeerAndClient(t, tb, c)
+	if m := metrics(t, r); m["ebrtc_xdp_channels"] < 2 {
+		t.Errorf("the old process's fast path holds %v channels after new ones were bound, want 2 or more", m["ebrtc_xdp_channels"])
+	}
+}
+
+func firstLineWith(s, substr string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			return l
+		}
+	}
+	return ""
 }

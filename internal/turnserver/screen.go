@@ -82,10 +82,11 @@ func (c *screenedConn) WriteTo(p []byte, addr net.Addr) (int, error) {
 type screenedListener struct {
 	net.Listener
 	events *metrics.Events
+	gate   *readGate // holds Accept for a hand-over (nil: none)
 }
 
 func (l *screenedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
+	c, err := l.gate.accept(l.Listener)
 	if err != nil {
 		return nil, err
 	}

@@ -46,13 +46,14 @@ type Server struct {
 
 	// For hand-overs (handover.go): the sockets by what they serve, the
 	// gate that stops their readers, and what a predecessor left.
-	gen        *relayGenerator
-	table      *channelTable
-	gate       *readGate
-	udpSockets []udpSocket // parallel to pion's PacketConnConfigs
-	tcpSockets []tcpSocket
-	inherited  *inheritance
-	handedOver bool // sockets and fast path belong to another process (a successor, or the predecessor this one failed to replace)
+	gen           *relayGenerator
+	table         *channelTable
+	gate          *readGate
+	udpSockets    []udpSocket // parallel to pion's PacketConnConfigs
+	tcpSockets    []tcpSocket
+	dtlsListeners []net.Listener // closed for a hand-over: their sessions cannot move
+	inherited     *inheritance
+	handedOver    bool // sockets and fast path belong to another process (a successor, or the predecessor this one failed to replace)
 }
 
 // Start opens the listeners, loads and attaches the fast path, and serves.
@@ -94,12 +95,15 @@ func Start(s *Settings) (*Server, error) {
 		_ = srv.Close()
 		return nil, err
 	}
+	srv.removeDeadHandoverPins()
 	if err := srv.start(lf); err != nil {
+		// Gone before the predecessor serves on: never both at once.
 		srv.leaveToPredecessor()
-		srv.inherited.failed(err)
 		_ = srv.Close()
+		srv.inherited.failed(err)
 		return nil, err
 	}
+	srv.dropUnusedPins()
 	srv.inherited.serving(srv.log)
 	srv.inherited = nil
 	return srv, nil
@@ -245,7 +249,7 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		}
 		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{
-			Listener: &screenedListener{Listener: ln, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit})
+			Listener: &screenedListener{Listener: ln, events: srv.events, gate: srv.gate}, RelayAddressGenerator: gen, PermissionHandler: permit})
 	case "dtls":
 		cert, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
 		if err != nil {
@@ -255,6 +259,7 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
 		}
+		srv.dtlsListeners = append(srv.dtlsListeners, ln)
 		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{
 			Listener: &screenedListener{Listener: ln, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit})
 	}

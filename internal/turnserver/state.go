@@ -11,16 +11,23 @@ import (
 	"time"
 
 	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/admin"
 )
 
 // savedState is what a server hands its successor (Upgrade) or keeps for
 // the next start (Close with keep-offload): its UDP allocations, where its
 // fast path is pinned, and which of the files sent along is which socket.
 type savedState struct {
-	PinDir      string            `json:"pin_dir,omitempty"`
-	Listeners   []savedListener   `json:"listeners,omitempty"`
-	Allocations []savedAllocation `json:"allocations"`
+	Version     int                   `json:"version"` // stateVersion; another is not taken
+	PinDir      string                `json:"pin_dir,omitempty"`
+	Listeners   []savedListener       `json:"listeners,omitempty"`
+	Allocations []savedAllocation     `json:"allocations"`
+	Users       map[string]admin.User `json:"users,omitempty"` // what ended allocations relayed
 }
+
+// stateVersion numbers savedState's format.
+const stateVersion = 1
 
 // savedListener is a listening socket; UDP ones in the order of pion's
 // PacketConnConfigs (an allocation belongs to one of them).
@@ -43,6 +50,8 @@ type savedAllocation struct {
 	Expires     time.Time      `json:"expires"`
 	Permissions []savedPeer    `json:"permissions,omitempty"`
 	Channels    []savedChannel `json:"channels,omitempty"`
+	Slow        admin.Flow     `json:"slow"`         // what user space relayed for it
+	RetiredFast admin.Flow     `json:"retired_fast"` // what its removed channels relayed
 }
 
 type savedPeer struct {
@@ -72,7 +81,7 @@ type tcpSocket struct {
 // snapshot records the allocations pion holds (its readers must be held)
 // and, withFiles, duplicates the sockets for a successor.
 func (srv *Server) snapshot(withFiles bool) (savedState, []*os.File, error) {
-	st := savedState{PinDir: srv.pinDir()}
+	st := savedState{Version: stateVersion, PinDir: srv.pinDir(), Users: srv.gen.users.snapshot()}
 	var files []*os.File
 	addFile := func(f interface{ File() (*os.File, error) }) (int, error) {
 		if !withFiles {
@@ -119,7 +128,9 @@ func (srv *Server) snapshot(withFiles bool) (savedState, []*os.File, error) {
 		if err != nil {
 			return fail(err)
 		}
-		st.Allocations = append(st.Allocations, saveAllocation(a, rc.addr, idx))
+		saved := saveAllocation(a, rc.addr, idx)
+		saved.Slow, saved.RetiredFast = rc.traffic.slowFlow(), rc.traffic.fastRetired()
+		st.Allocations = append(st.Allocations, saved)
 	}
 	return st, files, nil
 }
@@ -167,6 +178,7 @@ func (srv *Server) importAllocation(st savedState, a savedAllocation, files []*o
 		return err
 	}
 	rc := srv.gen.newRelayConn(conn, a.Relay, a.User)
+	rc.traffic.restore(a.Slow, a.RetiredFast)
 	state := turn.AllocationState{
 		PacketConnConfig: index, ClientAddr: net.UDPAddrFromAddrPort(a.Client),
 		ServerAddr: srv.udpSockets[index].localAddr(), RelayAddr: net.UDPAddrFromAddrPort(a.Advertised),
@@ -194,11 +206,20 @@ func (srv *Server) relaySocket(a savedAllocation, files []*os.File) (net.PacketC
 			return nil, fmt.Errorf("relay address %v taken twice", a.Relay)
 		}
 		conn, err := net.FilePacketConn(files[a.File])
+		if err == nil {
+			err = srv.checkSocket(conn, a.Relay)
+		}
+		if err == nil {
+			err = srv.attachGuard(conn)
+		}
 		if err != nil {
+			if conn != nil {
+				conn.Close()
+			}
 			srv.gen.live.remove(a.Relay, false)
 			return nil, err
 		}
-		return conn, srv.attachGuard(conn)
+		return conn, nil
 	}
 	network := "udp4"
 	if a.Relay.Addr().Is6() {
@@ -275,8 +296,8 @@ func writeStateFile(path string, st savedState) error {
 	return os.Rename(tmp, path)
 }
 
-// readStateFile takes the state a kept stop left (and removes it: it is
-// used once). No file: no state.
+// readStateFile reads the state a kept stop left (removed once taken over:
+// it is used once). No file: no state.
 func readStateFile(path string) (*savedState, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -285,10 +306,12 @@ func readStateFile(path string) (*savedState, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = os.Remove(path)
 	var st savedState
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if st.Version != stateVersion {
+		return nil, fmt.Errorf("%s: state version %d, this server reads %d", path, st.Version, stateVersion)
 	}
 	return &st, nil
 }
@@ -297,4 +320,13 @@ func closeFiles(files []*os.File) {
 	for _, f := range files {
 		f.Close()
 	}
+}
+
+// checkSocket makes sure a socket sent along is bound where the state says:
+// descriptors matched by index must not be taken for another's.
+func (srv *Server) checkSocket(conn net.PacketConn, want netip.AddrPort) error {
+	if got := addrPort(conn.LocalAddr()); got != want {
+		return fmt.Errorf("socket sent for %v is bound at %v", want, got)
+	}
+	return nil
 }

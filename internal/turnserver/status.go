@@ -45,32 +45,63 @@ func (t *allocTraffic) fastRetired() admin.Flow {
 // total is the traffic of an allocation whose channels are all removed.
 func (t *allocTraffic) total() (fast, slow admin.Flow) { return t.fastRetired(), t.slowFlow() }
 
-// userTraffic is what ended allocations relayed, per user.
+// restore carries a predecessor's counts on (a restart is no reset).
+func (t *allocTraffic) restore(slow, retiredFast admin.Flow) {
+	t.slow.toPeer.packets.Store(slow.ToPeer.Packets)
+	t.slow.toPeer.bytes.Store(slow.ToPeer.Bytes)
+	t.slow.toClient.packets.Store(slow.ToClient.Packets)
+	t.slow.toClient.bytes.Store(slow.ToClient.Bytes)
+	t.retireFast(retiredFast)
+}
+
+// userTraffic is what ended allocations relayed, per user. A user with no
+// allocation for retention is forgotten (its series ends): per-session
+// REST user ids must not grow the table for ever.
 type userTraffic struct {
 	mu      sync.Mutex
-	retired map[string]*admin.User
+	retired map[string]*retiredUser
 }
+
+type retiredUser struct {
+	admin.User
+	at time.Time // last retired
+}
+
+const userRetention = time.Hour
 
 func (u *userTraffic) retire(user string, fast, slow admin.Flow) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.retired == nil {
-		u.retired = map[string]*admin.User{}
+		u.retired = map[string]*retiredUser{}
 	}
 	r := u.retired[user]
 	if r == nil {
-		r = &admin.User{Name: user}
+		r = &retiredUser{User: admin.User{Name: user}}
 		u.retired[user] = r
 	}
-	r.Fast, r.Slow = r.Fast.Add(fast), r.Slow.Add(slow)
+	r.Fast, r.Slow, r.at = r.Fast.Add(fast), r.Slow.Add(slow), time.Now()
 }
 
-func (u *userTraffic) snapshot() map[string]admin.User {
+// restore takes a predecessor's table over.
+func (u *userTraffic) restore(users map[string]admin.User) {
+	for name, r := range users {
+		u.retire(name, r.Fast, r.Slow)
+	}
+}
+
+// snapshot returns the table, first forgetting users idle for retention
+// that hold no allocation (live).
+func (u *userTraffic) snapshot(live ...map[string]bool) map[string]admin.User {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	out := make(map[string]admin.User, len(u.retired))
 	for name, r := range u.retired {
-		out[name] = *r
+		if len(live) > 0 && !live[0][name] && time.Since(r.at) > userRetention {
+			delete(u.retired, name)
+			continue
+		}
+		out[name] = r.User
 	}
 	return out
 }
@@ -92,7 +123,11 @@ func (srv *Server) Status() admin.Status {
 		admin.FastPath(srv.engine, &st)
 	}
 	st.Allocations = srv.allocationStatus()
-	st.Users = usersOf(st.Allocations, srv.gen.users.snapshot())
+	live := map[string]bool{}
+	for _, a := range st.Allocations {
+		live[a.User] = true
+	}
+	st.Users = usersOf(st.Allocations, srv.gen.users.snapshot(live))
 	return st
 }
 
@@ -115,7 +150,7 @@ func (srv *Server) allocationStatus() []admin.Allocation {
 		offloaded := srv.table.channelsOf(allocKey{addrPort(a.ClientAddr), addrPort(a.ServerAddr)})
 		for _, c := range a.Channels {
 			ac := admin.Channel{Number: c.Number, Peer: addrPort(c.Peer)}
-			if ch, ok := offloaded[c.Number]; ok {
+			if ch, ok := offloaded[c.Number]; ok && srv.engine != nil {
 				if toPeer, toClient, err := srv.engine.ChannelStats(ch); err == nil {
 					ac.Offload = true
 					ac.Fast = admin.FlowOf(toPeer, toClient)
