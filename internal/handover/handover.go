@@ -41,8 +41,8 @@ type Successor struct {
 }
 
 // Start runs path with args, stdout and stderr as the successor, holding
-// the other end of the socket pair.
-func Start(path string, args []string, stdout, stderr io.Writer) (*Successor, error) {
+// the other end of the socket pair; env adds to this process's environment.
+func Start(path string, args, env []string, stdout, stderr io.Writer) (*Successor, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("handover: socketpair: %w", err)
@@ -54,7 +54,7 @@ func Start(path string, args []string, stdout, stderr io.Writer) (*Successor, er
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3
-	cmd.Env = append(withoutEnv(os.Environ(), EnvFD), EnvFD+"=3")
+	cmd.Env = append(append(withoutEnv(os.Environ(), EnvFD), env...), EnvFD+"=3")
 	if err := cmd.Start(); err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("handover: start %s: %w", path, err)

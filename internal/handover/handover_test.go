@@ -55,7 +55,7 @@ func successor(mode string) int {
 func startSuccessor(t *testing.T, mode string) *Successor {
 	t.Helper()
 	t.Setenv("HANDOVER_TEST_SUCCESSOR", mode)
-	s, err := Start(os.Args[0], []string{"-test.run=^$"}, os.Stderr, os.Stderr)
+	s, err := Start(os.Args[0], []string{"-test.run=^$"}, nil, os.Stderr, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

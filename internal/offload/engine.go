@@ -48,6 +48,10 @@ type Config struct {
 	// fast path goes on relaying while the process is away, and the next
 	// Load picks its channels up again. Empty: everything ends with Close.
 	PinDir string
+	// DeferRestore leaves reading the channels of the pinned maps to
+	// Restore: a process loads (and verifies) ahead of a hand-over, while
+	// the maps are still its predecessor's to change.
+	DeferRestore bool
 }
 
 func (c *Config) validate() error {
@@ -146,11 +150,22 @@ func Load(cfg Config) (*Engine, error) {
 		e.Close()
 		return nil, fmt.Errorf("offload: write config: %w", err)
 	}
-	if err := e.restoreChannels(); err != nil {
+	if cfg.DeferRestore {
+		return e, nil
+	}
+	if err := e.Restore(); err != nil {
 		e.Close()
 		return nil, err
 	}
 	return e, nil
+}
+
+// Restore reads the channels a previous process left in the pinned maps
+// (Load does, unless Config.DeferRestore).
+func (e *Engine) Restore() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.restoreChannels()
 }
 
 // pinnedMaps keep the fast path's state across restarts (not the capture

@@ -30,6 +30,9 @@ import (
 const (
 	handoverTimeout = 30 * time.Second
 	holdTimeout     = 5 * time.Second
+	// envPins tells a successor where the fast path is pinned, so it loads
+	// (and the verifier checks) its programs before asking for the state.
+	envPins = "EBRTC_HANDOVER_PINS"
 )
 
 // inheritance is what a predecessor left this process.
@@ -48,6 +51,7 @@ func (srv *Server) inherit() error {
 	}
 	if pred != nil {
 		srv.gate.held = true // until takeOver
+		srv.preload(os.Getenv(envPins))
 		b, files, err := pred.Receive(handoverTimeout)
 		if err != nil {
 			return err
@@ -71,6 +75,24 @@ func (srv *Server) inherit() error {
 		srv.gate.held = true // until takeOver
 	}
 	return nil
+}
+
+// preload loads the fast path on the predecessor's pinned maps while it
+// still serves: the verifier's time is then not spent with its sockets
+// unread. The channels are read later (loadEngine), once it is held.
+func (srv *Server) preload(pins string) {
+	os.Unsetenv(envPins)
+	if pins == "" || srv.settings.Offload == "off" {
+		return
+	}
+	cfg, err := srv.settings.offloadConfig(pins)
+	if err != nil {
+		return
+	}
+	cfg.DeferRestore = true
+	if srv.preloaded, err = offload.Load(cfg); err != nil {
+		srv.log.Warnf("hand-over: fast path not loaded ahead: %v", err)
+	}
 }
 
 func (in *inheritance) failed(err error) {
@@ -248,16 +270,27 @@ func (srv *Server) Upgrade(path string, args []string, stdout, stderr io.Writer)
 	if len(srv.afxdpConns) > 0 {
 		return errors.New("hand-over: not with rx afxdp (its AF_XDP sockets belong to this process): restart instead")
 	}
-	succ, err := handover.Start(path, args, stdout, stderr)
+	pins, unpin, err := srv.pinForHandover()
 	if err != nil {
+		return err
+	}
+	var env []string
+	if pins != "" {
+		env = []string{envPins + "=" + pins}
+	}
+	succ, err := handover.Start(path, args, env, stdout, stderr)
+	if err != nil {
+		unpin()
 		return err
 	}
 	if err := succ.WaitReady(handoverTimeout); err != nil {
 		succ.Abandon()
+		unpin()
 		return err
 	}
 	start := time.Now()
 	if err := srv.handTo(succ); err != nil {
+		unpin()
 		return err
 	}
 	succ.Release()
@@ -272,21 +305,6 @@ func (srv *Server) handTo(succ *handover.Successor) error {
 		succ.Abandon()
 		srv.thaw()
 		return fmt.Errorf("%w; serving on", err)
-	}
-	if srv.engine != nil && srv.engine.PinDir() == "" {
-		dir := handoverPinDir(srv.settings.PinDir, os.Getpid())
-		if err := srv.engine.Pin(dir); err != nil {
-			succ.Abandon()
-			return err
-		}
-		// Pinned for the hand-over only: if it fails, the fast path ends
-		// with this process again.
-		defer func() {
-			if !srv.handedOver {
-				_ = srv.engine.Unpin()
-				_ = os.Remove(dir)
-			}
-		}()
 	}
 	st, files, err := srv.freeze(true)
 	if err != nil {
@@ -303,6 +321,27 @@ func (srv *Server) handTo(succ *handover.Successor) error {
 	}
 	srv.handedOver = true
 	return nil
+}
+
+// pinForHandover pins the fast path for the successor (unless it is pinned
+// already, with keep-offload) and says where; unpin undoes it, if the
+// hand-over fails: the fast path then ends with this process again.
+func (srv *Server) pinForHandover() (dir string, unpin func(), err error) {
+	unpin = func() {}
+	if srv.engine == nil {
+		return "", unpin, nil
+	}
+	if dir = srv.engine.PinDir(); dir != "" {
+		return dir, unpin, nil
+	}
+	dir = handoverPinDir(srv.settings.PinDir, os.Getpid())
+	if err := srv.engine.Pin(dir); err != nil {
+		return "", unpin, err
+	}
+	return dir, func() {
+		_ = srv.engine.Unpin()
+		_ = os.Remove(dir)
+	}, nil
 }
 
 // handoverPinDir is where a process pins its fast path for a hand-over.

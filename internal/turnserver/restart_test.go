@@ -273,22 +273,8 @@ func readNotify(t *testing.T, c *net.UnixConn) string {
 // old process serving, losing nothing.
 func TestUpgradeToBrokenBinary(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "ebrtc")
-	copyFile(t, ebrtcBin, bin)
-	tb := newTestbed(t)
-	r, err := tb.StartRelay(bin, append(testbed.TURNArgs(user+":"+pass), "--offload", "xdp")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
-	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-	peer := newPeer(t, tb, testbed.PeerIP4)
-	bindChannel(t, r, c, peer, 1)
-	if err := os.WriteFile(bin+".new", []byte("#!/bin/sh\necho broken >&2\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(bin+".new", bin); err != nil {
-		t.Fatal(err)
-	}
+	tb, r, c, peer := relayFromCopy(t, bin)
+	replaceBinary(t, bin, "#!/bin/sh\necho broken >&2\nexit 1\n")
 	streamBothWays(t, c, peer, 4000, 2000, r.Output, func() {
 		if err := syscall.Kill(r.Pid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
@@ -299,6 +285,35 @@ func TestUpgradeToBrokenBinary(t *testing.T) {
 		t.Fatalf("the relay exited:\n%s", r.Output())
 	}
 	requireNewPeerAndClient(t, tb, c)
+}
+
+// relayFromCopy runs a relay from a copy of ebrtc at bin (which the test
+// then replaces, as an upgrade does) with a client's channel in the fast path.
+func relayFromCopy(t *testing.T, bin string) (*testbed.Testbed, *testbed.Relay, *testbed.TURNClient, *net.UDPConn) {
+	t.Helper()
+	copyFile(t, ebrtcBin, bin)
+	tb := newTestbed(t)
+	r, err := tb.StartRelay(bin, append(testbed.TURNArgs(user+":"+pass), "--offload", "xdp")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
+	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
+	peer := newPeer(t, tb, testbed.PeerIP4)
+	bindChannel(t, r, c, peer, 1)
+	return tb, r, c, peer
+}
+
+// replaceBinary puts script at bin the way an upgrade does (a new file
+// renamed over the old).
+func replaceBinary(t *testing.T, bin, script string) {
+	t.Helper()
+	if err := os.WriteFile(bin+".new", []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bin+".new", bin); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func copyFile(t *testing.T, from, to string) {
@@ -331,27 +346,12 @@ func TestUpgradeFailingLate(t *testing.T) {
 	dir := t.TempDir()
 	bin, real := filepath.Join(dir, "ebrtc"), filepath.Join(dir, "ebrtc.real")
 	copyFile(t, ebrtcBin, real)
-	copyFile(t, ebrtcBin, bin)
-	tb := newTestbed(t)
-	r, err := tb.StartRelay(bin, append(testbed.TURNArgs(user+":"+pass), "--offload", "xdp")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
-	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
-	peer := newPeer(t, tb, testbed.PeerIP4)
-	bindChannel(t, r, c, peer, 1)
+	tb, r, c, peer := relayFromCopy(t, bin)
 	notDir := filepath.Join(dir, "file")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s \"$@\" --admin-listen unix:%s/admin.sock\n", real, notDir)
-	if err := os.WriteFile(bin+".new", []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(bin+".new", bin); err != nil {
-		t.Fatal(err)
-	}
+	replaceBinary(t, bin, fmt.Sprintf("#!/bin/sh\nexec %s \"$@\" --admin-listen unix:%s/admin.sock\n", real, notDir))
 	before := metrics(t, r)
 	streamBothWays(t, c, peer, 6000, 2000, r.Output, func() {
 		if err := syscall.Kill(r.Pid(), syscall.SIGHUP); err != nil {

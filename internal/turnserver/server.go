@@ -53,7 +53,8 @@ type Server struct {
 	tcpSockets    []tcpSocket
 	dtlsListeners []net.Listener // closed for a hand-over: their sessions cannot move
 	inherited     *inheritance
-	handedOver    bool // sockets and fast path belong to another process (a successor, or the predecessor this one failed to replace)
+	preloaded     *offload.Engine // loaded ahead of a hand-over (loadEngine takes it)
+	handedOver    bool            // sockets and fast path belong to another process (a successor, or the predecessor this one failed to replace)
 }
 
 // Start opens the listeners, loads and attaches the fast path, and serves.
@@ -297,19 +298,7 @@ func (srv *Server) addAFXDPListener(cfg *turn.ServerConfig, network, addr string
 
 func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 	s := srv.settings
-	var ports []uint16
-	for lis := range table.udpListeners {
-		if !slices.Contains(ports, lis.Port()) {
-			ports = append(ports, lis.Port())
-		}
-	}
-	if len(ports) == 0 {
-		return nil, errors.New("no UDP listener to offload")
-	}
-	engine, err := offload.Load(offload.Config{
-		ListenPorts: ports, RelayPortMin: uint16(s.MinPort), RelayPortMax: uint16(s.MaxPort), RelayIPs: s.RelayIPs,
-		RateLimit: s.RateLimit, PinDir: srv.pinDirToLoad(),
-	})
+	engine, err := srv.loadEngine()
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +321,48 @@ func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 	}
 	srv.settlePins(engine)
 	return engine, nil
+}
+
+// udpPorts are the ports of the UDP listeners, which the fast path serves.
+func (s *Settings) udpPorts() []uint16 {
+	var ports []uint16
+	for _, l := range s.Listeners {
+		if l.Scheme == "udp" && !slices.Contains(ports, l.Addr.Port()) {
+			ports = append(ports, l.Addr.Port())
+		}
+	}
+	return ports
+}
+
+// offloadConfig is the fast path's configuration, on maps pinned in pinDir.
+func (s *Settings) offloadConfig(pinDir string) (offload.Config, error) {
+	ports := s.udpPorts()
+	if len(ports) == 0 {
+		return offload.Config{}, errors.New("no UDP listener to offload")
+	}
+	return offload.Config{ListenPorts: ports, RelayPortMin: uint16(s.MinPort), RelayPortMax: uint16(s.MaxPort),
+		RelayIPs: s.RelayIPs, RateLimit: s.RateLimit, PinDir: pinDir}, nil
+}
+
+// loadEngine loads the fast path: the one loaded ahead of a hand-over, with
+// the pinned channels read now that the predecessor is held, or a new one.
+func (srv *Server) loadEngine() (*offload.Engine, error) {
+	if e := srv.preloaded; e != nil {
+		srv.preloaded = nil
+		if e.PinDir() == srv.pinDirToLoad() {
+			if err := e.Restore(); err != nil {
+				e.Close()
+				return nil, err
+			}
+			return e, nil
+		}
+		e.Close()
+	}
+	cfg, err := srv.settings.offloadConfig(srv.pinDirToLoad())
+	if err != nil {
+		return nil, err
+	}
+	return offload.Load(cfg)
 }
 
 // defaultOffloadIfaces are the interfaces carrying the relay addresses and
@@ -500,6 +531,9 @@ func (srv *Server) Close() error {
 	}
 	if srv.engine != nil {
 		errs = append(errs, srv.engine.Close())
+	}
+	if srv.preloaded != nil { // pinned: its predecessor's fast path stays
+		errs = append(errs, srv.preloaded.Close())
 	}
 	for _, c := range srv.afxdpConns {
 		if err := c.Close(); !errors.Is(err, net.ErrClosed) {
