@@ -115,9 +115,10 @@ func TestExportImportAllocations(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "back", string(buf[:n]))
 
-	// A new permission: the new server's nonce is new to the client (a 438
-	// and a retry). Then closing the relay sends a Refresh with lifetime 0.
-	peer2, err := net.ListenPacket("udp4", "127.0.0.1:0") // nolint: noctx
+	// A permission for a new IP: the new server's nonce is new to the client
+	// (a 438 and a retry). Then closing the relay sends a Refresh with
+	// lifetime 0, with that nonce.
+	peer2, err := net.ListenPacket("udp4", "127.0.0.2:0") // nolint: noctx
 	require.NoError(t, err)
 	defer func() { _ = peer2.Close() }()
 	require.NoError(t, peer2.SetReadDeadline(time.Now().Add(5*time.Second)))
