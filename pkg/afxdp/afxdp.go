@@ -420,6 +420,9 @@ func (c *Conn) poll(q *queue) (frameRef, bool, error) {
 		if f, ok := c.receive(q); ok {
 			return f, true, nil
 		}
+		if len(c.frames) > 0 { // queued ones first (next takes them)
+			return frameRef{}, false, nil
+		}
 		dl := c.deadline.when()
 		if !dl.IsZero() && !time.Now().Before(dl) {
 			return frameRef{}, false, os.ErrDeadlineExceeded
@@ -447,14 +450,17 @@ func (c *Conn) poll(q *queue) (frameRef, bool, error) {
 }
 
 // receive takes what q's RX ring holds: the first frame for c is returned,
-// the rest queued for their conns (c's own behind it, in order).
+// the rest queued for their conns (c's own behind it, in order). If frames
+// for c are queued already (by the poller before), c's new ones queue
+// behind them: returned first, a new frame would overtake them.
 func (c *Conn) receive(q *queue) (frameRef, bool) {
 	var mine frameRef
 	found := false
+	queued := len(c.frames) > 0 // only c takes from it, and c is here
 	n := q.sock.Receive(c.descs)
 	for _, d := range c.descs[:n] {
 		to := q.route(d)
-		if to == c && !found {
+		if to == c && !found && !queued {
 			mine, found = frameRef{q, d}, true
 			continue
 		}

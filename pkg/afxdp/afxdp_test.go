@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -193,7 +194,9 @@ func TestSamePortBothFamilies(t *testing.T) {
 // TestConcurrentConns: four conns on one interface (one RX queue: their
 // readers take turns polling it and hand each other's frames on), each
 // read by its own goroutine while all four receive at once; every
-// datagram arrives at its conn, in order.
+// datagram arrives at its conn once, and in order unless some took the
+// kernel socket (a reader out of fill-ring credit under this blast: the
+// two paths keep no order between them, docs/afxdp.md).
 func TestConcurrentConns(t *testing.T) {
 	tb := newBed(t, testbed.Options{})
 	const conns, n, size = 4, 2000, 200
@@ -201,8 +204,9 @@ func TestConcurrentConns(t *testing.T) {
 	for range conns {
 		cs = append(cs, listenIn(t, tb.Server, ListenConfig{Control: testbed.LargeBuffers}, "udp4", testbed.ServerClientIP4.String()+":0"))
 	}
-	errs := make(chan error, conns)
-	for _, c := range cs {
+	got := make([][]uint32, conns)
+	errs := make(chan error, 2*conns)
+	for k, c := range cs {
 		go func() {
 			buf := make([]byte, 2048)
 			for i := range n {
@@ -212,10 +216,11 @@ func TestConcurrentConns(t *testing.T) {
 					errs <- fmt.Errorf("%v: datagram %d: %w", c.LocalAddr(), i, err)
 					return
 				}
-				if got := binary.BigEndian.Uint32(buf); m != size || got != uint32(i) {
-					errs <- fmt.Errorf("%v: datagram %d arrived as number %d (%d bytes)", c.LocalAddr(), i, got, m)
+				if m != size {
+					errs <- fmt.Errorf("%v: datagram %d has %d bytes", c.LocalAddr(), i, m)
 					return
 				}
+				got[k] = append(got[k], binary.BigEndian.Uint32(buf))
 			}
 			errs <- nil
 		}()
@@ -233,10 +238,21 @@ func TestConcurrentConns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range cs {
-		if st, _ := c.Stats(); st.ViaXDP+st.ViaKernel != n {
+	for k, c := range cs {
+		st, _ := c.Stats()
+		if st.ViaXDP+st.ViaKernel != n {
 			t.Errorf("%v: %+v", c.LocalAddr(), st)
 		}
+		sorted := slices.Sorted(slices.Values(got[k]))
+		for i, v := range sorted {
+			if v != uint32(i) {
+				t.Fatalf("%v: datagram %d missing or repeated", c.LocalAddr(), i)
+			}
+		}
+		if st.ViaKernel == 0 && !slices.Equal(sorted, got[k]) {
+			t.Errorf("%v: all through AF_XDP, yet out of order", c.LocalAddr())
+		}
+		t.Logf("%v: %d via AF_XDP, %d via the kernel socket", c.LocalAddr(), st.ViaXDP, st.ViaKernel)
 	}
 }
 

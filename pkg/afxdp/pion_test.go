@@ -159,8 +159,13 @@ func runPion(t *testing.T, receiver, sender *webrtc.PeerConnection, xc *Conn, du
 		t.Fatal(err)
 	}
 	t.Logf("AF_XDP conn: %+v", st)
-	if min := uint64(messages + packets); st.ViaXDP < min || st.ViaKernel > 0 {
-		t.Errorf("%d datagrams via AF_XDP (want at least %d), %d via the kernel socket (want 0)", st.ViaXDP, min, st.ViaKernel)
+	// Via the kernel socket only what the kernel must judge: a partial
+	// checksum, which this testbed's hosts were seen to send now and then
+	// (one datagram in about 3,000, once in CI; not explained yet).
+	partial := st.Outcomes["fallback_partial_checksum"].Packets
+	if min := uint64(messages + packets); st.ViaXDP < min || st.ViaKernel > partial || partial > 3 {
+		t.Errorf("%d datagrams via AF_XDP (want at least %d), %d via the kernel socket (want only the %d with partial checksums, at most 3)",
+			st.ViaXDP, min, st.ViaKernel, partial)
 	}
 	if st.BadChecksum+st.Malformed > 0 {
 		t.Errorf("bad checksums %d, malformed %d", st.BadChecksum, st.Malformed)
