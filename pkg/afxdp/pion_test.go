@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,12 +145,11 @@ func runPion(t *testing.T, receiver, sender *webrtc.PeerConnection, xc *Conn, du
 			t.Fatalf("data channel: %d of %d messages arrived", i, messages)
 		}
 	}
+	var got []uint16
 	for i := range packets {
 		select {
-		case got := <-seqs:
-			if want := uint16(firstSeq + i); got != want {
-				t.Fatalf("RTP: packet %d has sequence number %d, want %d", i, got, want)
-			}
+		case seq := <-seqs:
+			got = append(got, seq)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("RTP: %d of %d packets arrived", i, packets)
 		}
@@ -158,14 +158,24 @@ func runPion(t *testing.T, receiver, sender *webrtc.PeerConnection, xc *Conn, du
 	if err != nil {
 		t.Fatal(err)
 	}
+	// In order, unless one took the kernel socket (see below), which keeps
+	// no order with the AF_XDP path: then each once.
+	for i, seq := range got {
+		if want := uint16(firstSeq + i); seq != want && st.ViaKernel == 0 {
+			t.Fatalf("RTP: packet %d has sequence number %d, want %d", i, seq, want)
+		}
+	}
+	if n := len(slices.Compact(slices.Sorted(slices.Values(got)))); n != packets {
+		t.Fatalf("RTP: %d distinct sequence numbers of %d", n, packets)
+	}
 	t.Logf("AF_XDP conn: %+v", st)
-	// Via the kernel socket only what the kernel must judge: a partial
-	// checksum, which this testbed's hosts were seen to send now and then
-	// (one datagram in about 3,000, once in CI; not explained yet).
+	// Via the kernel socket only what looks like a partial checksum: a
+	// full one equal to the pseudo-header sum by chance (1 in 65,536;
+	// bpf/udp.h) is taken for one, and the kernel judges it.
 	partial := st.Outcomes["fallback_partial_checksum"].Packets
-	if min := uint64(messages + packets); st.ViaXDP < min || st.ViaKernel > partial || partial > 3 {
-		t.Errorf("%d datagrams via AF_XDP (want at least %d), %d via the kernel socket (want only the %d with partial checksums, at most 3)",
-			st.ViaXDP, min, st.ViaKernel, partial)
+	if min := uint64(messages + packets); st.ViaXDP+st.ViaKernel < min || st.ViaKernel != partial || partial > 3 {
+		t.Errorf("%d datagrams via AF_XDP, %d via the kernel socket (want at least %d in all, the kernel's only the %d partial-looking, at most 3)",
+			st.ViaXDP, st.ViaKernel, min, partial)
 	}
 	if st.BadChecksum+st.Malformed > 0 {
 		t.Errorf("bad checksums %d, malformed %d", st.BadChecksum, st.Malformed)
