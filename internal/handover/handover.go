@@ -35,9 +35,10 @@ const maxFilesPerMessage = 200
 
 // Successor is the new process, as its predecessor sees it.
 type Successor struct {
-	cmd    *exec.Cmd
-	sock   *os.File
-	exited chan error
+	cmd     *exec.Cmd
+	sock    *os.File
+	exited  chan struct{} // closed when it has exited
+	exitErr error         // how, once exited is closed
 }
 
 // Start runs path with args, stdout and stderr as the successor, holding
@@ -59,8 +60,11 @@ func Start(path string, args, env []string, stdout, stderr io.Writer) (*Successo
 		ours.Close()
 		return nil, fmt.Errorf("handover: start %s: %w", path, err)
 	}
-	s := &Successor{cmd: cmd, sock: ours, exited: make(chan error, 1)}
-	go func() { s.exited <- cmd.Wait() }()
+	s := &Successor{cmd: cmd, sock: ours, exited: make(chan struct{})}
+	go func() {
+		s.exitErr = cmd.Wait()
+		close(s.exited)
+	}()
 	return s, nil
 }
 
@@ -101,8 +105,14 @@ func (s *Successor) await(want string, timeout time.Duration) error {
 	select {
 	case err := <-got:
 		return err
-	case err := <-s.exited:
-		return fmt.Errorf("handover: successor exited: %v", err)
+	case <-s.exited:
+		// What it said before it went (a failure, say) is the better news.
+		select {
+		case err := <-got:
+			return err
+		case <-time.After(time.Second):
+			return fmt.Errorf("handover: successor exited: %v", s.exitErr)
+		}
 	case <-time.After(timeout):
 		return fmt.Errorf("handover: successor not %s after %v", want, timeout)
 	}
@@ -132,8 +142,7 @@ func (s *Successor) Abandon() {
 	_ = s.cmd.Process.Kill()
 	s.sock.Close()
 	select {
-	case err := <-s.exited:
-		s.exited <- err
+	case <-s.exited:
 	case <-time.After(10 * time.Second):
 	}
 }
