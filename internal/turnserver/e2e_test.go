@@ -64,15 +64,7 @@ func newTestbedWith(t *testing.T, opts testbed.Options) *testbed.Testbed {
 func startRelay(t *testing.T, tb *testbed.Testbed, extra ...string) *testbed.Relay {
 	t.Helper()
 	r, err := tb.StartRelay(ebrtcBin, append(testbed.TURNArgs(user+":"+pass), extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := r.Stop(5 * time.Second); err != nil {
-			t.Errorf("relay stop: %v\n%s", err, r.Output())
-		}
-	})
-	return r
+	return stopAtCleanup(t, r, err)
 }
 
 // newClient allocates a relay with pion's client; closed at the end of the test.

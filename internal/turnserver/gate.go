@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,11 +16,15 @@ import (
 // reads next (the successor, or this process again). pion reads each
 // socket from one goroutine and handles a datagram before reading the
 // next, so a reader is busy from a read's return to its next read.
+//
+// Every datagram passes it: while open it costs two atomic operations and
+// no lock; only a held gate parks readers on the mutex.
 type readGate struct {
-	mu   sync.Mutex
+	held atomic.Bool
+	busy atomic.Int64 // readers inside a read or handling a datagram
+
+	mu   sync.Mutex // parking only
 	cond *sync.Cond
-	held bool
-	busy int // readers inside a read or handling a datagram
 }
 
 func newReadGate() *readGate {
@@ -45,26 +50,35 @@ func (r *gatedReader) read(c net.PacketConn, p []byte) (int, net.Addr, error) {
 	if g == nil {
 		return c.ReadFrom(p)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if r.handling {
 		r.handling = false
-		g.done()
+		g.busy.Add(-1)
 	}
 	for {
-		g.waitOpen()
-		g.busy++
-		g.mu.Unlock()
+		g.enter()
 		n, addr, err := c.ReadFrom(p)
-		g.mu.Lock()
 		if err == nil {
 			r.handling = true
 			return n, addr, nil
 		}
-		g.done()
+		g.busy.Add(-1)
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return n, addr, err
 		}
+	}
+}
+
+// enter counts a reader busy once the gate is open. Busy first, held
+// checked after (hold does the opposite), so hold either sees the reader
+// or the reader sees the gate closed.
+func (g *readGate) enter() {
+	for {
+		g.waitOpen()
+		g.busy.Add(1)
+		if !g.held.Load() {
+			return
+		}
+		g.busy.Add(-1)
 	}
 }
 
@@ -72,9 +86,7 @@ func (r *gatedReader) read(c net.PacketConn, p []byte) (int, net.Addr, error) {
 func (g *readGate) accept(l net.Listener) (net.Conn, error) {
 	for {
 		if g != nil {
-			g.mu.Lock()
 			g.waitOpen()
-			g.mu.Unlock()
 		}
 		c, err := l.Accept()
 		if g == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -84,14 +96,14 @@ func (g *readGate) accept(l net.Listener) (net.Conn, error) {
 }
 
 func (g *readGate) waitOpen() {
-	for g.held {
+	if !g.held.Load() {
+		return
+	}
+	g.mu.Lock()
+	for g.held.Load() {
 		g.cond.Wait()
 	}
-}
-
-func (g *readGate) done() {
-	g.busy--
-	g.cond.Broadcast()
+	g.mu.Unlock()
 }
 
 // hold stops the readers and waits until none is busy, at most timeout.
@@ -99,25 +111,16 @@ func (g *readGate) done() {
 // in the list or finds the gate closed.
 func (g *readGate) hold(sockets func() []wakeFunc, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	g.mu.Lock()
-	g.held = true
-	g.mu.Unlock()
+	g.held.Store(true)
 	for _, wake := range sockets() {
 		_ = wake(time.Now())
 	}
-	timer := time.AfterFunc(timeout, func() {
-		g.mu.Lock()
-		g.cond.Broadcast()
-		g.mu.Unlock()
-	})
-	defer timer.Stop()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for g.busy > 0 {
-		if !time.Now().Before(deadline) {
+	// Rare (a hand-over): polling is simpler than signalling every reader.
+	for g.busy.Load() > 0 {
+		if time.Now().After(deadline) {
 			return errors.New("hand-over: readers still busy")
 		}
-		g.cond.Wait()
+		time.Sleep(time.Millisecond)
 	}
 	return nil
 }
@@ -129,7 +132,7 @@ func (g *readGate) release(sockets []wakeFunc) {
 		_ = wake(time.Time{})
 	}
 	g.mu.Lock()
-	g.held = false
+	g.held.Store(false)
 	g.cond.Broadcast()
 	g.mu.Unlock()
 }

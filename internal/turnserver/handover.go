@@ -50,7 +50,7 @@ func (srv *Server) inherit() error {
 		return err
 	}
 	if pred != nil {
-		srv.gate.held = true // until takeOver
+		srv.gate.held.Store(true) // until takeOver
 		srv.preload(os.Getenv(envPins))
 		b, files, err := pred.Receive(handoverTimeout)
 		if err != nil {
@@ -72,7 +72,7 @@ func (srv *Server) inherit() error {
 	}
 	if st != nil {
 		srv.inherited = &inheritance{state: *st}
-		srv.gate.held = true // until takeOver
+		srv.gate.held.Store(true) // until takeOver
 	}
 	return nil
 }

@@ -294,10 +294,7 @@ func relayFromCopy(t *testing.T, bin string) (*testbed.Testbed, *testbed.Relay, 
 	copyFile(t, ebrtcBin, bin)
 	tb := newTestbed(t)
 	r, err := tb.StartRelay(bin, append(testbed.TURNArgs(user+":"+pass), "--offload", "xdp")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
+	r = stopAtCleanup(t, r, err)
 	c := newClient(t, tb, turn.RequestedAddressFamilyIPv4)
 	peer := newPeer(t, tb, testbed.PeerIP4)
 	bindChannel(t, r, c, peer, 1)
