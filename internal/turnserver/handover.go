@@ -461,7 +461,7 @@ func (srv *Server) thaw() {
 			srv.log.Warnf("%v", err)
 		}
 	}
-	if len(srv.settings.Listeners) > 0 && srv.hasDTLS() {
+	if srv.hasDTLS() {
 		srv.log.Warnf("hand-over failed: dtls listeners stay closed until a restart")
 	}
 }

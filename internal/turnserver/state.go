@@ -81,7 +81,7 @@ type tcpSocket struct {
 // snapshot records the allocations pion holds (its readers must be held)
 // and, withFiles, duplicates the sockets for a successor.
 func (srv *Server) snapshot(withFiles bool) (savedState, []*os.File, error) {
-	st := savedState{Version: stateVersion, PinDir: srv.pinDir(), Users: srv.gen.users.snapshot()}
+	st := savedState{Version: stateVersion, PinDir: srv.pinDir(), Users: srv.gen.users.snapshot(nil)}
 	var files []*os.File
 	addFile := func(f interface{ File() (*os.File, error) }) (int, error) {
 		if !withFiles {
@@ -264,7 +264,7 @@ func (srv *Server) inheritedFile(l Listener, scheme string, ordinal int) *os.Fil
 	return nil
 }
 
-// inheritedUDPCount is how many sockets the predecessor had on a UDP
+// savedUDPCount is how many sockets the predecessor had on a UDP
 // listener: an allocation stays with its socket's index, and SO_REUSEPORT
 // sends a client to the same index only in a group of the same size.
 func (srv *Server) savedUDPCount(l Listener) int {

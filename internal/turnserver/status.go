@@ -91,13 +91,13 @@ func (u *userTraffic) restore(users map[string]admin.User) {
 }
 
 // snapshot returns the table, first forgetting users idle for retention
-// that hold no allocation (live).
-func (u *userTraffic) snapshot(live ...map[string]bool) map[string]admin.User {
+// that hold no allocation (not in live; nil: forget none).
+func (u *userTraffic) snapshot(live map[string]bool) map[string]admin.User {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	out := make(map[string]admin.User, len(u.retired))
 	for name, r := range u.retired {
-		if len(live) > 0 && !live[0][name] && time.Since(r.at) > userRetention {
+		if live != nil && !live[name] && time.Since(r.at) > userRetention {
 			delete(u.retired, name)
 			continue
 		}
