@@ -16,11 +16,28 @@ type sentPacket struct {
 	temporal int
 }
 
+// cadence is the simulated streams' temporal layer per frame, from frame
+// number 1000 on.
+var cadence = []int{0, 2, 1, 2}
+
+// frameSizes is a stream's packets per frame, [min, max] per temporal
+// layer: smallFrames as the meeting page's 320x180 AV1 at 250 kbit/s
+// sends them, largeFrames about 1.5 Mbit/s at 15 fps (the paper's
+// "medium" quality).
+type frameSizes [3][2]int
+
+var (
+	smallFrames = frameSizes{{4, 8}, {2, 4}, {1, 3}}
+	largeFrames = frameSizes{{16, 24}, {8, 14}, {5, 9}}
+)
+
 func simulatedStream(rng *rand.Rand, frames int, firstSeq uint16, target int) []sentPacket {
+	return simulatedStreamOf(rng, smallFrames, frames, firstSeq, target)
+}
+
+func simulatedStreamOf(rng *rand.Rand, sizes frameSizes, frames int, firstSeq uint16, target int) []sentPacket {
 	var out []sentPacket
 	seq := firstSeq
-	cadence := []int{0, 2, 1, 2}
-	sizes := [][2]int{{4, 8}, {2, 4}, {1, 3}}
 	for f := range frames {
 		tid := cadence[f%len(cadence)]
 		n := sizes[tid][0] + rng.IntN(sizes[tid][1]-sizes[tid][0]+1)
