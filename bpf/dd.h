@@ -72,7 +72,8 @@ INLINE int rtp_ext_find(hook_ctx *ctx, __u32 off, __u8 vpxcc, __u32 hdr, __u8 id
 }
 
 /* The descriptor's mandatory fields, and of the extended ones whether a
- * structure is attached or the frame's DTIs are its own. */
+ * structure is attached (and its number of decode targets) or the
+ * frame's DTIs are its own. */
 #define DD_START 0x01
 #define DD_END 0x02
 #define DD_STRUCTURE 0x04
@@ -83,18 +84,22 @@ struct dd_fields {
 	__u16 frame;
 	__u8 template_id;
 	__u8 flags;
+	__u8 targets; /* the attached structure's decode targets; 0: none attached, or cut short */
 };
 
 INLINE int dd_read(hook_ctx *ctx, const struct rtp_ext *e, struct dd_fields *d)
 {
-	__u8 b[4] = {};
+	__u8 b[5] = {};
 
-	if (e->len < 3 || hook_load_bytes(ctx, e->off, b, e->len > 3 ? 4 : 3))
+	if (e->len < 3 || hook_load_bytes(ctx, e->off, b, e->len >= 5 ? 5 : e->len == 4 ? 4 : 3))
 		return -1;
 	d->flags = (b[0] & 0x80 ? DD_START : 0) | (b[0] & 0x40 ? DD_END : 0) | (b[3] & 0x80 ? DD_STRUCTURE : 0) |
 		   (b[3] & 0x20 ? DD_CUSTOM_DTIS : 0);
 	d->template_id = b[0] & 0x3f;
 	d->frame = (__u16)b[1] << 8 | b[2];
+	/* Byte 3: five flags, then the structure's template id offset (6 bits)
+	 * and its decode target count less one (5 bits). */
+	d->targets = (d->flags & DD_STRUCTURE) && e->len >= 5 ? (b[4] & 0x1f) + 1 : 0;
 	return 0;
 }
 

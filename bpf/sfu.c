@@ -707,8 +707,11 @@ INLINE void structure_upcall(struct __sk_buff *skb, const struct media *m, const
 }
 
 /* A frame's DTIs: its template's; for the packet attaching a structure
- * (a key frame's first), a switch point of every target, as the ids of
- * the new structure are not installed yet. */
+ * (a key frame's first), a switch point of every target of that
+ * structure, judged by its own decode target count: the ids of the new
+ * structure are not installed yet, and the table in force may have more
+ * targets than the new one (a receiver above the new count must move down
+ * at this start, or the rest of the key frame finds it out of range). */
 #define DTIS_ALL_SWITCH 0xaaaa
 
 /* The packet's frame, for senders whose layers adapt: its descriptor's
@@ -737,19 +740,22 @@ INLINE void video_frame(struct __sk_buff *skb, struct media *m, const struct sen
 	f->p.flags = (d.flags & DD_START ? LAST_START : 0) | (d.flags & DD_END ? LAST_END : 0);
 	if (d.flags & DD_STRUCTURE)
 		structure_upcall(skb, m, s, &e);
-	tbl = bpf_map_lookup_elem(&sender_templates, &slot);
-	if (!tbl || !tbl->targets || tbl->targets > LAYERS_MAX_TARGETS)
-		return;
 	if (d.flags & DD_STRUCTURE) {
+		if (!d.targets || d.targets > LAYERS_MAX_TARGETS)
+			return;
 		t = TEMPLATE_KNOWN | DTIS_ALL_SWITCH;
+		f->targets = d.targets;
 	} else {
+		tbl = bpf_map_lookup_elem(&sender_templates, &slot);
+		if (!tbl || !tbl->targets || tbl->targets > LAYERS_MAX_TARGETS)
+			return;
 		t = tbl->t[d.template_id & 63];
 		if (!(t & TEMPLATE_KNOWN) || (d.flags & DD_CUSTOM_DTIS))
 			return;
+		f->targets = tbl->targets;
 	}
 	f->dtis = TEMPLATE_DTIS(t);
 	f->flags = FRAME_KNOWN;
-	f->targets = tbl->targets;
 	key = slot * LAYERS_MAX_TARGETS + TEMPLATE_LAYER(t);
 	count(bpf_map_lookup_elem(&layer_bytes, &key), m->len);
 }

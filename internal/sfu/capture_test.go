@@ -7,16 +7,23 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pion/rtp"
 	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
-var captureTo = flag.String("capture", "", "TestCaptureChromiumStream writes the capture to this rtpdump file")
+var (
+	captureTo        = flag.String("capture", "", "TestCaptureChromiumStream writes the capture to this rtpdump file")
+	captureSeconds   = flag.Int("capture-seconds", 12, "TestCaptureChromiumStream: how long the meeting lasts")
+	captureSchedule  = flag.String("capture-schedule", "", "TestCaptureChromiumStream: the captured participant's encoder schedule (meeting.mjs's SCHEDULE, e.g. L1T3,L1T2,L1T3/2)")
+	captureVideoOnly = flag.Bool("capture-video-only", false, "TestCaptureChromiumStream: keep only the video SSRC (the one with the dependency descriptor)")
+)
 
 // TestCaptureChromiumStream is a tool, not a check: it records what one
 // headless Chromium participant of a two-party meeting sends the SFU (its
@@ -24,6 +31,17 @@ var captureTo = flag.String("capture", "", "TestCaptureChromiumStream writes the
 // file, the stream the synthetic senders replay. Run it with
 //
 //	sudo go test -count=1 -run TestCaptureChromiumStream ./internal/sfu -capture internal/sfu/synth/testdata/chromium-av1.rtpdump
+//
+// The stream of structure changes the dependency descriptor tests read
+// (the encoder switched between scalability modes and resolutions, video
+// only) is recorded with
+//
+//	sudo go test -count=1 -run TestCaptureChromiumStream ./internal/sfu -capture internal/sfu/synth/testdata/chromium-av1-switching.rtpdump \
+//		-capture-seconds 24 -capture-schedule L1T3,L1T2,L1T3,L1T1,L1T3,L1T3/2 -capture-video-only
+//
+// The capture ends with the meeting, after the captured participant's
+// reload: the rejoined page sends from another address and SSRCs, which
+// are not kept.
 func TestCaptureChromiumStream(t *testing.T) {
 	if *captureTo == "" {
 		t.Skip("a tool: give -capture FILE to record")
@@ -34,7 +52,7 @@ func TestCaptureChromiumStream(t *testing.T) {
 		pkt  synth.Packet
 	}
 	var got []captured
-	browserMeeting(t, tb, 2, 12, func(meeting context.Context) {
+	_, stderr := browserMeetingScheduled(t, tb, 2, *captureSeconds, *captureSchedule, func(meeting context.Context) {
 		err := tb.Server.Do(func() error {
 			const all = unix.ETH_P_ALL>>8 | unix.ETH_P_ALL&0xff<<8 // in network order
 			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, all)
@@ -70,17 +88,43 @@ func TestCaptureChromiumStream(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	// The participant that joined first, from its first packet on.
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(line, "schedule ") {
+			t.Log(line)
+		}
+	}
+	// The participant that joined first, from its first packet on: its
+	// audio and video SSRCs (the video's alone with -capture-video-only).
 	if len(got) == 0 {
 		t.Fatal("nothing captured")
 	}
 	first := got[0].from
+	ssrcs, video := map[uint32]int{}, uint32(0)
 	var pkts []synth.Packet
+	var origin time.Duration
 	for _, c := range got {
-		if c.from == first {
-			c.pkt.At -= got[0].pkt.At
-			pkts = append(pkts, c.pkt)
+		if c.from != first {
+			continue
 		}
+		var h rtp.Header
+		if _, err := h.Unmarshal(c.pkt.Data); err != nil {
+			t.Fatalf("a packet from %v: %v", first, err)
+		}
+		ssrcs[h.SSRC]++
+		if video == 0 && h.GetExtension(synth.DDExtensionID) != nil {
+			video = h.SSRC
+		}
+		if *captureVideoOnly && h.SSRC != video {
+			continue
+		}
+		if len(pkts) == 0 {
+			origin = c.pkt.At
+		}
+		c.pkt.At -= origin
+		pkts = append(pkts, c.pkt)
+	}
+	if len(ssrcs) > 2 || video == 0 || len(pkts) == 0 {
+		t.Fatalf("packets by SSRC from %v: %v, video %08x; want one audio and one video SSRC", first, ssrcs, video)
 	}
 	f, err := os.Create(*captureTo)
 	if err != nil {

@@ -193,6 +193,14 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 // room "test" for the given seconds, then a rejoin. during runs meanwhile,
 // until the browsers are done. It returns what the script printed.
 func browserMeeting(t *testing.T, tb *testbed.Testbed, n, seconds int, during func(meeting context.Context)) (stdout, stderr string) {
+	return browserMeetingScheduled(t, tb, n, seconds, "", during)
+}
+
+// browserMeetingScheduled is browserMeeting with meeting.mjs's SCHEDULE
+// for the first participant's video encoder (none if empty), e.g.
+// "L1T3,L1T2,L1T3/2": scalability modes and resolution scales, applied
+// evenly across the seconds.
+func browserMeetingScheduled(t *testing.T, tb *testbed.Testbed, n, seconds int, schedule string, during func(meeting context.Context)) (stdout, stderr string) {
 	testenv.RequireCommand(t, "chromium")
 	node := testenv.RequireCommand(t, "node")
 	script, _ := filepath.Abs("../testbed/browser/meeting.mjs")
@@ -201,8 +209,12 @@ func browserMeeting(t *testing.T, tb *testbed.Testbed, n, seconds int, during fu
 	}
 	run, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	cmd := exec.CommandContext(run, "ip", "netns", "exec", tb.Client.Name, node, script,
-		"http://"+testbed.SFUWeb.String()+"/?room=test", strconv.Itoa(n), strconv.Itoa(seconds))
+	args := []string{"netns", "exec", tb.Client.Name, node, script,
+		"http://" + testbed.SFUWeb.String() + "/?room=test", strconv.Itoa(n), strconv.Itoa(seconds)}
+	if schedule != "" {
+		args = append(args, schedule)
+	}
+	cmd := exec.CommandContext(run, "ip", args...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

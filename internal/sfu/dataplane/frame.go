@@ -8,7 +8,7 @@ import (
 )
 
 // Rate adaptation's view of a packet, as bpf/dd.h and video_frame in
-// bpf/sfu.c take it; TestFrameAgreesWithBPF holds the two together.
+// bpf/sfu.c take it; TestLayersAgreeWithBPF holds the two together.
 
 // RTP header extension profiles (RFC 8285) and the element walk's bound.
 const (
@@ -108,18 +108,35 @@ func frameOf(p []byte, hdr int, ddExt uint8, tbl *sfuLayerTemplates) (f layers.F
 	if attaches {
 		structure = d
 	}
+	if attaches {
+		// Judged by its own structure's target count (DTIS_ALL_SWITCH in
+		// bpf/sfu.c): the table in force may have more targets.
+		targets := structureTargets(d)
+		if targets == 0 || targets > layers.MaxTargets {
+			return f, layer, structure
+		}
+		f.DTIs, f.Known, f.Targets = layers.AllSwitch, true, targets
+		return f, 0, structure
+	}
 	if tbl == nil || tbl.Targets == 0 || tbl.Targets > layers.MaxTargets {
 		return f, layer, structure
 	}
-	t := uint32(templateKnown) | uint32(0xaaaa) // DTIS_ALL_SWITCH
-	if !attaches {
-		t = tbl.T[d[0]&0x3f]
-		if t&templateKnown == 0 || custom {
-			return f, layer, structure
-		}
+	t := tbl.T[d[0]&0x3f]
+	if t&templateKnown == 0 || custom {
+		return f, layer, structure
 	}
 	f.DTIs, f.Known, f.Targets = layers.DTIs(t&0xffff), true, uint8(tbl.Targets)
 	return f, int(t >> 16 & (layers.MaxTargets - 1)), structure
+}
+
+// structureTargets is the decode target count of the structure descriptor
+// d attaches: byte 3's five flags, then the template id offset (6 bits)
+// and the count less one (5 bits). 0: cut short.
+func structureTargets(d []byte) uint8 {
+	if len(d) < 5 {
+		return 0
+	}
+	return d[4]&0x1f + 1
 }
 
 // paddingPacket is what a receiver gets in place of a late packet of a

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -19,17 +20,41 @@ import (
 const ddExt = synth.DDExtensionID
 
 // capturedVideo is the captured Chromium AV1 (L1T3) stream's video
-// packets, padding probes included, renumbered to start at first (to
-// cross the wrap), then lost and reordered by a fixed pattern.
+// packets through capturedChannel.
 func capturedVideo(t *testing.T, first uint16) [][]byte {
 	rec, err := synth.Chromium()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return capturedChannel(rec.Packets, rec.Video.SSRC, first)
+}
+
+// capturedSwitching is Chromium's video through L1T3, L1T2, L1T3, L1T1,
+// L1T3 and L1T3 at half the resolution (template offsets 0, 5, 8, 13, 15,
+// 20; the dependency descriptor tests read it too) through
+// capturedChannel. The capture is video only, read from its file: package
+// synth does not embed it.
+func capturedSwitching(t *testing.T, first uint16) [][]byte {
+	f, err := os.Open("../synth/testdata/chromium-av1-switching.rtpdump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pkts, err := synth.ReadRTPDump(f)
+	if err != nil || len(pkts) == 0 {
+		t.Fatalf("%d packets, %v", len(pkts), err)
+	}
+	return capturedChannel(pkts, binary.BigEndian.Uint32(pkts[0].Data[8:]), first)
+}
+
+// capturedChannel is a capture's packets of ssrc, padding probes
+// included, renumbered to start at first (to cross the wrap), then lost
+// and reordered by lossyChannel.
+func capturedChannel(pkts []synth.Packet, ssrc uint32, first uint16) [][]byte {
 	var in [][]byte
 	var base uint16
-	for _, p := range rec.Packets {
-		if binary.BigEndian.Uint32(p.Data[8:]) != rec.Video.SSRC {
+	for _, p := range pkts {
+		if binary.BigEndian.Uint32(p.Data[8:]) != ssrc {
 			continue
 		}
 		b := append([]byte(nil), p.Data...)
@@ -152,16 +177,85 @@ func (ref *reference) step(p []byte, targets []uint8, now uint64) []int {
 	return out
 }
 
+// agreementStreams are the streams TestLayersAgreeWithBPF plays.
+var agreementStreams = map[string]func(*testing.T, uint16) [][]byte{
+	"chromium": capturedVideo, "chromium-switching": capturedSwitching, "switching": switchingStream}
+
+// agreementTargets are the receivers' targets at packet k of n: one never
+// adapted, targets 2, 1 and 0, and one moved 0 -> 2 -> 1.
+func agreementTargets(targets []uint8, k, n int) []uint8 {
+	if targets == nil {
+		targets = []uint8{layers.AllTargets, 2, 1, 0, 0}
+	}
+	switch k {
+	case n / 3:
+		targets[4] = 2
+	case 2 * n / 3:
+		targets[4] = 1
+	}
+	return targets
+}
+
+// Every receiver gets each frame whole or not at all (a late packet of a
+// frame it does not get goes as padding), through every structure change
+// of the captured and scripted streams: a key frame attaching a structure
+// of fewer decode targets than the receiver's moves it down at its first
+// packet, one of more is a switch point up. (The data plane's decisions
+// are the Go reference's: TestLayersAgreeWithBPF.)
+func TestFramesGoWhole(t *testing.T) {
+	for name, stream := range agreementStreams {
+		pkts := stream(t, 65200)
+		var targets []uint8
+		ref := reference{replicas: make([]layers.Replica, 5)}
+		for i := range ref.replicas {
+			ref.replicas[i] = layers.NewReplica()
+		}
+		type counts struct{ sent, withheld int }
+		frames := make([]map[uint16]*counts, len(ref.replicas))
+		for i := range frames {
+			frames[i] = map[uint16]*counts{}
+		}
+		for k, p := range pkts {
+			targets = agreementTargets(targets, k, len(pkts))
+			f, _, _ := frameOf(p, len(p)-len(Classify(p).Payload), ddExt, &ref.templates)
+			out := ref.step(p, targets, 1)
+			if f.Packet.Padding {
+				continue
+			}
+			for i, n := range out {
+				c := frames[i][f.Packet.Frame]
+				if c == nil {
+					c = &counts{}
+					frames[i][f.Packet.Frame] = c
+				}
+				if n < 0 || n >= 1<<16 {
+					c.withheld++
+				} else {
+					c.sent++
+				}
+			}
+		}
+		for i := range frames {
+			for n, c := range frames[i] {
+				if c.sent > 0 && c.withheld > 0 {
+					t.Errorf("%s: receiver %d got %d of frame %d's %d packets", name, i, c.sent, n, c.sent+c.withheld)
+				}
+			}
+		}
+	}
+}
+
 // The eBPF data plane's layer decisions and renumbering agree with the Go
 // reference's, packet by packet and receiver by receiver, on the captured
-// Chromium stream and on an L1T3 -> L1T2 -> L1T3 switch (template offsets
-// 0, 5, 8), both with losses and reordering and across the sequence
-// number wrap: receivers at every target, one never adapted (the sender's
+// Chromium streams (L1T3, and one switching between L1T3, L1T2 and L1T1
+// and resolutions) and on a scripted L1T3 -> L1T2 -> L1T3 switch
+// (template offsets 0, 5, 8), all with losses and reordering and across
+// the sequence number wrap: receivers at every target, one never adapted (the sender's
 // packets byte for byte), one moved up and down on the way. Each replica's
 // checksums are checked by an independent parse; padding goes out through
 // Config.Send.
 func TestLayersAgreeWithBPF(t *testing.T) {
-	for name, stream := range map[string]func(*testing.T, uint16) [][]byte{"chromium": capturedVideo, "switching": switchingStream} {
+	for name, stream := range agreementStreams {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t)
 			padded := make(chan [2]int, 64)
@@ -177,7 +271,7 @@ func TestLayersAgreeWithBPF(t *testing.T) {
 			for i := range rcv { // no key frame wait: the streams start mid-way
 				must(t, r.dp.objs.ReplicaGates.Put(r.dp.streams[from].replicas[i], uint32(0)))
 			}
-			targets := []uint8{layers.AllTargets, 2, 1, 0, 0}
+			var targets []uint8
 			ref := reference{replicas: make([]layers.Replica, len(rcv))}
 			for i := range ref.replicas {
 				ref.replicas[i] = layers.NewReplica()
@@ -186,11 +280,7 @@ func TestLayersAgreeWithBPF(t *testing.T) {
 			mismatches := 0
 			var sent, dropped, padding [5]int
 			for k, p := range pkts {
-				if k == len(pkts)/3 {
-					targets[4] = 2 // the last receiver moves up, then down
-				} else if k == 2*len(pkts)/3 {
-					targets[4] = 1
-				}
+				targets = agreementTargets(targets, k, len(pkts))
 				for i, tg := range targets {
 					must(t, r.dp.SetTarget(from, rcv[i].To, int(tg)))
 				}
@@ -232,8 +322,8 @@ func TestLayersAgreeWithBPF(t *testing.T) {
 			}
 			t.Logf("%d packets, %d mismatches; sent %v, dropped %v, padding %v; layers %+v", len(pkts), mismatches, sent, dropped, padding, ls)
 			if dropped[0] != 0 || sent[0] != len(pkts) || dropped[3] == 0 || sent[3] == 0 ||
-				(name == "chromium" && padding[2]+padding[3] == 0) {
-				t.Error("the scripted streams do not exercise dropping, renumbering and padding (the captured one)")
+				(name != "switching" && padding[2]+padding[3] == 0) {
+				t.Error("the streams do not exercise dropping, renumbering and padding (the captured ones)")
 			}
 		})
 	}

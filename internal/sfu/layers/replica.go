@@ -31,9 +31,9 @@ func PackDTIs(d []dd.DTI) DTIs {
 // Of is target's indication.
 func (d DTIs) Of(target uint8) dd.DTI { return dd.DTI(d >> (2 * (target % MaxTargets)) & 3) }
 
-// allSwitch: the frame that attaches a structure (a key frame) is a switch
+// AllSwitch: the frame that attaches a structure (a key frame) is a switch
 // point of every target (DTIS_ALL_SWITCH).
-const allSwitch DTIs = 0xaaaa
+const AllSwitch DTIs = 0xaaaa
 
 // Frame is what every receiver's decision needs of one packet (struct
 // frame_info): its place in the stream and, if its template is known,

@@ -4,15 +4,54 @@
 // it decodes video from every other participant again is measured. Prints
 // one JSON line: {stats: each page's inbound stats by publisher, rejoinMs}.
 //
-// usage: node meeting.mjs URL N SECONDS
+// SCHEDULE, if given, drives the first participant's video encoder while
+// the participants stay: a comma-separated list of steps, each MODE or
+// MODE/SCALE (the encoding's scalabilityMode, and its
+// scaleResolutionDownBy when SCALE is given), applied through the video
+// sender's setParameters (other fields kept) evenly across SECONDS: step i
+// at i*SECONDS/len. Each applied step is logged on standard error.
+//   e.g. L1T3,L1T2,L1T3,L1T1,L1T3,L1T3/2
+//
+// usage: node meeting.mjs URL N SECONDS [SCHEDULE]
 import { launchChromium } from './chromium.mjs';
 
-const [url, nArg, secondsArg] = process.argv.slice(2);
+const [url, nArg, secondsArg, scheduleArg] = process.argv.slice(2);
 if (!url) {
-  console.error('usage: node meeting.mjs URL N SECONDS');
+  console.error('usage: node meeting.mjs URL N SECONDS [SCHEDULE]');
   process.exit(2);
 }
 const n = Number(nArg || 2), seconds = Number(secondsArg || 10);
+const schedule = (scheduleArg || '').split(',').filter((s) => s).map((s) => {
+  const [mode, scale] = s.split('/');
+  if (!mode || (scale !== undefined && !(Number(scale) >= 1))) {
+    console.error('schedule step ' + JSON.stringify(s) + ': want MODE or MODE/SCALE, e.g. L1T2 or L1T3/2');
+    process.exit(2);
+  }
+  return scale === undefined ? { mode } : { mode, scale: Number(scale) };
+});
+const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+// apply sets one step on the page's video sender once it has one (the page
+// creates its publishing connection when its signaling socket opens) and
+// returns the encoding as the sender then reports it.
+async function apply(page, step) {
+  return page.evaluate(async ({ mode, scale }) => {
+    for (let i = 0; ; i++) {
+      const pub = window.meeting && window.meeting.pub;
+      const sender = pub && pub.getSenders().find((s) => s.track && s.track.kind === 'video');
+      if (sender) {
+        const params = sender.getParameters();
+        params.encodings[0].scalabilityMode = mode;
+        if (scale !== undefined) params.encodings[0].scaleResolutionDownBy = scale;
+        await sender.setParameters(params);
+        return sender.getParameters().encodings[0];
+      }
+      if (i === 100) throw new Error('no video sender after 10 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }, step);
+}
+
 const browser = await launchChromium(new URL(url).origin);
 try {
   const pages = [];
@@ -23,7 +62,13 @@ try {
     await page.goto(url);
     pages.push(page);
   }
-  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const begin = Date.now();
+  for (const [i, step] of schedule.entries()) {
+    await sleep(begin + i * seconds * 1000 / schedule.length - Date.now());
+    const enc = await apply(pages[0], step);
+    console.error(`schedule step ${i} at ${Date.now() - begin} ms: ${JSON.stringify(step)} -> encoding ${JSON.stringify(enc)}`);
+  }
+  await sleep(begin + seconds * 1000 - Date.now());
   const out = [];
   for (const p of pages) out.push(await p.evaluate(() => window.meeting.stats));
   // Leave and rejoin: a reload closes the signaling socket and joins anew.
@@ -37,7 +82,7 @@ try {
       rejoinMs = Date.now() - start;
       break;
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   for (const p of pages) console.error("status", await p.evaluate(() => document.getElementById("status").textContent));
   console.log(JSON.stringify({ stats: out, rejoinMs }));
