@@ -19,7 +19,6 @@
 struct rewrite_state {
 	__u32 top;    /* extended highest sequence number processed */
 	__u32 offset; /* sequence numbers up to top that took no number */
-	__u32 base;   /* the first packet's: nothing below it has a number */
 	__u16 last_frame;
 	__u8 last_flags;
 	__u8 started;
@@ -159,14 +158,14 @@ INLINE enum rewrite_verdict rw_rewrite(struct rewrite_state *s, const struct rew
 		s->frames[p->frame % REWRITE_FRAMES] = (__u32)p->frame << 16 | (forward ? 2 : 0) | 1;
 	if (!s->started) {
 		seq = (__u32)p->seq + (1U << 16);
-		s->top = s->base = seq;
+		s->top = seq;
 		s->offset = 0;
 		s->started = 1;
 		rw_mark(s, 0, REWRITE_HISTORY, 0);
 	} else {
 		seq = s->top + (__s32)(__s16)(p->seq - (__u16)s->top);
 		if ((__s32)(seq - s->top) <= 0) {
-			if (s->top - seq >= REWRITE_HISTORY || (__s32)(seq - s->base) < 0 || rw_dropped(s, seq))
+			if (s->top - seq >= REWRITE_HISTORY || rw_dropped(s, seq))
 				return REWRITE_DROP;
 			*number = seq - s->offset + rw_dropped_above(s, seq);
 			return forward ? REWRITE_SEND : REWRITE_PADDING;

@@ -161,7 +161,7 @@ func (d *DataPlane) Original(from, to netip.AddrPort, number uint16) (uint16, bo
 
 // rewriteState is the kernel's struct rewrite_state as the Go reference's.
 func rewriteState(s *sfuRewriteState) rewrite.State {
-	return rewrite.State{Top: s.Top, Offset: s.Offset, Base: s.Base, LastFrame: s.LastFrame, LastFlags: s.LastFlags,
+	return rewrite.State{Top: s.Top, Offset: s.Offset, LastFrame: s.LastFrame, LastFlags: s.LastFlags,
 		Started: s.Started, Dropped: s.Dropped, Frames: s.Frames}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +90,25 @@ func lossyChannel(in [][]byte) [][]byte {
 // frames in the L1T3 cadence T0 T2 T1 T2, 3 packets each, two-byte
 // extension headers, a key frame with its structure at each switch.
 func switchingStream(t *testing.T, first uint16) [][]byte {
+	pkts, _ := switchingPackets(t, first)
+	return lossyChannel(pkts)
+}
+
+// lateStructureStream is switchingStream's packets, none lost, with each
+// key frame's first packet, the one attaching the structure, arriving
+// after the frame's second: the new templates are unknown until then, and
+// the late packet switches nothing.
+func lateStructureStream(t *testing.T, first uint16) [][]byte {
+	pkts, structures := switchingPackets(t, first)
+	for _, k := range structures {
+		pkts[k], pkts[k+1] = pkts[k+1], pkts[k]
+	}
+	return pkts
+}
+
+// switchingPackets are switchingStream's packets before the channel, and
+// the indexes of those attaching a structure.
+func switchingPackets(t *testing.T, first uint16) (out [][]byte, structures []int) {
 	l1t3 := &dd.Structure{DecodeTargets: 3, Chains: 1, ProtectedBy: []int{0, 0, 0}, Templates: []dd.Template{
 		{DTIs: dts("SSS"), ChainDiffs: []int{0}},
 		{DTIs: dts("SSS"), FrameDiffs: []int{4}, ChainDiffs: []int{4}},
@@ -103,7 +123,6 @@ func switchingStream(t *testing.T, first uint16) [][]byte {
 	}}
 	second := *l1t3
 	l1t2.IDOffset, second.IDOffset = 5, 8
-	var out [][]byte
 	seq, frameNo := first, uint16(65500)
 	for _, s := range []*dd.Structure{l1t3, l1t2, &second} {
 		for f := range 40 {
@@ -115,6 +134,7 @@ func switchingStream(t *testing.T, first uint16) [][]byte {
 				d := dd.Descriptor{StartOfFrame: i == 0, EndOfFrame: i == 2, TemplateID: (s.IDOffset + tmpl) % 64, FrameNumber: frameNo}
 				if f == 0 && i == 0 {
 					d.Structure = s
+					structures = append(structures, len(out))
 				}
 				b, err := d.Marshal(s)
 				if err != nil {
@@ -133,7 +153,7 @@ func switchingStream(t *testing.T, first uint16) [][]byte {
 			frameNo++
 		}
 	}
-	return lossyChannel(out)
+	return out, structures
 }
 
 func dts(s string) []dd.DTI {
@@ -179,7 +199,8 @@ func (ref *reference) step(p []byte, targets []uint8, now uint64) []int {
 
 // agreementStreams are the streams TestLayersAgreeWithBPF plays.
 var agreementStreams = map[string]func(*testing.T, uint16) [][]byte{
-	"chromium": capturedVideo, "chromium-switching": capturedSwitching, "switching": switchingStream}
+	"chromium": capturedVideo, "chromium-switching": capturedSwitching, "switching": switchingStream,
+	"late-structure": lateStructureStream}
 
 // agreementTargets are the receivers' targets at packet k of n: one never
 // adapted, targets 2, 1 and 0, and one moved 0 -> 2 -> 1.
@@ -197,10 +218,11 @@ func agreementTargets(targets []uint8, k, n int) []uint8 {
 }
 
 // Every receiver gets each frame whole or not at all (a late packet of a
-// frame it does not get goes as padding), through every structure change
-// of the captured and scripted streams: a key frame attaching a structure
-// of fewer decode targets than the receiver's moves it down at its first
-// packet, one of more is a switch point up. (The data plane's decisions
+// frame it does not get goes as padding), and every key frame, through
+// every structure change of the captured and scripted streams: a key
+// frame attaching a structure of fewer decode targets than the receiver's
+// moves it down at its first packet (or, that packet late, at the first
+// the new templates name), one of more is a switch point up. (The data plane's decisions
 // are the Go reference's: TestLayersAgreeWithBPF.)
 func TestFramesGoWhole(t *testing.T) {
 	for name, stream := range agreementStreams {
@@ -211,16 +233,20 @@ func TestFramesGoWhole(t *testing.T) {
 			ref.replicas[i] = layers.NewReplica()
 		}
 		type counts struct{ sent, withheld int }
+		keyFrames := map[uint16]bool{}
 		frames := make([]map[uint16]*counts, len(ref.replicas))
 		for i := range frames {
 			frames[i] = map[uint16]*counts{}
 		}
 		for k, p := range pkts {
 			targets = agreementTargets(targets, k, len(pkts))
-			f, _, _ := frameOf(p, len(p)-len(Classify(p).Payload), ddExt, &ref.templates)
+			f, _, structure := frameOf(p, len(p)-len(Classify(p).Payload), ddExt, &ref.templates)
 			out := ref.step(p, targets, 1)
 			if f.Packet.Padding {
 				continue
+			}
+			if structure != nil {
+				keyFrames[f.Packet.Frame] = true
 			}
 			for i, n := range out {
 				c := frames[i][f.Packet.Frame]
@@ -239,6 +265,9 @@ func TestFramesGoWhole(t *testing.T) {
 			for n, c := range frames[i] {
 				if c.sent > 0 && c.withheld > 0 {
 					t.Errorf("%s: receiver %d got %d of frame %d's %d packets", name, i, c.sent, n, c.sent+c.withheld)
+				}
+				if keyFrames[n] && c.sent == 0 {
+					t.Errorf("%s: receiver %d got none of key frame %d", name, i, n)
 				}
 			}
 		}
@@ -322,7 +351,7 @@ func TestLayersAgreeWithBPF(t *testing.T) {
 			}
 			t.Logf("%d packets, %d mismatches; sent %v, dropped %v, padding %v; layers %+v", len(pkts), mismatches, sent, dropped, padding, ls)
 			if dropped[0] != 0 || sent[0] != len(pkts) || dropped[3] == 0 || sent[3] == 0 ||
-				(name != "switching" && padding[2]+padding[3] == 0) {
+				(strings.HasPrefix(name, "chromium") && padding[2]+padding[3] == 0) {
 				t.Error("the streams do not exercise dropping, renumbering and padding (the captured ones)")
 			}
 		})
@@ -415,4 +444,36 @@ func (r *rig) awaitTemplates(t *testing.T, from netip.AddrPort, want sfuLayerTem
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("the data plane did not install the structure's templates")
+}
+
+// structureTargets (and dd_read's count, which TestLayersAgreeWithBPF
+// holds to it) reads the decode target count the parser reads, on every
+// structure of the captured streams, and nothing from a descriptor cut
+// short.
+func TestStructureTargets(t *testing.T) {
+	seen := 0
+	for _, stream := range []func(*testing.T, uint16) [][]byte{capturedVideo, capturedSwitching} {
+		for _, p := range stream(t, 0) {
+			d := rtpExtension(p, len(p)-len(Classify(p).Payload), ddExt)
+			if len(d) < 4 || d[3]&0x80 == 0 {
+				continue
+			}
+			parsed, err := dd.Parse(d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := structureTargets(d); int(got) != parsed.Structure.DecodeTargets {
+				t.Errorf("% x: %d decode targets, the parser reads %d", d[:5], got, parsed.Structure.DecodeTargets)
+			}
+			seen++
+		}
+	}
+	if seen < 6 {
+		t.Errorf("%d structures in the captures", seen)
+	}
+	for _, d := range [][]byte{{0x80, 0, 1}, {0x80, 0, 1, 0x80}} {
+		if n := structureTargets(d); n != 0 {
+			t.Errorf("% x: %d decode targets from a descriptor cut short", d, n)
+		}
+	}
 }

@@ -79,10 +79,10 @@ type sfuRewriteState struct {
 	_         structs.HostLayout
 	Top       uint32
 	Offset    uint32
-	Base      uint32
 	LastFrame uint16
 	LastFlags uint8
 	Started   uint8
+	_         [4]byte
 	Dropped   [8]uint64
 	Frames    [32]uint32
 }

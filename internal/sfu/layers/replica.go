@@ -78,8 +78,15 @@ func (r *Replica) Decide(f *Frame, target uint8, now uint64) (uint16, Verdict) {
 		return f.Packet.Seq, AsIs
 	}
 	late := r.RW.Late(f.Packet.Seq)
-	if f.Known && f.Targets > 0 && f.Packet.Start && !late { // a late start must not switch mid-stream
-		r.switchAt(f, target, now)
+	if f.Known && f.Targets > 0 && !late {
+		if f.Packet.Start { // a late start must not switch mid-stream
+			r.switchAt(f, target, now)
+		} else if r.Current != AllTargets && r.Current >= f.Targets {
+			// Past the structure's targets (its key frame's first packet,
+			// which moves the receiver down, came late): the frame goes
+			// to the highest it has, else none of it would.
+			r.Current = f.Targets - 1
+		}
 	}
 	p := f.Packet
 	p.Forward = !f.Known || r.Current == AllTargets || f.DTIs.Of(r.Current) != dd.NotPresent

@@ -62,7 +62,6 @@ const (
 type State struct {
 	Top       uint32 // extended highest sequence number processed
 	Offset    uint32 // sequence numbers up to Top that took no number
-	Base      uint32 // the first packet's: numbers below it were never given
 	LastFrame uint16 // the packet at Top
 	LastFlags uint8
 	Started   uint8
@@ -75,13 +74,14 @@ type Rewriter = State
 
 // Original is the sender's sequence number behind a number this receiver
 // saw or sees missing (a NACK names it), if it is recent: the agent asks
-// the sender for that packet. False for a number never given.
+// the sender for that packet (below the first packet rewritten, numbers
+// are the sender's). False for a number never given or long gone.
 func (r *State) Original(number uint16) (uint16, bool) {
 	if r.Started == 0 {
 		return 0, false
 	}
 	above := uint32(0) // numbers not given in (seq, Top]
-	for seq := r.Top; r.Top-seq < History && seq >= r.Base; seq-- {
+	for seq := r.Top; r.Top-seq < History; seq-- {
 		if r.dropped(seq) {
 			above++
 			continue
@@ -116,9 +116,11 @@ func (r *State) Rewrite(p Packet) (uint16, Verdict) {
 		r.Frames[p.Frame%Frames] = uint32(p.Frame)<<16 | b2u(forward)<<1 | 1
 	}
 	if r.Started == 0 {
-		// Room below the first number for packets reordered before it.
+		// Below the first packet the numbers are the sender's (what the
+		// receiver got before its stream was adapted went as it came), so
+		// a late packet from there keeps its own: extended seqs leave room.
 		top := uint32(p.Seq) + 1<<16
-		*r = State{Top: top, Base: top, Started: 1, Frames: r.Frames}
+		*r = State{Top: top, Started: 1, Frames: r.Frames}
 		r.setLast(p)
 		return r.settle(top, forward)
 	}
@@ -157,7 +159,7 @@ func (r *State) settle(seq uint32, forward bool) (uint16, Verdict) {
 // late handles a packet below the top: a reordered one, or a
 // retransmission. It takes the number kept (or first given) for it.
 func (r *State) late(seq uint32, forward bool) (uint16, Verdict) {
-	if r.Top-seq >= History || seq < r.Base || r.dropped(seq) {
+	if r.Top-seq >= History || r.dropped(seq) {
 		return 0, Drop // older than what is remembered, or it took no number
 	}
 	n := uint16(seq - r.Offset + r.droppedAbove(seq))

@@ -256,3 +256,35 @@ func TestOriginalOfANumber(t *testing.T) {
 		t.Error("a fresh rewriter maps a number back")
 	}
 }
+
+// Below the first packet rewritten the numbers are the sender's (the
+// receiver got those packets as they came, before its stream was adapted,
+// or none): a packet reordered ahead of the first, or a retransmission of
+// one from before, keeps its own number (as padding if its layer is not
+// the receiver's), and a NACK for it maps back.
+func TestBeforeTheFirstPacket(t *testing.T) {
+	var r Rewriter
+	steps := []struct {
+		p      Packet
+		number uint16
+		v      Verdict
+	}{
+		{Packet{Seq: 100, Frame: 7, Start: true, Forward: true}, 100, Send},
+		{Packet{Seq: 99, Frame: 6, End: true, Forward: true}, 99, Send},
+		{Packet{Seq: 97, Frame: 5, End: true}, 97, SendAsPadding},
+	}
+	for _, s := range steps {
+		if n, v := r.Rewrite(s.p); n != s.number || v != s.v {
+			t.Errorf("seq %d: %d %v, want %d %v", s.p.Seq, n, v, s.number, s.v)
+		}
+	}
+	for _, n := range []uint16{99, 98, 97} {
+		if seq, ok := r.Original(n); !ok || seq != n {
+			t.Errorf("number %d maps back to %d, %v", n, seq, ok)
+		}
+	}
+	first := uint16(100)
+	if _, v := r.Rewrite(Packet{Seq: first - History, Frame: 1, Forward: true}); v != Drop {
+		t.Errorf("a packet %d behind the top: %v, want dropped (out of history)", History, v)
+	}
+}

@@ -9,7 +9,8 @@
 // MODE/SCALE (the encoding's scalabilityMode, and its
 // scaleResolutionDownBy when SCALE is given), applied through the video
 // sender's setParameters (other fields kept) evenly across SECONDS: step i
-// at i*SECONDS/len. Each applied step is logged on standard error.
+// at i*SECONDS/len. Each applied step is logged on standard error. A
+// scale stays until a later step sets another (L1T3/2,L1T3/1 goes back).
 //   e.g. L1T3,L1T2,L1T3,L1T1,L1T3,L1T3/2
 //
 // usage: node meeting.mjs URL N SECONDS [SCHEDULE]
