@@ -366,9 +366,5 @@ func TestMultiQueue(t *testing.T) {
 		}
 		seen[from][got] = true
 	}
-	st, _ := c.Stats()
-	t.Logf("stats %+v", st)
-	if st.ViaXDP != senders*n {
-		t.Errorf("%d of %d via AF_XDP", st.ViaXDP, senders*n)
-	}
+	t.Logf("stats %+v", requireViaXDP(t, c, senders*n))
 }

@@ -68,9 +68,7 @@ func TestRestart(t *testing.T) {
 	c := listenIn(t, tb.Server, ListenConfig{}, "udp4", testbed.ServerClientIP4.String()+":0")
 	sendN(t, tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0), c.LocalAddr().(*net.UDPAddr).AddrPort(), 100, 500)
 	receiveN(t, c, 100, 500)
-	if st, _ := c.Stats(); st.ViaXDP != 100 {
-		t.Errorf("after the restart %d of 100 via AF_XDP", st.ViaXDP)
-	}
+	requireViaXDP(t, c, 100) // after the restart
 }
 
 func xdpAttached(t *testing.T, ns *netns.NS) bool {
