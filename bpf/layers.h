@@ -107,14 +107,13 @@ INLINE enum layer_verdict layers_decide(struct replica_layers *l, const struct f
 	int late = rw_late(&l->rw, f->p.seq), forward, logged;
 
 	if ((f->flags & FRAME_KNOWN) && f->targets && !late) {
+		/* Past the structure's targets (a key frame's first packet moves
+		 * it down, but may come late): the highest the structure has. */
+		if (l->current != LAYERS_ALL && l->current >= f->targets)
+			l->current = f->targets - 1;
 		/* A late start (reordered, retransmitted) must not switch mid-stream. */
 		if (f->p.flags & LAST_START)
 			layers_switch(l, f, target, now);
-		/* Past the structure's targets (its key frame's first packet,
-		 * which moves the receiver down, came late): the frame goes to
-		 * the highest it has, else none of it would. */
-		else if (l->current != LAYERS_ALL && l->current >= f->targets)
-			l->current = f->targets - 1;
 	}
 	forward = !(f->flags & FRAME_KNOWN) || l->current == LAYERS_ALL ||
 		  dti_of(f->dtis, l->current) != DTI_NOT_PRESENT;

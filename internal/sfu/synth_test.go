@@ -81,10 +81,7 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		xdp, kernel := m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "xdp"}), m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "kernel"})
-		// The kernel socket's only: full checksums that look partial (1 in
-		// 65,536 equal the pseudo-header sum by chance; bpf/udp.h).
-		partial := m.Labeled("ebrtc_afxdp_outcome_packets_total", map[string]string{"outcome": "fallback_partial_checksum"})
+		xdp, kernel, partial := m.AFXDPPaths() // the kernel socket's only: partial-looking checksums
 		t.Logf("media sockets: %v datagrams through AF_XDP, %v through the kernel socket (%v partial-looking)", xdp, kernel, partial)
 		if xdp+kernel < float64(count) || kernel != partial {
 			t.Errorf("media through AF_XDP %v and the kernel socket %v (want at least the publisher's %d, the kernel's only the %v partial-looking)", xdp, kernel, count, partial)

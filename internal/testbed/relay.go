@@ -158,6 +158,16 @@ func (m Metrics) SFUOutcome(name string) float64 {
 	return m[fmt.Sprintf(`ebrtc_sfu_datagrams_total{outcome=%q}`, name)]
 }
 
+// AFXDPPaths is what AF_XDP conns received (ebrtc_afxdp_datagrams_total)
+// through AF_XDP and through their kernel sockets, and of the latter what
+// the classifier must hand the kernel as a partial checksum (a full one
+// equals the pseudo-header sum 1 time in 65,536 by chance; bpf/udp.h).
+func (m Metrics) AFXDPPaths() (xdp, kernel, partialChecksum float64) {
+	return m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "xdp"}),
+		m.Labeled("ebrtc_afxdp_datagrams_total", map[string]string{"path": "kernel"}),
+		m.Labeled("ebrtc_afxdp_outcome_packets_total", map[string]string{"outcome": "fallback_partial_checksum"})
+}
+
 // Outcome is ebrtc_xdp_packets_total for one outcome.
 func (m Metrics) Outcome(name string) float64 {
 	return m[fmt.Sprintf(`ebrtc_xdp_packets_total{outcome=%q}`, name)]

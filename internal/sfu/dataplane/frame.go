@@ -106,11 +106,9 @@ func frameOf(p []byte, hdr int, ddExt uint8, tbl *sfuLayerTemplates) (f layers.F
 	attaches := len(d) > 3 && d[3]&0x80 != 0
 	custom := len(d) > 3 && d[3]&0x20 != 0
 	if attaches {
-		structure = d
-	}
-	if attaches {
 		// Judged by its own structure's target count (DTIS_ALL_SWITCH in
 		// bpf/sfu.c): the table in force may have more targets.
+		structure = d
 		targets := structureTargets(d)
 		if targets == 0 || targets > layers.MaxTargets {
 			return f, layer, structure

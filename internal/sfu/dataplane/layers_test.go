@@ -172,17 +172,27 @@ type reference struct {
 	replicas  []layers.Replica
 }
 
+func newReference(receivers int) *reference {
+	ref := &reference{replicas: make([]layers.Replica, receivers)}
+	for i := range ref.replicas {
+		ref.replicas[i] = layers.NewReplica()
+	}
+	return ref
+}
+
+// step is the packet's frame, whether it attaches a structure, and its
 // outcome per receiver: -1 dropped, else the number it is sent with
 // (padding: number + 1<<16).
-func (ref *reference) step(p []byte, targets []uint8, now uint64) []int {
+func (ref *reference) step(p []byte, targets []uint8, now uint64) (f layers.Frame, attaches bool, out []int) {
 	cl := Classify(p)
 	f, _, structure := frameOf(p, len(p)-len(cl.Payload), ddExt, &ref.templates)
-	if structure != nil {
+	attaches = structure != nil
+	if attaches {
 		if d, err := dd.Parse(structure, nil); err == nil && d.Structure != nil {
 			ref.templates, ref.structure = templatesOf(d.Structure), structure
 		}
 	}
-	out := make([]int, len(targets))
+	out = make([]int, len(targets))
 	for i, target := range targets {
 		n, v := ref.replicas[i].Decide(&f, target, now)
 		switch v {
@@ -194,7 +204,7 @@ func (ref *reference) step(p []byte, targets []uint8, now uint64) []int {
 			out[i] = int(n)
 		}
 	}
-	return out
+	return f, attaches, out
 }
 
 // agreementStreams are the streams TestLayersAgreeWithBPF plays.
@@ -228,10 +238,7 @@ func TestFramesGoWhole(t *testing.T) {
 	for name, stream := range agreementStreams {
 		pkts := stream(t, 65200)
 		var targets []uint8
-		ref := reference{replicas: make([]layers.Replica, 5)}
-		for i := range ref.replicas {
-			ref.replicas[i] = layers.NewReplica()
-		}
+		ref := newReference(5)
 		type counts struct{ sent, withheld int }
 		keyFrames := map[uint16]bool{}
 		frames := make([]map[uint16]*counts, len(ref.replicas))
@@ -240,12 +247,11 @@ func TestFramesGoWhole(t *testing.T) {
 		}
 		for k, p := range pkts {
 			targets = agreementTargets(targets, k, len(pkts))
-			f, _, structure := frameOf(p, len(p)-len(Classify(p).Payload), ddExt, &ref.templates)
-			out := ref.step(p, targets, 1)
+			f, attaches, out := ref.step(p, targets, 1)
 			if f.Packet.Padding {
 				continue
 			}
-			if structure != nil {
+			if attaches {
 				keyFrames[f.Packet.Frame] = true
 			}
 			for i, n := range out {
@@ -301,10 +307,7 @@ func TestLayersAgreeWithBPF(t *testing.T) {
 				must(t, r.dp.objs.ReplicaGates.Put(r.dp.streams[from].replicas[i], uint32(0)))
 			}
 			var targets []uint8
-			ref := reference{replicas: make([]layers.Replica, len(rcv))}
-			for i := range ref.replicas {
-				ref.replicas[i] = layers.NewReplica()
-			}
+			ref := newReference(len(rcv))
 			fd := r.capture(t)
 			mismatches := 0
 			var sent, dropped, padding [5]int
@@ -313,7 +316,7 @@ func TestLayersAgreeWithBPF(t *testing.T) {
 				for i, tg := range targets {
 					must(t, r.dp.SetTarget(from, rcv[i].To, int(tg)))
 				}
-				want := ref.step(p, targets, coarseNow())
+				_, _, want := ref.step(p, targets, coarseNow())
 				in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: p}.Marshal()
 				expect := 0
 				for _, n := range want {

@@ -79,13 +79,13 @@ func (r *Replica) Decide(f *Frame, target uint8, now uint64) (uint16, Verdict) {
 	}
 	late := r.RW.Late(f.Packet.Seq)
 	if f.Known && f.Targets > 0 && !late {
+		// Past the structure's targets (a key frame's first packet moves
+		// it down, but may come late): the highest the structure has.
+		if r.Current != AllTargets && r.Current >= f.Targets {
+			r.Current = f.Targets - 1
+		}
 		if f.Packet.Start { // a late start must not switch mid-stream
 			r.switchAt(f, target, now)
-		} else if r.Current != AllTargets && r.Current >= f.Targets {
-			// Past the structure's targets (its key frame's first packet,
-			// which moves the receiver down, came late): the frame goes
-			// to the highest it has, else none of it would.
-			r.Current = f.Targets - 1
 		}
 	}
 	p := f.Packet

@@ -129,24 +129,19 @@ func TestAgainstScallop(t *testing.T) {
 			for _, reorder := range []float64{0, 0.05} {
 				for _, loss := range []float64{0.01, 0.05, 0.10, 0.20} {
 					total := make([]errors, len(contenders))
-					withheld := make([]int, len(contenders))
 					for run := range 20 {
 						sent := simulatedStreamOf(rng, shape.sizes, 300, uint16(65000+run), target)
 						arrived := channel(rng, sent, loss, reorder, false)
 						for i, c := range contenders {
-							e := judge(t, sent, arrived, c.make(target))
-							total[i].hidden += e.hidden
-							total[i].needless += e.needless
-							total[i].delivered += e.delivered
-							withheld[i] += countWithheld(sent, arrived, c.make(target))
+							total[i].add(judge(t, sent, arrived, c.make(target)))
 						}
 					}
 					row := fmt.Sprintf("%s, T%d, reorder %.0f%%, loss %.0f%%", shape.name, target, 100*reorder, 100*loss)
 					cells := make([]string, len(contenders))
 					for i, e := range total {
 						cells[i] = fmt.Sprintf("%.2f%%", 100*float64(e.needless)/float64(e.delivered))
-						if withheld[i] > 0 {
-							cells[i] += fmt.Sprintf(", %d withheld", withheld[i])
+						if e.withheld > 0 {
+							cells[i] += fmt.Sprintf(", %d withheld", e.withheld)
 						}
 						if e.hidden > 0 {
 							cells[i] += fmt.Sprintf(", %d HIDDEN", e.hidden)
@@ -158,8 +153,8 @@ func TestAgainstScallop(t *testing.T) {
 							t.Errorf("%s: %s hid %d losses", row, contenders[i].name, e.hidden)
 						}
 					}
-					if withheld[0] != 0 {
-						t.Errorf("%s: ebrtc withheld %d packets", row, withheld[0])
+					if total[0].withheld != 0 {
+						t.Errorf("%s: ebrtc withheld %d packets", row, total[0].withheld)
 					}
 					if total[0].needless > total[2].needless {
 						t.Errorf("%s: ebrtc left %d needless gaps, S-LR %d", row, total[0].needless, total[2].needless)
@@ -168,26 +163,4 @@ func TestAgainstScallop(t *testing.T) {
 			}
 		}
 	}
-}
-
-// countWithheld plays the arrivals through rw and counts the packets the
-// receiver gets that rw dropped once the receiver's stream had begun (a
-// packet reordered ahead of the first one is not missed): lost for good,
-// as their retransmissions would be too.
-func countWithheld(sent, arrived []sentPacket, rw renumberer) int {
-	index := map[uint16]int{}
-	for i, p := range sent {
-		index[p.Seq] = i
-	}
-	first, n := -1, 0
-	for _, p := range arrived {
-		_, v := rw.Rewrite(p.Packet)
-		switch {
-		case v != Drop && first < 0:
-			first = index[p.Seq]
-		case v == Drop && p.Forward && !p.Padding && first >= 0 && index[p.Seq] > first:
-			n++
-		}
-	}
-	return n
 }
