@@ -358,10 +358,7 @@ func rembSummary(r []rembSample) string {
 	if len(r) == 0 {
 		return "none"
 	}
-	lo, hi := r[0].Bitrate, r[0].Bitrate
-	for _, x := range r {
-		lo, hi = min(lo, x.Bitrate), max(hi, x.Bitrate)
-	}
+	lo, hi := rembRange(r)
 	return fmt.Sprintf("%d, kbit/s first %.0f min %.0f max %.0f last %.0f", len(r), r[0].Bitrate/1000, lo/1000, hi/1000, r[len(r)-1].Bitrate/1000)
 }
 
@@ -1010,9 +1007,34 @@ func testRateAdaptation(t *testing.T, codec string) {
 	if in, full := shaped.Inbound(1, res.IDs[0]), shaped.Outbound(0).FPS; in.FPS < 0.8*full || in.Freezes > 0 {
 		t.Errorf("shaped: P2 decoded P1 at %.1f fps of %.1f, %v freezes", in.FPS, full, in.Freezes)
 	}
-	if out, p3 := shaped.Outbound(0), shaped.Inbound(2, res.IDs[0]); out.MinTargetKbps <= p3.Kbps {
+	// P1 is not held to P3's link: its target stays above P3's lowest
+	// estimate of P1's stream (where an SFU passing every REMB on would
+	// take P1)
+	// and, while P3 gets P1 at a lower layer, above what P3 gets. (When a
+	// try has P3 at P1's full rate, P3 gets what P1 sends: a dip of P1's
+	// target for the retransmissions P3's NACKs draw, seen once in CI at
+	// 190 of 250 kbit/s, is no fall to P3's rate.)
+	out, p3 := shaped.Outbound(0), shaped.Inbound(2, res.IDs[0])
+	lowest, _ := rembRange(shaped.REMBFor("P3 ->SFU", res.VideoSSRC[0]))
+	estimate := lowest / 1000
+	if estimate == 0 || out.MinTargetKbps <= estimate {
+		t.Errorf("shaped: P1's target fell to %.0f kbit/s, P3's lowest estimate of its stream %.0f", out.MinTargetKbps, estimate)
+	}
+	if p3.FPS <= 0.7*shaped.Outbound(0).FPS && out.MinTargetKbps <= p3.Kbps {
 		t.Errorf("shaped: P1's target fell to %.0f kbit/s, P3 gets %.0f", out.MinTargetKbps, p3.Kbps)
 	}
+}
+
+// rembRange is the lowest and highest estimate among r, in bit/s (0, 0:
+// none).
+func rembRange(r []rembSample) (lo, hi float64) {
+	for i, x := range r {
+		if i == 0 {
+			lo, hi = x.Bitrate, x.Bitrate
+		}
+		lo, hi = min(lo, x.Bitrate), max(hi, x.Bitrate)
+	}
+	return lo, hi
 }
 
 // rateAdaptationPhases: 15 s as it is; P3's downlink shaped to fraction of
