@@ -10,6 +10,7 @@
 #include "rewrite.h"
 
 #define LAYERS_ALL 0xff      /* a target or current decode target: every layer, no renumbering */
+#define LAYERS_NONE 0xfe     /* a target or current decode target: no video (paused), audio goes on */
 #define LAYERS_MAX_TARGETS 8 /* decode targets one sender's structure may have */
 
 /* DTIs (dd.h's decode target indications), 2 bits per decode target. */
@@ -32,11 +33,12 @@ struct layer_templates {
 
 /* One packet's frame, as every replica's decision needs it. */
 #define FRAME_KNOWN 0x10 /* the template is known: dtis hold */
+#define FRAME_KEY 0x20   /* a key frame's first packet (video.h): where paused video resumes */
 
 struct frame_info {
 	struct rewrite_packet p;
 	__u16 dtis;
-	__u8 flags;   /* FRAME_KNOWN */
+	__u8 flags;   /* FRAME_KNOWN, FRAME_KEY */
 	__u8 targets; /* decode targets of the structure */
 };
 
@@ -64,22 +66,34 @@ INLINE __u8 dti_of(__u16 dtis, __u8 target)
 	return (dtis >> (2 * (target & (LAYERS_MAX_TARGETS - 1)))) & 3;
 }
 
+/* Takes chosen at a switch point, or notes since when it waits for one. */
+INLINE void layers_wait_for(struct replica_layers *l, int switch_point, __u8 chosen, __u64 now)
+{
+	if (switch_point) {
+		l->current = chosen;
+		l->switch_wait = 0;
+	} else if (!l->switch_wait) {
+		l->switch_wait = now;
+	}
+}
+
 /* At a frame's first packet: down at once; up only at a frame that is a
- * switch point of the chosen target. */
+ * switch point of the chosen target. Paused (LAYERS_NONE), a receiver's
+ * decoder has lost its references: it resumes only at a key frame. */
 INLINE void layers_switch(struct replica_layers *l, const struct frame_info *f, __u8 target, __u64 now)
 {
-	__u8 chosen = target < f->targets ? target : f->targets - 1;
+	__u8 chosen = target == LAYERS_NONE ? LAYERS_NONE : target < f->targets ? target : f->targets - 1;
 
-	if (chosen < l->current) {
+	if (chosen == LAYERS_NONE) {
+		l->current = LAYERS_NONE;
+		l->switch_wait = 0;
+	} else if (l->current == LAYERS_NONE) {
+		layers_wait_for(l, f->flags & FRAME_KEY, chosen, now);
+	} else if (chosen < l->current) {
 		l->current = chosen;
 		l->switch_wait = 0;
 	} else if (chosen > l->current) {
-		if (dti_of(f->dtis, chosen) == DTI_SWITCH) {
-			l->current = chosen;
-			l->switch_wait = 0;
-		} else if (!l->switch_wait) {
-			l->switch_wait = now;
-		}
+		layers_wait_for(l, dti_of(f->dtis, chosen) == DTI_SWITCH, chosen, now);
 	} else {
 		l->switch_wait = 0;
 	}
@@ -109,14 +123,14 @@ INLINE enum layer_verdict layers_decide(struct replica_layers *l, const struct f
 	if ((f->flags & FRAME_KNOWN) && f->targets && !late) {
 		/* Past the structure's targets (a key frame's first packet moves
 		 * it down, but may come late): the highest the structure has. */
-		if (l->current != LAYERS_ALL && l->current >= f->targets)
+		if (l->current < LAYERS_NONE && l->current >= f->targets)
 			l->current = f->targets - 1;
 		/* A late start (reordered, retransmitted) must not switch mid-stream. */
 		if (f->p.flags & LAST_START)
 			layers_switch(l, f, target, now);
 	}
-	forward = !(f->flags & FRAME_KNOWN) || l->current == LAYERS_ALL ||
-		  dti_of(f->dtis, l->current) != DTI_NOT_PRESENT;
+	forward = l->current != LAYERS_NONE && (!(f->flags & FRAME_KNOWN) || l->current == LAYERS_ALL ||
+						 dti_of(f->dtis, l->current) != DTI_NOT_PRESENT);
 	logged = rw_frame(&l->rw, f->p.frame);
 	if (late && logged >= 0 && !(f->p.flags & LAST_PADDING))
 		forward = logged; /* a late packet goes as its frame went */

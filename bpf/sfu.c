@@ -31,6 +31,8 @@
 #include "video.h"
 #include "dd.h"
 #include "layers.h"
+#include "history.h"
+#include "twcc.h"
 #include <linux/if_packet.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -131,8 +133,11 @@ struct {
 	__type(value, __u32); /* decode target; LAYERS_ALL: not adapted */
 } replica_targets SEC(".maps");
 
+/* Mapped by user space too: its slow path (what this program hands to the
+ * stack) decides for the same receivers under the same claim. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 4 * SFU_MAX_SENDERS);
 	__type(key, __u32);
 	__type(value, struct replica_layers);
@@ -160,9 +165,12 @@ struct media {
 	__u32 ip_len;  /* the IP datagram's, for the replicas' MTU checks */
 	__u64 now;     /* CLOCK_MONOTONIC_COARSE, read once per packet */
 	struct frame_info frame; /* when adapt */
+	__u32 twcc_off; /* the transport-wide sequence number's offset in the frame; 0: none */
+	__be16 twcc;   /* what it held as it arrived */
 	__be16 seq;    /* RTP: the sender's sequence number */
 	__u8 gate;     /* enum gate: what a waiting receiver's replica does */
 	__u8 adapt;    /* video with a dependency descriptor: layers adapt per receiver */
+	__u8 frame_end; /* video with the marker bit: a frame's last packet */
 };
 
 /* Receivers waiting for a key frame: audio and sender reports pass, other
@@ -183,21 +191,23 @@ struct addressing {
 	__be16 sport;
 	__be16 dport;
 	__be16 seq;
+	__be16 twcc;
 	__u8 ttl;
 	__u8 macs_set;
 };
 
-INLINE void count(struct sfu_stats *s, __u32 bytes)
+INLINE void count(struct sfu_stats *s, __u32 bytes, __u8 frames)
 {
 	if (s) {
 		s->packets++;
 		s->bytes += bytes;
+		s->frames += frames;
 	}
 }
 
 INLINE int outcome(__u32 o, __u32 bytes)
 {
-	count(bpf_map_lookup_elem(&outcomes, &o), bytes);
+	count(bpf_map_lookup_elem(&outcomes, &o), bytes, 0);
 	return o;
 }
 
@@ -468,11 +478,11 @@ struct fan {
 	int failed;   /* a rewrite failed: stop, drop */
 };
 
-INLINE void count_replica(const struct replica *r, __u32 bytes)
+INLINE void count_replica(const struct replica *r, const struct media *m)
 {
 	__u32 slot = r->slot;
 
-	count(bpf_map_lookup_elem(&replica_stats, &slot), bytes);
+	count(bpf_map_lookup_elem(&replica_stats, &slot), m->len, m->frame_end);
 }
 
 /* A late packet of a layer the receiver does not get fills the gap kept
@@ -550,72 +560,111 @@ INLINE int renumber(struct __sk_buff *skb, const struct media *m, struct address
 	return 0;
 }
 
-/* Everything before replica r leaves: its gate, its layer and number, its
- * path, its headers. SFU_REPLICA when it is ready to go out by *path;
- * else what became of it (SFU_REWRITE_FAILED: the packet is lost). */
-INLINE __u32 ready_replica(struct __sk_buff *skb, struct media *m, struct addressing *cur, const struct replica *r,
-			   const struct replica_path **path, enum gate_verdict *gate)
+/* The leg's own transport-wide sequence number in r's replica (twcc.h),
+ * by difference in the UDP checksum. A leg without one keeps what the
+ * headers hold: its receiver did not negotiate the extension and ignores
+ * it. */
+INLINE int twcc_stamp(struct __sk_buff *skb, const struct media *m, struct addressing *cur, const struct replica *r)
 {
-	__u16 number = bpf_ntohs(m->seq);
+	__u32 odd = (m->twcc_off - m->l4_off) & 1;
+	__be16 v;
+	__u16 seq;
 
+	if (!m->twcc_off || twcc_next(r->twcc, m->len, &seq))
+		return 0;
+	v = bpf_htons(seq);
+	if (bpf_skb_store_bytes(skb, m->twcc_off, &v, sizeof(v), 0) ||
+	    bpf_l4_csum_replace(skb, m->l4_off + offsetof(struct udphdr, check), twcc_csum_word(cur->twcc, odd),
+				twcc_csum_word(v, odd), BPF_F_MARK_MANGLED_0 | sizeof(v)))
+		return -1;
+	cur->twcc = v;
+	return 0;
+}
+
+/* ready_replica's answer: what became of the replica, its gate's verdict
+ * and, ready, the interface it leaves by. */
+#define READY_OUTCOME(v) ((__u32)((v) & 0xff))
+#define READY_GATE(v) ((enum gate_verdict)(((v) >> 8) & 0xff))
+#define READY_IFINDEX(v) ((__u32)((v) >> 32))
+
+INLINE __u64 ready(__u32 o, enum gate_verdict gate, __u32 ifindex)
+{
+	return (__u64)ifindex << 32 | (__u32)gate << 8 | o;
+}
+
+/* Everything before replica r leaves: its gate, its layer and number, its
+ * path, its headers. SFU_REPLICA when it is ready to go out; else what
+ * became of it (SFU_REWRITE_FAILED: the packet is lost). A global
+ * function: verified once, not once per caller and path into it. */
+__attribute__((noinline)) __u64 ready_replica(struct __sk_buff *skb, struct media *m, struct addressing *cur,
+					      const struct replica *r)
+{
+	const struct replica_path *path;
+	enum gate_verdict gate;
+	__u16 number;
+
+	if (!skb || !m || !cur || !r)
+		return ready(SFU_REWRITE_FAILED, GATE_PASSES, 0);
+	number = bpf_ntohs(m->seq);
 	if (r->family != m->ip.family)
-		return SFU_FAMILY_MISMATCH;
-	*gate = gate_of(r, m->gate);
-	if (*gate == GATE_HELD)
-		return SFU_GATED;
+		return ready(SFU_FAMILY_MISMATCH, GATE_PASSES, 0);
+	gate = gate_of(r, m->gate);
+	if (gate == GATE_HELD)
+		return ready(SFU_GATED, gate, 0);
 	if (m->adapt) {
 		switch (adapt(r, m, &number)) {
 		case LAYER_DROP:
-			return SFU_LAYER_DROPPED;
+			return ready(SFU_LAYER_DROPPED, gate, 0);
 		case LAYER_BUSY:
-			return SFU_LAYER_BUSY;
+			return ready(SFU_LAYER_BUSY, gate, 0);
 		case LAYER_PADDING:
-			return padding_upcall(skb, m, r, number);
+			return ready(padding_upcall(skb, m, r, number), gate, 0);
 		default:
 			break;
 		}
 	}
-	*path = replica_path(skb, r, m->ip_len, m->now);
-	if (!*path)
-		return SFU_NO_ROUTE;
-	if (readdress(skb, m, cur, r, *path) || (m->adapt && renumber(skb, m, cur, number)))
-		return SFU_REWRITE_FAILED;
-	return SFU_REPLICA;
+	path = replica_path(skb, r, m->ip_len, m->now);
+	if (!path)
+		return ready(SFU_NO_ROUTE, gate, 0);
+	if (readdress(skb, m, cur, r, path) || (m->adapt && renumber(skb, m, cur, number)) ||
+	    twcc_stamp(skb, m, cur, r))
+		return ready(SFU_REWRITE_FAILED, gate, 0);
+	return ready(SFU_REPLICA, gate, path->ifindex);
 }
 
 /* A replica has gone: its gate opens if this packet opens gates. */
-INLINE void replica_sent(const struct replica *r, enum gate_verdict gate, __u32 bytes)
+INLINE void replica_sent(const struct replica *r, enum gate_verdict gate, const struct media *m)
 {
 	if (gate == GATE_OPENS)
 		gate_open(r);
-	count_replica(r, bytes);
+	count_replica(r, m);
 }
 
 /* One replica of all but the last: made ready, cloned out. */
 static long clone_one(__u64 i, struct fan *c)
 {
-	const struct replica_path *path = NULL;
 	const struct replica *r;
-	enum gate_verdict gate;
+	__u64 v;
 	__u32 o;
 
 	if (i >= c->n)
 		return 1;
 	r = &c->f->r[i & (SFU_MAX_FANOUT - 1)];
-	o = ready_replica(c->skb, c->m, c->cur, r, &path, &gate);
+	v = ready_replica(c->skb, c->m, c->cur, r);
+	o = READY_OUTCOME(v);
 	if (o == SFU_REWRITE_FAILED) {
 		c->failed = 1;
 		return 1;
 	}
-	if (o != SFU_REPLICA || !path) {
+	if (o != SFU_REPLICA) {
 		outcome(o, c->m->len);
 		return 0;
 	}
-	if (bpf_clone_redirect(c->skb, path->ifindex, 0)) {
+	if (bpf_clone_redirect(c->skb, READY_IFINDEX(v), 0)) {
 		outcome(SFU_CLONE_FAILED, c->m->len);
 		return 0;
 	}
-	replica_sent(r, gate, c->m->len);
+	replica_sent(r, READY_GATE(v), c->m);
 	c->sent++;
 	return 0;
 }
@@ -633,13 +682,12 @@ INLINE int drop_complete_sum(struct __sk_buff *skb)
 /* Replicate to the sender's receivers; the last leaves by bpf_redirect. */
 INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender *s)
 {
-	struct addressing cur = { .saddr = m->ip.saddr, .daddr = m->ip.daddr,
-				  .sport = m->udp.sport, .dport = m->udp.dport, .seq = m->seq };
+	struct addressing cur = { .saddr = m->ip.saddr, .daddr = m->ip.daddr, .sport = m->udp.sport,
+				  .dport = m->udp.dport, .seq = m->seq, .twcc = m->twcc };
 	struct fan c = { .skb = skb, .m = m, .cur = &cur };
-	const struct replica_path *path = NULL;
 	const struct replica *last;
-	enum gate_verdict gate;
 	__u32 id = s->id, slot = s->slot, o;
+	__u64 v;
 	__u8 ttl, summed;
 	int rc = 0;
 
@@ -662,7 +710,7 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 		return outcome(SFU_MALFORMED, m->len), TC_ACT_UNSPEC;
 	if (rc < 0)
 		return outcome(SFU_REWRITE_FAILED, m->len), TC_ACT_SHOT;
-	count(bpf_map_lookup_elem(&sender_stats, &slot), m->len);
+	count(bpf_map_lookup_elem(&sender_stats, &slot), m->len, m->frame_end);
 	c.n = c.f->count - 1;
 	bpf_loop(c.n, clone_one, &c, 0);
 	outcomes_add(SFU_REPLICA, c.sent, m->len);
@@ -672,12 +720,13 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 	 * as replicated whatever becomes of the last one. */
 	outcome(SFU_REPLICATED, m->len);
 	last = &c.f->r[c.n & (SFU_MAX_FANOUT - 1)];
-	o = ready_replica(skb, m, &cur, last, &path, &gate);
-	if (o != SFU_REPLICA || !path)
+	v = ready_replica(skb, m, &cur, last);
+	o = READY_OUTCOME(v);
+	if (o != SFU_REPLICA)
 		return outcome(o, m->len), TC_ACT_SHOT;
-	replica_sent(last, gate, m->len);
+	replica_sent(last, READY_GATE(v), m);
 	outcome(SFU_REPLICA, m->len);
-	return bpf_redirect(path->ifindex, 0);
+	return bpf_redirect(READY_IFINDEX(v), 0);
 }
 
 /* A sender attached a template structure: user space parses it and
@@ -757,7 +806,21 @@ INLINE void video_frame(struct __sk_buff *skb, struct media *m, const struct sen
 	f->dtis = TEMPLATE_DTIS(t);
 	f->flags = FRAME_KNOWN;
 	key = slot * LAYERS_MAX_TARGETS + TEMPLATE_LAYER(t);
-	count(bpf_map_lookup_elem(&layer_bytes, &key), m->len);
+	count(bpf_map_lookup_elem(&layer_bytes, &key), m->len, 0);
+}
+
+/* Where the sender's transport-wide sequence number is (twcc.h), which
+ * each leg's replica rewrites; not found or not two bytes: left as is
+ * (-1). */
+INLINE int twcc_find(struct __sk_buff *skb, struct media *m, __u8 vpxcc, int hdr, __u8 id)
+{
+	struct rtp_ext e;
+
+	if (rtp_ext_find(skb, m->l4_off + sizeof(struct udphdr), vpxcc, hdr, id, &e) || e.len != TWCC_LEN ||
+	    bpf_skb_load_bytes(skb, e.off, &m->twcc, sizeof(m->twcc)))
+		return -1;
+	m->twcc_off = e.off;
+	return 0;
 }
 
 /* What an RTP packet of this codec does to waiting receivers: a key
@@ -829,9 +892,17 @@ int sfu_ingress(struct __sk_buff *skb)
 		return outcome(SFU_SOURCE_REFUSED, m.len), TC_ACT_UNSPEC;
 	if (hdr >= 0) {
 		m.seq = h.rtp.seq;
+		if (s->history && history_seen_or_keep(skb, s->slot, bpf_ntohs(h.rtp.seq), bpf_ntohl(h.rtp.ts),
+						       m.l4_off + sizeof(struct udphdr), m.len, bpf_ktime_get_ns()))
+			return outcome(SFU_DUPLICATE, m.len), TC_ACT_SHOT;
+		if (s->twcc_ext && !twcc_find(skb, &m, h.rtp.vpxcc, hdr, s->twcc_ext))
+			twcc_arrived(s->arrivals, m.len, bpf_ntohs(m.twcc));
+		m.frame_end = s->video && (h.rtp.mpt & 0x80);
 		if (s->video && s->dd_ext)
 			video_frame(skb, &m, s, &h.rtp, hdr);
 		m.gate = video_gate(skb, &m, s->video, hdr, h.peek);
+		if (m.adapt && m.gate == GATE_OPEN)
+			m.frame.flags |= FRAME_KEY;
 	}
 	return replicate(skb, &m, s);
 }

@@ -46,7 +46,9 @@ struct sender {
 	__u32 src_ifindex;
 	__u8 video; /* enum video_codec of this SSRC: its new receivers wait for a key frame */
 	__u8 dd_ext; /* header extension id of its dependency descriptor (0: none): layers adapt per receiver */
-	__u8 pad[2];
+	__u8 twcc_ext; /* header extension id of its transport-wide sequence number (0: none): legs rewrite it */
+	__u8 history; /* its packets are kept (history.h): receivers' NACKs are answered by the SFU */
+	__u32 arrivals; /* twcc_legs index + 1 of the log of its transport-wide numbers' arrivals (0: none) */
 	__u64 src_until;
 };
 
@@ -62,6 +64,7 @@ struct replica {
 	__u8 ttl;    /* or hop limit: the SFU is the receiver's peer, not a router */
 	__u16 pad;
 	__u32 slot;  /* its counters in replica_stats, its path in replica_paths */
+	__u32 twcc;  /* its transport-wide numbers (twcc.h): twcc_legs index + 1; 0: none (REMB) */
 };
 
 /* Where one receiver's replicas leave, as bpf_fib_lookup last said on
@@ -87,7 +90,8 @@ struct fanout {
 
 struct sfu_stats {
 	__u64 packets;
-	__u64 bytes; /* UDP payload bytes */
+	__u64 bytes;  /* UDP payload bytes */
+	__u64 frames; /* video packets with the marker bit: frames (ended) */
 };
 
 /* What user space is told through video_events. */

@@ -24,6 +24,7 @@ enum sfu_outcome {
 	SFU_PADDING_UPCALL, /* a late packet of a dropped layer: user space sends the receiver padding in its place */
 	SFU_EVENT_LOST,     /* user space could not be told (ring buffer full): a structure or a padding packet lost */
 	SFU_LAYER_BUSY,     /* a video replica not sent: another CPU was deciding for its receiver (a loss it NACKs) */
+	SFU_DUPLICATE,      /* a packet the sender's history holds (a retransmission, a duplicate): nobody gets it twice */
 	SFU_OUTCOME_MAX,
 };
 

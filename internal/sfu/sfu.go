@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/admin"
@@ -19,6 +18,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/leg"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
@@ -40,6 +40,9 @@ type Config struct {
 	// MetricsListen, if set, serves Prometheus metrics (ebrtc_sfu_*) at
 	// http://MetricsListen/metrics.
 	MetricsListen string
+	// MetricsLabels: "none" (the default: rate control's series summed
+	// over receivers) or "receiver" (a series per sender and receiver).
+	MetricsLabels string
 	// AdminListen, if set, serves the admin endpoint (ebrtc top; package admin).
 	AdminListen string
 	Log         *slog.Logger
@@ -78,74 +81,78 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("sfu: rx: %q (want kernel or afxdp)", c.RX)
 	}
+	switch c.MetricsLabels {
+	case "", "none", "receiver":
+	default:
+		return fmt.Errorf("sfu: metrics-labels: %q (want none or receiver)", c.MetricsLabels)
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
 	return nil
 }
 
-// Run serves until ctx ends, then removes everything it installed.
+// Run serves until ctx ends, then removes everything it installed. The
+// pieces are made in the order they need each other, none told of
+// another later: the media sockets; ICE and the routes from receivers'
+// addresses to their legs; the agent over both; the data plane, which
+// reads the sockets and hands the agent what is its; the legs over the
+// data plane; the controller over ICE and the legs.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
 	conns, rx, err := openMedia(cfg)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		for _, c := range rx {
-			c.Close()
-		}
-	}()
 	if err != nil {
+		closeMedia(conns, rx)
 		return err
 	}
-	var ctrl *controller.Controller
-	var agentReady atomic.Pointer[agent.Agent] // the planes call it from their own goroutines, once it is
-	plane, err := openPlane(cfg, conns, rx, agentReady.Load)
+	ice, routes := agent.NewICE(agent.ICEConfig{}), leg.NewRoutes()
+	ag, err := agent.New(ice, routes)
+	if err != nil {
+		closeMedia(conns, rx)
+		return err
+	}
+	upcall := func(p []byte, from netip.AddrPort, c *net.UDPConn) {
+		if err := ag.Handle(p, from, c); err != nil {
+			cfg.Log.Debug("agent", "err", err)
+		}
+	}
+	plane, err := openPlane(cfg, conns, rx, upcall) // owns the sockets from here on
 	if err != nil {
 		return err
 	}
 	defer plane.Close()
-	ag, err := agent.New(agent.ICEConfig{OnBinding: func(b agent.Binding) { ctrl.OnBinding(b) }},
-		agent.FeedbackConfig{Original: plane.Original}, conns)
+	legs, err := leg.NewTable(leg.Config{Plane: plane, Routes: routes, Adapt: !cfg.NoRateAdaptation, Log: cfg.Log})
 	if err != nil {
 		return err
 	}
-	agentReady.Store(ag)
-	var adapter *agent.Adapter
-	if !cfg.NoRateAdaptation {
-		adapter = agent.NewAdapter(plane, ag.Feedback, 0)
-	}
-	if ctrl, err = controller.New(controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, Plane: plane, Agent: ag,
-		Adapter: adapter}); err != nil {
+	ctrl, err := controller.New(controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs,
+		Adapt: !cfg.NoRateAdaptation})
+	if err != nil {
 		return err
 	}
 	if cfg.MetricsListen != "" {
-		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl), metrics.NewAFXDPCollector(rx))
+		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl), metrics.NewAFXDPCollector(rx),
+			leg.NewCollector(legs, cfg.MetricsLabels))
 		if err != nil {
 			return fmt.Errorf("sfu: %w", err)
 		}
 		defer m.Close()
 	}
 	if cfg.AdminListen != "" {
-		a, err := admin.Serve(cfg.AdminListen, func() admin.Status { return status(ctrl, plane) })
+		a, err := admin.Serve(cfg.AdminListen, func() admin.Status { return status(ctrl, plane, legs) })
 		if err != nil {
 			return fmt.Errorf("sfu: admin-listen: %w", err)
 		}
 		defer a.Close()
 	}
-	if cfg.Dataplane == "ebpf" {
-		for _, c := range conns {
-			go func() { _ = ag.Serve(c, func(err error) { cfg.Log.Debug("agent", "err", err) }) }()
-		}
-	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("sfu: listen: %w", err)
 	}
-	go housekeeping(ctx, ctrl, ag)
+	go legs.Run(ctx)
+	go housekeeping(ctx, ctrl, ice)
 	srv := &http.Server{Handler: web.Handler(ctrl), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -161,6 +168,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return nil
+}
+
+func closeMedia(conns []*net.UDPConn, rx []*afxdp.Conn) {
+	for _, c := range conns {
+		c.Close()
+	}
+	for _, c := range rx {
+		c.Close()
+	}
 }
 
 // openMedia opens the media sockets; with --rx afxdp each is the kernel
@@ -185,27 +201,23 @@ func openMedia(cfg Config) (conns []*net.UDPConn, rx []*afxdp.Conn, err error) {
 	return conns, rx, nil
 }
 
-func openPlane(cfg Config, conns []*net.UDPConn, rx []*afxdp.Conn, ag func() *agent.Agent) (dataplane.Plane, error) {
+// openPlane makes the data plane on the media sockets: it reads them and
+// closes them; a failure closes them too.
+func openPlane(cfg Config, conns []*net.UDPConn, rx []*afxdp.Conn, upcall func([]byte, netip.AddrPort, *net.UDPConn)) (dataplane.Plane, error) {
 	if cfg.Dataplane == "user" {
 		readers := map[*net.UDPConn]dataplane.DatagramReader{}
 		for i, c := range rx {
 			readers[conns[i]] = c
 		}
-		// The user plane reads the sockets; the agent gets what it is owed.
-		return dataplane.NewUser(dataplane.UserConfig{Conns: conns, Readers: readers, Upcall: func(p []byte, from netip.AddrPort, c *net.UDPConn) {
-			if a := ag(); a != nil {
-				_ = a.Handle(p, from, c)
-			}
-		}})
-	}
-	send := func(p []byte, from, to netip.AddrPort) error {
-		if a := ag(); a != nil {
-			return a.Send(p, from, to)
+		u, err := dataplane.NewUser(dataplane.UserConfig{Conns: conns, Readers: readers, Upcall: upcall})
+		if err != nil {
+			closeMedia(conns, rx)
 		}
-		return nil
+		return u, err
 	}
-	d, err := dataplane.Load(dataplane.Config{Media: cfg.Media, Send: send})
+	d, err := dataplane.Load(dataplane.Config{Media: cfg.Media, Conns: conns, Upcall: upcall})
 	if err != nil {
+		closeMedia(conns, rx)
 		return nil, err
 	}
 	for _, iface := range cfg.Ifaces {
@@ -217,35 +229,25 @@ func openPlane(cfg Config, conns []*net.UDPConn, rx []*afxdp.Conn, ag func() *ag
 	return d, nil
 }
 
-// adaptRounds is how many rate adaptation rounds run a second.
-const adaptRounds = 4
-
-// housekeeping adapts receivers' layers a few times a second, checks consent every second (RFC 7675) and asks again for
-// key frames receivers still wait for.
-func housekeeping(ctx context.Context, ctrl *controller.Controller, ag *agent.Agent) {
-	t := time.NewTicker(time.Second / adaptRounds)
+// housekeeping checks consent every second (RFC 7675).
+func housekeeping(ctx context.Context, ctrl *controller.Controller, ice *agent.ICE) {
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	ticks := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			ctrl.Adapt()
-			if ticks++; ticks%adaptRounds != 0 {
-				continue
-			}
-			if gone := ag.ICE.Expire(); len(gone) > 0 {
+			if gone := ice.Expire(); len(gone) > 0 {
 				ctrl.Expired(gone)
 			}
-			ctrl.Tick()
 		}
 	}
 }
 
 // status is the SFU's snapshot for the admin endpoint: its rooms, with
 // what each publisher sent into the data plane and the copies sent on.
-func status(ctrl *controller.Controller, plane dataplane.Plane) admin.Status {
+func status(ctrl *controller.Controller, plane dataplane.Plane, legs *leg.Table) admin.Status {
 	st := admin.Status{Server: "sfu", Pid: os.Getpid(), Time: time.Now(), Rooms: ctrl.Snapshot()}
 	for _, room := range st.Rooms {
 		for i, p := range room.Participants {

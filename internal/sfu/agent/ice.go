@@ -19,10 +19,14 @@ import (
 const ConsentTimeout = 30 * time.Second
 
 // Session is one PeerConnection's ICE credentials: ours, which the SFU put
-// in its description, and the browser's.
+// in its description, and the browser's; and who hears of its bindings.
 type Session struct {
 	LocalUfrag, LocalPwd string
 	RemoteUfrag          string
+	// OnBinding: the session's first valid check from an address, or its
+	// nomination (called without the ICE's lock held). The data plane's
+	// entries for the connection follow from it.
+	OnBinding func(Binding)
 }
 
 // Binding is a remote address a session's checks came from.
@@ -32,11 +36,8 @@ type Binding struct {
 	Nominated  bool // the controlling side sent USE-CANDIDATE
 }
 
-// ICEConfig holds the handlers (called without the lock held).
+// ICEConfig holds the clock.
 type ICEConfig struct {
-	// OnBinding: a session's first valid check from this address, or its
-	// nomination. The data plane's entries follow from it.
-	OnBinding func(Binding)
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 }
@@ -150,8 +151,8 @@ func (i *ICE) checked(s *session, from netip.AddrPort, useCandidate bool) {
 	r.nominated = r.nominated || useCandidate
 	b := Binding{LocalUfrag: s.LocalUfrag, Remote: from, Nominated: r.nominated}
 	i.mu.Unlock()
-	if tell && i.cfg.OnBinding != nil {
-		i.cfg.OnBinding(b)
+	if tell && s.OnBinding != nil {
+		s.OnBinding(b)
 	}
 }
 

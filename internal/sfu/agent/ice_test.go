@@ -40,8 +40,10 @@ func decode(t *testing.T, b []byte) *stun.Message {
 // from; the first from an address and a nomination are reported once each.
 func TestAnswersValidChecks(t *testing.T) {
 	var got []Binding
-	ice := NewICE(ICEConfig{OnBinding: func(b Binding) { got = append(got, b) }})
-	if err := ice.Add(sess); err != nil {
+	ice := NewICE(ICEConfig{})
+	s := sess
+	s.OnBinding = func(b Binding) { got = append(got, b) }
+	if err := ice.Add(s); err != nil {
 		t.Fatal(err)
 	}
 	from := netip.MustParseAddrPort("10.0.0.7:50000")
@@ -65,8 +67,10 @@ func TestAnswersValidChecks(t *testing.T) {
 
 // Bad checks get the error RFC 8445 7.3 names, and change nothing.
 func TestRefusesBadChecks(t *testing.T) {
-	ice := NewICE(ICEConfig{OnBinding: func(b Binding) { t.Errorf("binding %v from a bad check", b) }})
-	if err := ice.Add(sess); err != nil {
+	ice := NewICE(ICEConfig{})
+	s := sess
+	s.OnBinding = func(b Binding) { t.Errorf("binding %v from a bad check", b) }
+	if err := ice.Add(s); err != nil {
 		t.Fatal(err)
 	}
 	from := netip.MustParseAddrPort("[fd00::7]:50000")

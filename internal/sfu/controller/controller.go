@@ -15,18 +15,18 @@ import (
 	"regexp"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/leg"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 )
 
 // Message is what the controller sends a participant.
 type Message struct {
-	Type string `json:"type"`           // joined, answer, offer, left, error
-	ID   string `json:"id,omitempty"`   // joined: yours; offer, left: the publisher's
+	Type string `json:"type"`           // joined, answer, offer, left, paused, resumed, error
+	ID   string `json:"id,omitempty"`   // joined: yours; offer, left, paused, resumed: the publisher's
 	SDP  string `json:"sdp,omitempty"`  // answer, offer
 	Text string `json:"text,omitempty"` // error
 }
@@ -38,10 +38,12 @@ type Config struct {
 	// ICE candidates, and where replicas and feedback leave from.
 	Media []netip.AddrPort
 	TTL   uint8 // of replicas
-	Plane dataplane.Plane
-	Agent *agent.Agent
-	// Adapter adapts each receiver's video layers (Adapt); nil: never.
-	Adapter *agent.Adapter
+	ICE   *agent.ICE
+	// Legs holds each publisher's stream and its receivers' legs.
+	Legs *leg.Table
+	// Adapt: the data plane reads each stream's dependency descriptor, so
+	// that receivers' layers can follow their links.
+	Adapt bool
 }
 
 // Controller holds the rooms.
@@ -66,9 +68,9 @@ type Participant struct {
 	send func(Message)
 
 	publish *signaling.Publish
-	pub     *conn                   // its send-only connection
-	recv    map[string]*conn        // its receive-only connections, by publisher id
-	serving map[netip.AddrPort]bool // receivers its stream goes to now
+	pub     *conn            // its send-only connection
+	sender  *leg.Sender      // its stream, once its connection is bound
+	recv    map[string]*conn // its receive-only connections, by publisher id
 }
 
 // conn is one PeerConnection between a browser and the SFU.
@@ -76,13 +78,15 @@ type conn struct {
 	owner     *Participant
 	publisher *Participant // for a receive-only connection: whose stream
 	ice       agent.Session
-	addr      netip.AddrPort // bound by a check; invalid until then
+	addr      netip.AddrPort           // bound by a check; invalid until then
+	answer    signaling.ReceiverAnswer // for a receive-only connection: what it accepted
+	dropped   bool
 }
 
 // New is a controller without rooms.
 func New(cfg Config) (*Controller, error) {
-	if cfg.Plane == nil || cfg.Agent == nil || len(cfg.Media) == 0 {
-		return nil, errors.New("controller: needs a data plane, an agent and the media addresses")
+	if cfg.ICE == nil || cfg.Legs == nil || len(cfg.Media) == 0 {
+		return nil, errors.New("controller: needs ICE, the legs and the media addresses")
 	}
 	if cfg.Codecs == (signaling.Codecs{}) {
 		cfg.Codecs = signaling.DefaultCodecs
@@ -140,7 +144,7 @@ func (c *Controller) Publish(p *Participant, offer string) error {
 	cn.ice.RemoteUfrag = pub.RemoteUfrag
 	answer, err := pub.Answer(c.ice(cn))
 	if err == nil {
-		err = c.cfg.Agent.ICE.Add(cn.ice)
+		err = c.cfg.ICE.Add(cn.ice)
 	}
 	if err != nil {
 		delete(c.conns, cn.ice.LocalUfrag)
@@ -157,12 +161,9 @@ func (c *Controller) Publish(p *Participant, offer string) error {
 }
 
 // Answer takes a receiver's answer to the offer for publisher's stream:
-// its ICE username fragment is what lets its checks in.
+// its ICE username fragment is what lets its checks in, and what it
+// accepted (transport-cc, RTX) shapes its leg.
 func (c *Controller) Answer(p *Participant, publisherID, answer string) error {
-	ufrag, err := signaling.RemoteUfrag(answer)
-	if err != nil {
-		return err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cn := p.recv[publisherID]
@@ -172,8 +173,12 @@ func (c *Controller) Answer(p *Participant, publisherID, answer string) error {
 	if cn.ice.RemoteUfrag != "" {
 		return errors.New("controller: already answered")
 	}
-	cn.ice.RemoteUfrag = ufrag
-	return c.cfg.Agent.ICE.Add(cn.ice)
+	a, err := cn.publisher.publish.ParseReceiverAnswer(answer)
+	if err != nil {
+		return err
+	}
+	cn.answer, cn.ice.RemoteUfrag = a, a.Ufrag
+	return c.cfg.ICE.Add(cn.ice)
 }
 
 // Leave removes the participant: its stream, its place among every other
@@ -182,14 +187,11 @@ func (c *Controller) Leave(p *Participant) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
+	if p.sender != nil {
+		errs = append(errs, p.sender.Close())
+		p.sender = nil
+	}
 	if p.pub != nil {
-		if p.pub.addr.IsValid() {
-			errs = append(errs, c.cfg.Plane.RemoveStream(p.pub.addr))
-			c.cfg.Agent.Feedback.RemoveSender(p.pub.addr)
-			if c.cfg.Adapter != nil {
-				c.cfg.Adapter.Forget(p.pub.addr)
-			}
-		}
 		c.dropConn(p.pub)
 	}
 	for _, cn := range p.recv {
@@ -206,7 +208,7 @@ func (c *Controller) Leave(p *Participant) error {
 		if p.publish != nil {
 			other.send(Message{Type: "left", ID: p.ID})
 		}
-		errs = append(errs, c.updateStream(other))
+		errs = append(errs, c.updateLegs(other))
 	}
 	if len(p.room.parts) == 0 {
 		delete(c.rooms, p.room.name)
@@ -214,24 +216,20 @@ func (c *Controller) Leave(p *Participant) error {
 	return errors.Join(errs...)
 }
 
-// OnBinding is the agent's report that a connection's checks come from
-// this address: the data plane and the feedback routes follow.
-func (c *Controller) OnBinding(b agent.Binding) {
+// onBinding is the agent's report that a connection's checks come from
+// this address: the data plane and the legs follow.
+func (c *Controller) onBinding(cn *conn, b agent.Binding) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cn := c.conns[b.LocalUfrag]
-	if cn == nil || cn.addr == b.Remote {
+	if cn.dropped || cn.addr == b.Remote {
 		return
-	}
-	if cn.publisher != nil && cn.addr.IsValid() {
-		c.forgetReceiver(cn.addr) // rebound: the old address's feedback state goes
 	}
 	cn.addr = b.Remote
 	if cn.publisher == nil {
-		_ = c.updateStream(cn.owner)
+		_ = c.bindPublisher(cn.owner)
 		return
 	}
-	_ = c.updateStream(cn.publisher)
+	_ = c.updateLegs(cn.publisher)
 }
 
 // Expired: consent lapsed on these bindings (agent.ICE.Expire): their
@@ -244,40 +242,57 @@ func (c *Controller) Expired(bs []agent.Binding) {
 		if cn == nil || cn.addr != b.Remote {
 			continue
 		}
+		cn.addr = netip.AddrPort{}
 		if cn.publisher == nil {
-			_ = c.cfg.Plane.RemoveStream(cn.addr)
-			if c.cfg.Adapter != nil {
-				c.cfg.Adapter.Forget(cn.addr)
+			if p := cn.owner; p.sender != nil {
+				_ = p.sender.Close()
+				p.sender = nil
 			}
-			cn.addr = netip.AddrPort{}
 			continue
 		}
-		c.forgetReceiver(cn.addr)
-		cn.addr = netip.AddrPort{}
-		_ = c.updateStream(cn.publisher)
+		_ = c.updateLegs(cn.publisher)
 	}
 }
 
-// updateStream tells the data plane where p's stream goes now.
-func (c *Controller) updateStream(p *Participant) error {
-	if p.pub == nil || !p.pub.addr.IsValid() {
-		return nil
+// bindPublisher installs p's stream from its connection's address (a
+// stream from an address it left goes), then its receivers' legs.
+func (c *Controller) bindPublisher(p *Participant) error {
+	if p.sender != nil {
+		_ = p.sender.Close()
+		p.sender = nil
 	}
-	var sources []dataplane.Source
+	via, ok := c.mediaFor(p.pub.addr)
+	if !ok {
+		return fmt.Errorf("controller: no media address of %v's family", p.pub.addr)
+	}
+	cfg := leg.SenderConfig{Room: p.room.name, ID: p.ID, From: p.pub.addr, Via: via}
 	for _, m := range p.publish.Media {
+		twcc := m.ExtensionID(signaling.TransportCCURI)
 		for _, ssrc := range m.SSRCs {
-			src := dataplane.Source{SSRC: ssrc}
+			src := dataplane.Source{SSRC: ssrc, TWCCExt: twcc}
 			if m.Kind == "video" {
-				src.Video = c.video
-				if c.cfg.Adapter != nil { // Chromium sends the descriptor with AV1, VP8 and VP9
+				src.Video, src.History, cfg.VideoSSRC = c.video, true, ssrc
+				if c.cfg.Adapt { // Chromium sends the descriptor with AV1, VP8 and VP9
 					src.DDExt = m.ExtensionID(signaling.DependencyDescriptorURI)
 				}
 			}
-			sources = append(sources, src)
+			cfg.Sources = append(cfg.Sources, src)
 		}
 	}
-	var receivers []dataplane.Receiver
-	serving := map[netip.AddrPort]bool{}
+	s, err := c.cfg.Legs.AddSender(cfg)
+	if err != nil {
+		return err
+	}
+	p.sender = s
+	return c.updateLegs(p)
+}
+
+// updateLegs makes p's stream go to every receiver bound now.
+func (c *Controller) updateLegs(p *Participant) error {
+	if p.sender == nil {
+		return nil
+	}
+	var legs []leg.LegConfig
 	for _, other := range p.room.parts {
 		cn := other.recv[p.ID]
 		if other == p || cn == nil || !cn.addr.IsValid() {
@@ -287,24 +302,32 @@ func (c *Controller) updateStream(p *Participant) error {
 		if !ok || cn.addr.Addr().Is4() != p.pub.addr.Addr().Is4() {
 			continue // the data plane replicates within one family
 		}
-		receivers = append(receivers, dataplane.Receiver{From: from, To: cn.addr, TTL: c.cfg.TTL})
-		serving[cn.addr] = true
-		if via, ok := c.mediaFor(p.pub.addr); ok {
-			c.cfg.Agent.Feedback.SetPath(cn.addr, agent.Path{Sender: p.pub.addr, Via: via})
+		legs = append(legs, c.legOf(p, other, cn, from))
+	}
+	return p.sender.SetLegs(legs)
+}
+
+// legOf is the leg of p's stream to other, as other's answer negotiated it.
+func (c *Controller) legOf(p, other *Participant, cn *conn, from netip.AddrPort) leg.LegConfig {
+	lc := leg.LegConfig{Receiver: other.ID, From: from, To: cn.addr, TTL: c.cfg.TTL, TWCC: cn.answer.TWCC}
+	publisher, send := p.ID, other.send
+	lc.Notify = func(paused bool) {
+		t := "resumed"
+		if paused {
+			t = "paused"
+		}
+		send(Message{Type: t, ID: publisher})
+	}
+	for _, m := range p.publish.Media {
+		if m.Kind != "video" {
+			continue
+		}
+		lc.TWCCExt = m.ExtensionID(signaling.TransportCCURI)
+		if cn.answer.RTX {
+			lc.RTX = &leg.RTX{PT: uint8(m.RTXPayloadType), SSRC: m.RTXSSRC}
 		}
 	}
-	if err := c.cfg.Plane.SetStream(p.pub.addr, sources, receivers); err != nil {
-		return err
-	}
-	// A new receiver decodes nothing before a key frame: ask for one.
-	for addr := range serving {
-		if !p.serving[addr] {
-			c.requestKeyFrames(p)
-			break
-		}
-	}
-	p.serving = serving
-	return nil
+	return lc
 }
 
 // Stream is a published stream as an observer sees it: where it comes
@@ -333,7 +356,7 @@ func (c *Controller) Streams() []Stream {
 	var out []Stream
 	for _, r := range c.rooms {
 		for _, p := range r.parts {
-			if p.pub == nil || !p.pub.addr.IsValid() {
+			if p.sender == nil {
 				continue
 			}
 			st := Stream{Room: r.name, Sender: p.ID, From: p.pub.addr, Receivers: map[netip.AddrPort]string{}}
@@ -346,78 +369,6 @@ func (c *Controller) Streams() []Stream {
 		}
 	}
 	return out
-}
-
-// Tick asks again for key frames that receivers still wait for (a PLI or
-// the key frame itself may have been lost); call it every second.
-func (c *Controller) Tick() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range c.rooms {
-		for _, p := range r.parts {
-			if p.pub == nil || !p.pub.addr.IsValid() || len(p.serving) == 0 {
-				continue
-			}
-			if st, err := c.cfg.Plane.StreamStats(p.pub.addr); err == nil && st.Waiting() > 0 {
-				c.requestKeyFrames(p)
-			}
-		}
-	}
-}
-
-// Adapt runs a round of rate adaptation for every published video; call
-// it a few times a second.
-func (c *Controller) Adapt() {
-	if c.cfg.Adapter == nil {
-		return
-	}
-	type job struct {
-		from, via netip.AddrPort
-		ssrc      uint32
-	}
-	var jobs []job
-	c.mu.Lock()
-	for _, r := range c.rooms {
-		for _, p := range r.parts {
-			if p.pub == nil || !p.pub.addr.IsValid() || len(p.serving) == 0 {
-				continue
-			}
-			via, ok := c.mediaFor(p.pub.addr)
-			for _, m := range p.publish.Media {
-				if ok && m.Kind == "video" && len(m.SSRCs) > 0 {
-					jobs = append(jobs, job{p.pub.addr, via, m.SSRCs[0]})
-				}
-			}
-		}
-	}
-	c.mu.Unlock()
-	now := time.Now()
-	for _, j := range jobs {
-		_ = c.cfg.Adapter.Adapt(now, j.from, j.via, j.ssrc)
-	}
-}
-
-// forgetReceiver drops what the agent kept about a receiving connection.
-func (c *Controller) forgetReceiver(addr netip.AddrPort) {
-	c.cfg.Agent.Feedback.RemovePath(addr)
-	if c.cfg.Adapter != nil {
-		c.cfg.Adapter.ForgetReceiver(addr)
-	}
-}
-
-// requestKeyFrames sends the publisher a PLI for its video.
-func (c *Controller) requestKeyFrames(p *Participant) {
-	via, ok := c.mediaFor(p.pub.addr)
-	if !ok {
-		return
-	}
-	for _, m := range p.publish.Media {
-		if m.Kind == "video" {
-			for _, ssrc := range m.SSRCs {
-				_ = c.cfg.Agent.Feedback.RequestKeyFrame(p.pub.addr, via, ssrc)
-			}
-		}
-	}
 }
 
 // mediaFor is the SFU's media address of the family of a.
@@ -446,15 +397,14 @@ func (c *Controller) offerStream(publisher, receiver *Participant) {
 func (c *Controller) newConn(owner, publisher *Participant) *conn {
 	cn := &conn{owner: owner, publisher: publisher,
 		ice: agent.Session{LocalUfrag: randomString(8), LocalPwd: randomString(24)}}
+	cn.ice.OnBinding = func(b agent.Binding) { c.onBinding(cn, b) }
 	c.conns[cn.ice.LocalUfrag] = cn
 	return cn
 }
 
 func (c *Controller) dropConn(cn *conn) {
-	c.cfg.Agent.ICE.Remove(cn.ice.LocalUfrag)
-	if cn.addr.IsValid() && cn.publisher != nil {
-		c.forgetReceiver(cn.addr)
-	}
+	c.cfg.ICE.Remove(cn.ice.LocalUfrag)
+	cn.dropped = true
 	delete(c.conns, cn.ice.LocalUfrag)
 }
 
@@ -482,7 +432,10 @@ func (c *Controller) Snapshot() []admin.Room {
 	for _, r := range c.rooms {
 		room := admin.Room{Name: r.name}
 		for _, p := range r.parts {
-			ap := admin.Participant{ID: p.ID, Receivers: len(p.serving)}
+			ap := admin.Participant{ID: p.ID}
+			if p.sender != nil {
+				ap.Receivers = len(p.sender.Legs())
+			}
 			if p.pub != nil && p.pub.addr.IsValid() {
 				ap.Publishes = p.pub.addr
 			}

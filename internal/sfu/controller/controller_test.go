@@ -16,17 +16,20 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/leg"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
-// plane records what the controller asks of the data plane.
+// plane records what the controller asks of the data plane; Send sends
+// from sock (nil: nothing is sent).
 type plane struct {
 	mu      sync.Mutex
 	streams map[netip.AddrPort][]dataplane.Receiver
 	ssrcs   map[netip.AddrPort][]dataplane.Source
 	waiting int // receivers every stream says wait for a key frame
+	sock    *net.UDPConn
 }
 
 func (p *plane) SetStream(from netip.AddrPort, ssrcs []dataplane.Source, rs []dataplane.Receiver) error {
@@ -57,9 +60,28 @@ func (p *plane) StreamStats(from netip.AddrPort) (dataplane.StreamStats, error) 
 }
 func (p *plane) Outcomes() (map[dataplane.Outcome]dataplane.Counter, error) { return nil, nil }
 func (p *plane) Close() error                                               { return nil }
-func (p *plane) SetTarget(from, to netip.AddrPort, target int) error        { return nil }
 func (p *plane) Layers(netip.AddrPort) (dataplane.Layers, error)            { return dataplane.Layers{}, nil }
-func (p *plane) Original(_, _ netip.AddrPort, n uint16) (uint16, bool)      { return n, true }
+func (p *plane) Packet(netip.AddrPort, uint16) ([]byte, bool)               { return nil, false }
+func (p *plane) Leg(_, _ netip.AddrPort) (dataplane.Leg, error)             { return noLeg{}, nil }
+func (p *plane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error)     { return nil, errors.New("none") }
+
+func (p *plane) Send(b []byte, _, to netip.AddrPort) error {
+	if p.sock == nil {
+		return nil
+	}
+	_, err := p.sock.WriteToUDPAddrPort(b, to)
+	return err
+}
+
+// noLeg is a leg the controller tests never exercise.
+type noLeg struct{}
+
+func (noLeg) SetTarget(int) error                      { return nil }
+func (noLeg) State() (dataplane.ReceiverLayers, error) { return dataplane.ReceiverLayers{}, nil }
+func (noLeg) Original(n uint16) (uint16, bool)         { return n, true }
+func (noLeg) Send([]byte, int) error                   { return nil }
+func (noLeg) Sent(uint16) (dataplane.Sent, bool)       { return dataplane.Sent{}, false }
+func (noLeg) TWCC() bool                               { return false }
 
 // inbox collects one participant's messages.
 type inbox struct{ msgs []Message }
@@ -81,7 +103,8 @@ var sfuMedia = netip.MustParseAddrPort("10.0.0.1:40000")
 
 type world struct {
 	c     *Controller
-	ag    *agent.Agent
+	ice   *agent.ICE
+	legs  *leg.Table
 	plane *plane
 	now   time.Time
 }
@@ -89,21 +112,17 @@ type world struct {
 func newWorld(t *testing.T) *world { return newWorldOn(t, sfuMedia, nil) }
 
 // newWorldOn: the SFU's media address, and its socket if the test needs
-// the agent to send (nil: nothing is sent).
+// the SFU to send (nil: nothing is sent).
 func newWorldOn(t *testing.T, media netip.AddrPort, sock *net.UDPConn) *world {
-	w := &world{plane: &plane{streams: map[netip.AddrPort][]dataplane.Receiver{}, ssrcs: map[netip.AddrPort][]dataplane.Source{}},
-		now: time.Unix(1000, 0)}
-	var conns []*net.UDPConn
-	if sock != nil {
-		conns = append(conns, sock)
-	}
+	w := &world{plane: &plane{streams: map[netip.AddrPort][]dataplane.Receiver{}, ssrcs: map[netip.AddrPort][]dataplane.Source{},
+		sock: sock}, now: time.Unix(1000, 0)}
+	w.ice = agent.NewICE(agent.ICEConfig{Now: func() time.Time { return w.now }})
 	var err error
-	w.ag, err = agent.New(agent.ICEConfig{OnBinding: func(b agent.Binding) { w.c.OnBinding(b) }, Now: func() time.Time { return w.now }},
-		agent.FeedbackConfig{Now: func() time.Time { return w.now }}, conns)
+	w.legs, err = leg.NewTable(leg.Config{Plane: w.plane, Routes: leg.NewRoutes(), Now: func() time.Duration { return w.now.Sub(time.Unix(0, 0)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.c, err = New(Config{Media: []netip.AddrPort{media}, Plane: w.plane, Agent: w.ag}); err != nil {
+	if w.c, err = New(Config{Media: []netip.AddrPort{media}, ICE: w.ice, Legs: w.legs}); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -112,7 +131,7 @@ func newWorldOn(t *testing.T, media netip.AddrPort, sock *net.UDPConn) *world {
 // When a receiver is added to a stream, the publisher is asked for a key
 // frame of its video (a PLI from the SFU's socket): the newcomer can decode
 // nothing before one, and the data plane holds its video back until then.
-// While it still waits, every Tick asks again; then no more.
+// While it still waits, the rounds ask again every second; then no more.
 func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	sfuSock, pubSock := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	w := newWorldOn(t, sfuSock.LocalAddr().(*net.UDPAddr).AddrPort(), sfuSock)
@@ -130,18 +149,22 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	w.check(t, a.last(t, "answer").SDP, "WBQv", pubAddr)
 	w.check(t, b.last(t, "offer").SDP, "bbbb", netip.MustParseAddrPort("127.0.0.1:9"))
 	video := pa.publish.Media[1].SSRCs[0]
-	want := []dataplane.Source{{SSRC: pa.publish.Media[0].SSRCs[0]}, {SSRC: video, Video: dataplane.AV1}}
+	want := []dataplane.Source{{SSRC: pa.publish.Media[0].SSRCs[0], TWCCExt: 3}, {SSRC: video, Video: dataplane.AV1, TWCCExt: 3, History: true}}
 	if got := w.plane.ssrcs[pubAddr]; !slices.Equal(got, want) {
-		t.Errorf("sources %v, want %v (video gated as AV1, audio not)", got, want)
+		t.Errorf("sources %v, want %v (video gated as AV1 with a history, audio not)", got, want)
 	}
 	expectPLI(t, pubSock, sfuSock, video, 2*time.Second)
+	second := func() {
+		for range 4 {
+			w.now = w.now.Add(leg.RoundInterval)
+			w.legs.Round()
+		}
+	}
 	w.plane.waiting = 1
-	w.now = w.now.Add(time.Second)
-	w.c.Tick()
+	second()
 	expectPLI(t, pubSock, sfuSock, video, 2*time.Second)
 	w.plane.waiting = 0
-	w.now = w.now.Add(time.Second)
-	w.c.Tick()
+	second()
 	if err := pubSock.SetReadDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +204,7 @@ func (w *world) check(t *testing.T, sdpText, remoteUfrag string, from netip.Addr
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := w.ag.ICE.Handle(m.Raw, from)
+	resp, err := w.ice.Handle(m.Raw, from)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +297,7 @@ func TestConsentExpiryRemovesReceivers(t *testing.T) {
 	w.now = w.now.Add(20 * time.Second)
 	w.check(t, a.last(t, "answer").SDP, "WBQv", addrA) // A keeps checking, B does not
 	w.now = w.now.Add(agent.ConsentTimeout - 20*time.Second)
-	w.c.Expired(w.ag.ICE.Expire())
+	w.c.Expired(w.ice.Expire())
 	if rs := w.plane.streams[addrA]; len(rs) != 0 {
 		t.Fatalf("B's consent lapsed, receivers %v", rs)
 	}
@@ -301,7 +324,7 @@ func TestRefusals(t *testing.T) {
 	}
 	// A video codec whose key frames the data plane cannot find would
 	// leave every new receiver waiting: refused at start, naming it.
-	_, err := New(Config{Media: []netip.AddrPort{sfuMedia}, Plane: w.plane, Agent: w.ag,
+	_, err := New(Config{Media: []netip.AddrPort{sfuMedia}, ICE: w.ice, Legs: w.legs,
 		Codecs: signaling.Codecs{Audio: "opus", Video: "H265"}})
 	if err == nil || !strings.Contains(err.Error(), "video codec \"H265\"") {
 		t.Errorf("H265 video: %v", err)

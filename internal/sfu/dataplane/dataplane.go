@@ -10,13 +10,16 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/forwarding"
 	"github.com/ebrtc/ebrtc/internal/netorder"
+	"github.com/ebrtc/ebrtc/internal/sfu/layers"
 	"github.com/ebrtc/ebrtc/internal/slots"
 )
 
@@ -31,11 +34,17 @@ type Config struct {
 	// datagrams to one of them are the data plane's, as only those would
 	// reach the SFU through the kernel.
 	Media []netip.AddrPort
-	// Send sends a datagram from the SFU's socket at from: the padding a
-	// receiver gets in place of a late packet of a layer it does not get
-	// (rate adaptation). Nil: such packets are not sent (the receiver
-	// NACKs the gap).
-	Send func(p []byte, from, to netip.AddrPort) error
+	// Conns are the sockets bound to Media. The plane reads what its
+	// program hands to the stack: STUN and RTCP feedback go to Upcall, RTP
+	// the program could not take whole (fragments, IP options, merged
+	// skbs, a source only a loose reverse-path check accepts) is forwarded
+	// in user space on the program's own state (forward.go). The SFU's own
+	// packets (padding, retransmissions, probes) leave by them. Close
+	// closes them. Nil: nothing is read (tests).
+	Conns []*net.UDPConn
+	// Upcall gets what the agent handles, with the socket it came in on.
+	// It must not keep p.
+	Upcall func(p []byte, from netip.AddrPort, conn *net.UDPConn)
 }
 
 func (c Config) validate() error {
@@ -56,6 +65,9 @@ func (c Config) validate() error {
 type Receiver struct {
 	From, To netip.AddrPort
 	TTL      uint8 // the IP TTL or hop limit replicas leave with
+	// TWCC: the receiver negotiated transport-wide congestion control;
+	// its replicas carry its leg's own transport-wide sequence numbers.
+	TWCC bool
 }
 
 // DataPlane is the loaded program and its maps.
@@ -66,40 +78,59 @@ type DataPlane struct {
 	restore func() error // the forwarding sysctls Load changed
 	events  *ringbuf.Reader
 	readers sync.WaitGroup
+	fwd     forwarder
+	twcc    *twccMapping // twcc_legs, shared with the program
+	adapt   []byte       // replica_adapt, shared with the program
+	// sendPadding sends a receiver padding in place of a late packet of
+	// a layer it does not get (tests watch it).
+	sendPadding func(p []byte, from, to netip.AddrPort) error
+	slow        [outcomeMax]counter // what the slow path did
 
 	mu        sync.Mutex
 	streams   map[netip.AddrPort]*stream
 	byID      map[uint32]*stream
 	ids       slots.Pool // fanout ids and sender_stats slots
 	replicaSl slots.Pool
+	twccSl    slots.Pool
 }
 
 // stream is one sender's transport: its SSRCs share one list of receivers.
 type stream struct {
 	id        uint32
 	sources   []Source
-	receivers []Receiver
-	replicas  []uint32 // replica slots (counters, path, gate), one per receiver
-	structure []byte   // the descriptor whose templates are installed
+	legs      []*kernelLeg
+	views     []replicaState // legs, as the slow path takes them
+	structure []byte         // the descriptor whose templates are installed
+	history   bool           // its history entries exist
+	arrivals  uint32         // twcc_legs index + 1 of its arrival log; 0: none
+
+	vmu       sync.Mutex
+	templates sfuLayerTemplates          // installed (the slow path reads them here)
+	in        counter                    // what the slow path took in
+	bytes     [layers.MaxTargets]counter // and counted to each layer
 }
 
-// slotOf is the replica slot the stream has for a receiver, if any: a
-// receiver keeps its slot, counters and gate across SetStream calls.
-func (s *stream) slotOf(r Receiver) (uint32, bool) {
-	for i, have := range s.receivers {
-		if have.From == r.From && have.To == r.To {
-			return s.replicas[i], true
+// legOf is the stream's leg for a receiver, if it has one: a receiver
+// keeps its slot, counters, gate and numbers across SetStream calls.
+func (s *stream) legOf(r Receiver) *kernelLeg {
+	for _, l := range s.legs {
+		if l.From == r.From && l.To == r.To && l.Receiver.TWCC == r.TWCC {
+			return l
 		}
 	}
-	return 0, false
+	return nil
 }
 
-// Load loads the program and its maps; it attaches nothing. The
-// program's source checks look routes up from the loopback interface,
-// which must forward: Load turns that on in the calling thread's network
-// namespace (Close puts it back).
+// Load loads the program and its maps, and starts reading cfg.Conns; it
+// attaches nothing. The program's source checks look routes up from the
+// loopback interface, which must forward: Load turns that on in the
+// calling thread's network namespace (Close puts it back).
 func Load(cfg Config) (*DataPlane, error) {
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	conns, err := mediaConns(cfg.Conns, nil)
+	if err != nil {
 		return nil, err
 	}
 	restore, err := forwarding.Enable("lo")
@@ -107,17 +138,36 @@ func Load(cfg Config) (*DataPlane, error) {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
 	d := &DataPlane{cfg: cfg, streams: map[netip.AddrPort]*stream{}, byID: map[uint32]*stream{}, ids: slots.New(maxSenders),
-		replicaSl: slots.New(4 * maxSenders), restore: restore}
+		replicaSl: slots.New(4 * maxSenders), twccSl: slots.New(twccLegs), restore: restore}
+	d.fwd = forwarder{conns: conns, count: func(o Outcome, bytes int) { d.slow[o].add(bytes) }}
+	d.sendPadding = d.fwd.writeTo
+	d.fwd.padding = func(p []byte, from, to netip.AddrPort) error { return d.sendPadding(p, from, to) }
+	if err := d.load(); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	for _, c := range conns {
+		d.readers.Add(1)
+		go func() {
+			defer d.readers.Done()
+			serve(c, d.handle)
+		}()
+	}
+	return d, nil
+}
+
+// load loads the objects, writes the configuration, maps what user space
+// shares with the program and starts reading its events.
+func (d *DataPlane) load() error {
 	if err := loadSfuObjects(&d.objs, nil); err != nil {
-		_ = restore()
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("dataplane: load: %+v", verr)
+			return fmt.Errorf("dataplane: load: %+v", verr)
 		}
-		return nil, fmt.Errorf("dataplane: load: %w", err)
+		return fmt.Errorf("dataplane: load: %w", err)
 	}
 	var kc sfuSfuConfig
-	for i, m := range cfg.Media {
+	for i, m := range d.cfg.Media {
 		m = unmapped(m)
 		kc.Media[i] = sfuSfuMedia{Port: netorder.Port(m.Port()), Family: afInet}
 		if m.Addr().Is4() {
@@ -127,21 +177,29 @@ func Load(cfg Config) (*DataPlane, error) {
 		}
 	}
 	if err := d.objs.Config.Put(uint32(0), kc); err != nil {
-		d.objs.Close()
-		_ = restore()
-		return nil, fmt.Errorf("dataplane: config: %w", err)
+		return fmt.Errorf("dataplane: config: %w", err)
+	}
+	var err error
+	if d.twcc, err = mapTWCC(d.objs.TwccLegs.FD()); err != nil {
+		return fmt.Errorf("dataplane: twcc_legs: %w", err)
+	}
+	if d.adapt, err = mapArray(d.objs.ReplicaAdapt, int(unsafe.Sizeof(sfuReplicaLayers{}))); err != nil {
+		return fmt.Errorf("dataplane: replica_adapt: %w", err)
 	}
 	if d.events, err = ringbuf.NewReader(d.objs.VideoEvents); err != nil {
-		d.objs.Close()
-		_ = restore()
-		return nil, fmt.Errorf("dataplane: video events: %w", err)
+		return fmt.Errorf("dataplane: video events: %w", err)
 	}
 	d.readers.Add(1)
 	go func() {
 		defer d.readers.Done()
 		d.readEvents(d.events)
 	}()
-	return d, nil
+	return nil
+}
+
+// mapArray maps an array map (BPF_F_MMAPABLE) of entries of size bytes.
+func mapArray(m *ebpf.Map, size int) ([]byte, error) {
+	return unix.Mmap(m.FD(), 0, size*int(m.MaxEntries()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 }
 
 // Program is the TC program, for tests and benchmarks.
@@ -168,8 +226,8 @@ func (d *DataPlane) Attach(ifname string) error {
 // this order. Called again, it replaces SSRCs and receivers at once: a
 // packet sees the old list or the new, never a mix. A receiver new to the
 // stream gets its video from the sender's next key frame on (audio at
-// once); one it already had keeps its counters. Receivers of the other
-// address family than the sender are refused.
+// once); one it already had keeps its counters, numbers and layers.
+// Receivers of the other address family than the sender are refused.
 func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers []Receiver) error {
 	from = unmapped(from)
 	if err := checkStream(from, sources, receivers); err != nil {
@@ -192,30 +250,43 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 		}
 		s = &stream{id: id}
 	}
-	fan, slots, fresh, err := d.fanout(from, s, receivers)
+	fan, legs, fresh, err := d.fanout(from, s, receivers)
 	if err == nil {
 		if err = d.objs.Fanouts.Put(s.id, fan); err != nil {
 			err = fmt.Errorf("dataplane: fanout: %w", err)
 		}
 	}
 	if err != nil {
-		d.releaseReplicas(fresh)
+		d.releaseLegs(fresh)
 		if !existed {
 			d.ids.Put(s.id)
 		}
 		return err
 	}
-	for _, old := range s.replicas {
-		if !contains(slots, old) {
-			d.replicaSl.Put(old)
+	for _, old := range s.legs {
+		if !slices.Contains(legs, old) {
+			d.releaseLegs([]*kernelLeg{old})
 		}
 	}
-	s.receivers, s.replicas = receivers, slots
+	s.legs, s.views = legs, make([]replicaState, len(legs))
+	for i, l := range legs {
+		s.views[i] = l
+	}
 	d.streams[from] = s // from here on, RemoveStream undoes all of it
 	d.byID[s.id] = s
+	if !s.history && slices.ContainsFunc(sources, func(src Source) bool { return src.History }) {
+		s.history = d.keepHistory(s.id) == nil // without one, NACKs go to the sender
+	}
+	if s.arrivals == 0 && slices.ContainsFunc(sources, func(src Source) bool { return src.TWCCExt != 0 }) {
+		if i, ok := d.twccSl.Get(); ok { // without one, the sender gets no transport-cc feedback
+			d.twcc.leg(i).reset()
+			s.arrivals = i + 1
+		}
+	}
 	// New SSRCs first, then drop the ones no longer sent.
 	for _, src := range sources {
-		if err := d.putSender(from, src, s.id); err != nil {
+		src.History = src.History && s.history
+		if err := d.putSender(from, src, s.id, s.arrivals); err != nil {
 			for _, src := range sources {
 				if !hasSSRC(s.sources, src.SSRC) {
 					s.sources = append(s.sources, src) // for RemoveStream to delete
@@ -247,17 +318,19 @@ func (d *DataPlane) StreamStats(from netip.AddrPort) (StreamStats, error) {
 	if err != nil {
 		return StreamStats{}, err
 	}
-	st := StreamStats{In: in, Out: make([]ReceiverStats, len(s.replicas))}
+	st := StreamStats{In: in.Add(s.in.load()), Out: make([]ReceiverStats, len(s.legs))}
 	video := hasVideo(s.sources)
-	for i, slot := range s.replicas {
+	for i, l := range s.legs {
 		var waiting uint32
-		if err := d.objs.ReplicaGates.Lookup(slot, &waiting); err != nil {
+		if err := d.objs.ReplicaGates.Lookup(l.slot, &waiting); err != nil {
 			return StreamStats{}, err
 		}
-		st.Out[i] = ReceiverStats{To: s.receivers[i].To, Waiting: video && waiting != 0}
-		if st.Out[i].Counter, err = sumStats(d.objs.ReplicaStats, slot); err != nil {
+		st.Out[i] = ReceiverStats{To: l.To, Waiting: video && waiting != 0}
+		c, err := sumStats(d.objs.ReplicaStats, l.slot)
+		if err != nil {
 			return StreamStats{}, err
 		}
+		st.Out[i].Counter = c.Add(l.out.load())
 	}
 	return st, nil
 }
@@ -276,7 +349,13 @@ func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
 		errs = append(errs, d.deleteSender(from, src.SSRC))
 	}
 	errs = append(errs, d.objs.Fanouts.Delete(s.id))
-	d.releaseReplicas(s.replicas)
+	if s.history {
+		d.dropHistory(s.id)
+	}
+	if s.arrivals != 0 {
+		d.twccSl.Put(s.arrivals - 1)
+	}
+	d.releaseLegs(s.legs)
 	d.ids.Put(s.id)
 	delete(d.streams, from)
 	delete(d.byID, s.id)
@@ -284,45 +363,69 @@ func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
 }
 
 // fanout lays the receivers out for the kernel: receivers the stream had
-// keep their slots, new ones get fresh slots (zeroed counters, no cached
-// path, waiting for a key frame), returned as fresh.
-func (d *DataPlane) fanout(from netip.AddrPort, s *stream, receivers []Receiver) (fan sfuFanout, used, fresh []uint32, err error) {
+// keep their legs, new ones get fresh legs (zeroed counters, no cached
+// path, waiting for a key frame, transport-wide numbers from zero),
+// returned as fresh.
+func (d *DataPlane) fanout(from netip.AddrPort, s *stream, receivers []Receiver) (fan sfuFanout, used, fresh []*kernelLeg, err error) {
 	for i, r := range receivers {
 		rep, err := replicaOf(from, r)
 		if err != nil {
-			d.releaseReplicas(fresh)
+			d.releaseLegs(fresh)
 			return fan, nil, nil, fmt.Errorf("dataplane: receiver %d: %w", i, err)
 		}
-		slot, ok := s.slotOf(r)
-		if !ok {
-			if slot, err = d.newReplicaSlot(); err != nil {
-				d.releaseReplicas(fresh)
+		l := s.legOf(r)
+		if l == nil {
+			if l, err = d.newLeg(r); err != nil {
+				d.releaseLegs(fresh)
 				return fan, nil, nil, err
 			}
-			fresh = append(fresh, slot)
+			fresh = append(fresh, l)
 		}
-		rep.Slot = slot
-		used = append(used, slot)
+		l.TTL = r.TTL
+		rep.Slot, rep.Twcc = l.slot, l.twcc
+		used = append(used, l)
 		fan.R[i] = rep
 	}
 	fan.Count = uint32(len(receivers))
 	return fan, used, fresh, nil
 }
 
-// newReplicaSlot takes a slot and resets what a previous receiver left in it.
-func (d *DataPlane) newReplicaSlot() (uint32, error) {
+// newLeg takes a slot (and transport-wide numbers, if r has them) and
+// resets what a previous receiver left in them.
+func (d *DataPlane) newLeg(r Receiver) (*kernelLeg, error) {
 	slot, ok := d.replicaSl.Get()
 	if !ok {
-		return 0, errors.New("dataplane: out of receiver counters")
+		return nil, errors.New("dataplane: out of receiver counters")
 	}
+	l := &kernelLeg{Receiver: r, d: d, slot: slot}
 	err := errors.Join(d.objs.ReplicaStats.Put(slot, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
 		d.objs.ReplicaPaths.Put(slot, make([]sfuReplicaPath, ebpf.MustPossibleCPU())),
 		d.objs.ReplicaGates.Put(slot, uint32(1)), d.resetReplicaLayers(slot))
 	if err != nil {
 		d.replicaSl.Put(slot)
-		return 0, fmt.Errorf("dataplane: receiver slot: %w", err)
+		return nil, fmt.Errorf("dataplane: receiver slot: %w", err)
 	}
-	return slot, nil
+	if r.TWCC {
+		i, ok := d.twccSl.Get()
+		if !ok {
+			d.replicaSl.Put(slot)
+			return nil, fmt.Errorf("dataplane: more than %d receivers with transport-wide numbers", twccLegs)
+		}
+		d.twcc.leg(i).reset()
+		l.twcc = i + 1
+	}
+	return l, nil
+}
+
+// releaseLegs gives the legs' slots back; their handles go stale.
+func (d *DataPlane) releaseLegs(legs []*kernelLeg) {
+	for _, l := range legs {
+		l.removed.Store(true)
+		d.replicaSl.Put(l.slot)
+		if l.twcc != 0 {
+			d.twccSl.Put(l.twcc - 1)
+		}
+	}
 }
 
 // checkStream is what both data planes ask of a stream: an SSRC, at most
@@ -365,7 +468,7 @@ func checkStream(from netip.AddrPort, sources []Source, receivers []Receiver) er
 func unmappedReceivers(rs []Receiver) []Receiver {
 	out := make([]Receiver, len(rs))
 	for i, r := range rs {
-		out[i] = Receiver{From: unmapped(r.From), To: unmapped(r.To), TTL: r.TTL}
+		out[i] = Receiver{From: unmapped(r.From), To: unmapped(r.To), TTL: r.TTL, TWCC: r.TWCC}
 	}
 	return out
 }
@@ -386,14 +489,11 @@ func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
 	return rep, nil
 }
 
-func (d *DataPlane) releaseReplicas(used []uint32) {
-	for _, s := range used {
-		d.replicaSl.Put(s)
+func (d *DataPlane) putSender(from netip.AddrPort, src Source, id, arrivals uint32) error {
+	v := sfuSender{Id: id, Slot: id, Video: uint8(src.Video), DdExt: src.DDExt, TwccExt: src.TWCCExt, Arrivals: arrivals}
+	if src.History {
+		v.History = 1
 	}
-}
-
-func (d *DataPlane) putSender(from netip.AddrPort, src Source, id uint32) error {
-	v := sfuSender{Id: id, Slot: id, Video: uint8(src.Video), DdExt: src.DDExt}
 	ssrc := src.SSRC
 	var err error
 	if from.Addr().Is4() {
@@ -414,20 +514,29 @@ func (d *DataPlane) deleteSender(from netip.AddrPort, ssrc uint32) error {
 	return d.objs.SendersV6.Delete(sfuSenderKeyV6{Addr: from.Addr().As16(), Ssrc: netorder.Word(ssrc), Port: netorder.Port(from.Port())})
 }
 
-// Close detaches and unloads everything.
+// Close stops reading the sockets (and closes them), detaches and
+// unloads everything.
 func (d *DataPlane) Close() error {
-	var errs []error
+	errs := closeConns(d.fwd.conns)
 	if d.events != nil {
 		errs = append(errs, d.events.Close())
-		d.readers.Wait()
-		d.events = nil
 	}
+	d.readers.Wait()
+	d.events = nil
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, l := range d.links {
 		errs = append(errs, l.Close())
 	}
 	d.links = nil
+	if d.twcc != nil {
+		errs = append(errs, d.twcc.close())
+		d.twcc = nil
+	}
+	if d.adapt != nil {
+		errs = append(errs, unix.Munmap(d.adapt))
+		d.adapt = nil
+	}
 	errs = append(errs, d.objs.Close())
 	if d.restore != nil {
 		errs = append(errs, d.restore())
@@ -440,8 +549,6 @@ const (
 	afInet  = 2
 	afInet6 = 10
 )
-
-func contains(s []uint32, v uint32) bool { return slices.Contains(s, v) }
 
 func hasSSRC(sources []Source, ssrc uint32) bool {
 	return slices.ContainsFunc(sources, func(s Source) bool { return s.SSRC == ssrc })

@@ -76,6 +76,16 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
+// leg is the data plane's leg from from to to.
+func (r *rig) leg(from, to netip.AddrPort) Leg {
+	r.t.Helper()
+	l, err := r.dp.Leg(from, to)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return l
+}
+
 // receivers are n receivers of the sender's family, behind out0.
 func (r *rig) receivers(v6 bool, n int) []Receiver {
 	var out []Receiver
@@ -118,6 +128,7 @@ type skBuff struct {
 const (
 	tcActUnspec   = 0xffffffff
 	tcActRedirect = 7
+	tcActShot     = 2
 )
 
 // run feeds in to the program as if it arrived on in0, and returns its

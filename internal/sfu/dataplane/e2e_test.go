@@ -18,6 +18,10 @@ import (
 // software (TX offload off there), so the receivers' kernels verify every
 // checksum: a replica with a wrong one would never reach its socket. The
 // user-space data plane, on the SFU's sockets, must deliver the same.
+// Datagrams larger than the path's MTU arrive as IP fragments, which the
+// eBPF program leaves to the stack: its plane's slow path reads them from
+// the socket once reassembled and forwards them on the same state, so
+// nothing is lost either way.
 func TestReplicasThroughRealSockets(t *testing.T) {
 	for _, plane := range []string{"ebpf", "user"} {
 		for _, v6 := range []bool{false, true} {
@@ -38,9 +42,13 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 		clientIP, sfuIn, sfuOut, peerIP = testbed.ClientIP6, testbed.ServerClientIP6, testbed.ServerPeerIP6, testbed.PeerIP6
 	}
 	var dp Plane
+	inSock, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(sfuIn, mediaPort))
+	must(t, err)
+	outSock, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(sfuOut, mediaPort))
+	must(t, err)
 	if plane == "ebpf" {
 		must(t, tb.Server.Do(func() error {
-			d, err := Load(Config{Media: []netip.AddrPort{netip.AddrPortFrom(sfuIn, mediaPort)}})
+			d, err := Load(Config{Media: []netip.AddrPort{netip.AddrPortFrom(sfuIn, mediaPort)}, Conns: []*net.UDPConn{inSock, outSock}})
 			if err != nil {
 				return err
 			}
@@ -48,11 +56,7 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 			return d.Attach(testbed.ServerCliIface)
 		}))
 	} else {
-		in, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(sfuIn, mediaPort))
-		must(t, err)
-		out, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(sfuOut, mediaPort))
-		must(t, err)
-		dp, err = NewUser(UserConfig{Conns: []*net.UDPConn{in, out}})
+		dp, err = NewUser(UserConfig{Conns: []*net.UDPConn{inSock, outSock}})
 		must(t, err)
 	}
 	t.Cleanup(func() { _ = dp.Close() })
@@ -75,13 +79,17 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 		socks = append(socks, c)
 		rcv = append(rcv, Receiver{From: netip.AddrPortFrom(sfuOut, mediaPort), To: c.LocalAddr().(*net.UDPAddr).AddrPort(), TTL: 64})
 	}
-	const ssrc, packets = 0x5eed, 200
+	const ssrc, packets, fragmented = 0x5eed, 200, 10
 	from := sender.LocalAddr().(*net.UDPAddr).AddrPort()
 	must(t, dp.SetStream(netip.AddrPortFrom(clientIP, from.Port()), audio(ssrc), rcv))
 	sfu := net.UDPAddrFromAddrPort(netip.AddrPortFrom(sfuIn, mediaPort))
 	var sent [][]byte
 	for i := range packets {
-		p := rtpPacket(ssrc, uint16(i), 100+i%7) // odd lengths too
+		size := 100 + i%7 // odd lengths too
+		if i >= packets-fragmented {
+			size = 2500 // in fragments
+		}
+		p := rtpPacket(ssrc, uint16(i), size)
 		sent = append(sent, p)
 		if _, err := sender.WriteToUDP(p, sfu); err != nil {
 			t.Fatal(err)
@@ -91,7 +99,7 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 		}
 	}
 	for i, c := range socks {
-		buf := make([]byte, 2048)
+		buf := make([]byte, 4096)
 		for n := range packets {
 			must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
 			l, src, err := c.ReadFromUDP(buf)
@@ -117,7 +125,12 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 	}
 	o, err := dp.Outcomes()
 	must(t, err)
-	if o[Replicated].Packets != packets || o[Replica].Packets != 3*packets {
+	if d, ok := dp.(*DataPlane); ok {
+		if slow := d.slow[Replicated].load().Packets; slow != fragmented {
+			t.Errorf("the slow path forwarded %d datagrams, want the %d in fragments", slow, fragmented)
+		}
+	}
+	if o[Replicated].Packets != packets || o[Replica].Packets != 3*packets || o[CloneFailed].Packets != 0 {
 		t.Errorf("replicated %d, replicas %d; want %d and %d", o[Replicated].Packets, o[Replica].Packets, packets, 3*packets)
 	}
 }

@@ -20,19 +20,29 @@ const (
 // rtpExtension is the data of header extension element id of the RTP
 // packet p whose header is hdr bytes, or nil.
 func rtpExtension(p []byte, hdr int, id uint8) []byte {
-	if p[0]&0x10 == 0 || id == 0 {
+	off, n := rtpExtensionAt(p, hdr, id)
+	if n == 0 {
 		return nil
+	}
+	return p[off : off+n]
+}
+
+// rtpExtensionAt is where element id's data is in p, and its length (0:
+// not found, or the extension is malformed).
+func rtpExtensionAt(p []byte, hdr int, id uint8) (off, n int) {
+	if p[0]&0x10 == 0 || id == 0 {
+		return 0, 0
 	}
 	pos := rtpHeaderLen + 4*int(p[0]&0x0f)
 	profile := binary.BigEndian.Uint16(p[pos:])
 	two := profile&0xfff0 == extTwoByte
 	if profile != extOneByte && !two {
-		return nil
+		return 0, 0
 	}
 	pos += 4
 	for range extMaxSteps {
 		if pos >= hdr {
-			return nil
+			return 0, 0
 		}
 		b := p[pos]
 		if b == 0 { // padding
@@ -43,24 +53,24 @@ func rtpExtension(p []byte, hdr int, id uint8) []byte {
 		eid := b
 		if two {
 			if pos+2 > hdr {
-				return nil
+				return 0, 0
 			}
 			data, n = pos+2, int(p[pos+1])
 		} else {
 			if b>>4 == 15 {
-				return nil
+				return 0, 0
 			}
 			data, n, eid = pos+1, int(b&0x0f)+1, b>>4
 		}
 		if data+n > hdr {
-			return nil
+			return 0, 0
 		}
 		if eid == id {
-			return p[data : data+n]
+			return data, n
 		}
 		pos = data + n
 	}
-	return nil
+	return 0, 0
 }
 
 // templateKnown and the layout of a template's entry (TEMPLATE_*).
@@ -150,4 +160,14 @@ func paddingPacket(rtp []byte, number uint16) []byte {
 	binary.BigEndian.PutUint16(b[2:], number)
 	b[len(b)-1] = padding
 	return b
+}
+
+// ExtensionOffset is where header extension element id's data is in RTP
+// packet p, and its length; 0, 0 when p has none (or is not RTP).
+func ExtensionOffset(p []byte, id uint8) (off, n int) {
+	hdr := rtpHeader(p)
+	if hdr < 0 {
+		return 0, 0
+	}
+	return rtpExtensionAt(p, hdr, id)
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -143,7 +144,11 @@ func switchingPackets(t *testing.T, first uint16) (out [][]byte, structures []in
 				h := rtp.Header{Version: 2, PayloadType: 45, SequenceNumber: seq, Timestamp: uint32(frameNo) * 3000, SSRC: 0x5eed,
 					Extension: true, ExtensionProfile: 0x1000}
 				must(t, h.SetExtension(ddExt, b))
-				pkt, err := (&rtp.Packet{Header: h, Payload: make([]byte, 100+int(seq)%50)}).Marshal()
+				payload := make([]byte, 100+int(seq)%50)
+				if f == 0 && i == 0 {
+					payload[0] = 0x08 // AV1's N: a new coded video sequence, a key frame
+				}
+				pkt, err := (&rtp.Packet{Header: h, Payload: payload}).Marshal()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -186,6 +191,7 @@ func newReference(receivers int) *reference {
 func (ref *reference) step(p []byte, targets []uint8, now uint64) (f layers.Frame, attaches bool, out []int) {
 	cl := Classify(p)
 	f, _, structure := frameOf(p, len(p)-len(cl.Payload), ddExt, &ref.templates)
+	f.Key = KeyFrameStart(AV1, cl.Payload)
 	attaches = structure != nil
 	if attaches {
 		if d, err := dd.Parse(structure, nil); err == nil && d.Structure != nil {
@@ -213,19 +219,28 @@ var agreementStreams = map[string]func(*testing.T, uint16) [][]byte{
 	"late-structure": lateStructureStream}
 
 // agreementTargets are the receivers' targets at packet k of n: one never
-// adapted, targets 2, 1 and 0, and one moved 0 -> 2 -> 1.
+// adapted, targets 2, 1 and 0, one moved 0 -> 2 -> 1, and one paused for
+// a while (its video resumes at a key frame).
 func agreementTargets(targets []uint8, k, n int) []uint8 {
 	if targets == nil {
-		targets = []uint8{layers.AllTargets, 2, 1, 0, 0}
+		targets = []uint8{layers.AllTargets, 2, 1, 0, 0, 1}
 	}
 	switch k {
+	case n / 4:
+		targets[5] = layers.NoVideo
 	case n / 3:
 		targets[4] = 2
+	case n / 2:
+		targets[5] = 2
 	case 2 * n / 3:
 		targets[4] = 1
 	}
 	return targets
 }
+
+// pausedReceiver is agreementTargets' receiver whose video pauses: it
+// gets no key frame while paused.
+const pausedReceiver = 5
 
 // Every receiver gets each frame whole or not at all (a late packet of a
 // frame it does not get goes as padding), and every key frame, through
@@ -238,7 +253,7 @@ func TestFramesGoWhole(t *testing.T) {
 	for name, stream := range agreementStreams {
 		pkts := stream(t, 65200)
 		var targets []uint8
-		ref := newReference(5)
+		ref := newReference(6)
 		type counts struct{ sent, withheld int }
 		keyFrames := map[uint16]bool{}
 		frames := make([]map[uint16]*counts, len(ref.replicas))
@@ -272,7 +287,7 @@ func TestFramesGoWhole(t *testing.T) {
 				if c.sent > 0 && c.withheld > 0 {
 					t.Errorf("%s: receiver %d got %d of frame %d's %d packets", name, i, c.sent, n, c.sent+c.withheld)
 				}
-				if keyFrames[n] && c.sent == 0 {
+				if keyFrames[n] && c.sent == 0 && i != pausedReceiver {
 					t.Errorf("%s: receiver %d got none of key frame %d", name, i, n)
 				}
 			}
@@ -291,74 +306,118 @@ func TestFramesGoWhole(t *testing.T) {
 // Config.Send.
 func TestLayersAgreeWithBPF(t *testing.T) {
 	for name, stream := range agreementStreams {
-		t.Run(name, func(t *testing.T) {
-			r := newRig(t)
-			padded := make(chan [2]int, 64)
-			r.dp.cfg.Send = func(p []byte, _, to netip.AddrPort) error {
-				padded <- [2]int{int(to.Port()), int(binary.BigEndian.Uint16(p[2:]))}
-				return nil
-			}
-			from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
-			pkts := stream(t, 65200)
-			ssrc := binary.BigEndian.Uint32(pkts[0][8:])
-			rcv := r.receivers(false, 5)
-			must(t, r.dp.SetStream(from, []Source{{SSRC: ssrc, Video: AV1, DDExt: ddExt}}, rcv))
-			for i := range rcv { // no key frame wait: the streams start mid-way
-				must(t, r.dp.objs.ReplicaGates.Put(r.dp.streams[from].replicas[i], uint32(0)))
-			}
-			var targets []uint8
-			ref := newReference(len(rcv))
-			fd := r.capture(t)
-			mismatches := 0
-			var sent, dropped, padding [5]int
-			for k, p := range pkts {
-				targets = agreementTargets(targets, k, len(pkts))
-				for i, tg := range targets {
-					must(t, r.dp.SetTarget(from, rcv[i].To, int(tg)))
-				}
-				_, _, want := ref.step(p, targets, coarseNow())
-				in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: p}.Marshal()
-				expect := 0
-				for _, n := range want {
-					if n >= 0 {
-						expect++
-					}
-				}
-				got := r.runCaptured(t, fd, in, rcv, padded, expect)
-				for i, n := range want {
-					switch {
-					case n < 0:
-						dropped[i]++
-					case n >= 1<<16:
-						padding[i]++
-					default:
-						sent[i]++
-					}
-				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					if mismatches++; mismatches < 10 {
-						t.Errorf("packet %d (seq %d): BPF %v, Go %v", k, binary.BigEndian.Uint16(p[2:]), got, want)
-					}
-				}
-				if ref.structure != nil { // the agent installs what the Go reference did at once
-					r.awaitTemplates(t, from, ref.templates)
-				}
-			}
-			ls, err := r.dp.Layers(from)
-			must(t, err)
-			if ls.Targets != int(ref.templates.Targets) || ls.Bytes[0] == 0 || ls.Bytes[len(ls.Bytes)-1] <= ls.Bytes[0] {
-				t.Errorf("layers: %+v", ls)
-			}
-			if o, ok := r.dp.Original(from, rcv[3].To, 0); ok && o == 0 {
-				t.Error("Original gives the number back unchanged for a renumbered receiver")
-			}
-			t.Logf("%d packets, %d mismatches; sent %v, dropped %v, padding %v; layers %+v", len(pkts), mismatches, sent, dropped, padding, ls)
-			if dropped[0] != 0 || sent[0] != len(pkts) || dropped[3] == 0 || sent[3] == 0 ||
-				(strings.HasPrefix(name, "chromium") && padding[2]+padding[3] == 0) {
-				t.Error("the streams do not exercise dropping, renumbering and padding (the captured ones)")
-			}
-		})
+		t.Run(name, func(t *testing.T) { layersAgree(t, name, stream, false) })
 	}
+	// Every third packet through the eBPF plane's slow path (what its
+	// program hands to the stack, forwarded in user space on the same
+	// maps): the numbers and layers run on across the two paths.
+	t.Run("switching/slow-path", func(t *testing.T) { layersAgree(t, "switching", switchingStream, true) })
+}
+
+func layersAgree(t *testing.T, name string, stream func(*testing.T, uint16) [][]byte, slow bool) {
+	r := newRig(t)
+	padded := make(chan [2]int, 64)
+	r.dp.sendPadding = func(p []byte, _, to netip.AddrPort) error {
+		padded <- [2]int{int(to.Port()), int(binary.BigEndian.Uint16(p[2:]))}
+		return nil
+	}
+	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
+	var slowConn *mediaConn
+	if slow {
+		slowConn = r.slowPath(t, sfu)
+	}
+	pkts := stream(t, 65200)
+	ssrc := binary.BigEndian.Uint32(pkts[0][8:])
+	rcv := r.receivers(false, 6)
+	must(t, r.dp.SetStream(from, []Source{{SSRC: ssrc, Video: AV1, DDExt: ddExt}}, rcv))
+	for i := range rcv { // no key frame wait: the streams start mid-way
+		must(t, r.dp.objs.ReplicaGates.Put(r.dp.streams[from].legs[i].slot, uint32(0)))
+	}
+	var targets []uint8
+	ref := newReference(len(rcv))
+	fd := r.capture(t)
+	mismatches := 0
+	var sent, dropped, padding [6]int
+	batch := newReplicaBatch()
+	for k, p := range pkts {
+		targets = agreementTargets(targets, k, len(pkts))
+		for i, tg := range targets {
+			must(t, r.leg(from, rcv[i].To).SetTarget(targetOf(tg)))
+		}
+		_, _, want := ref.step(p, targets, coarseNow())
+		in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: p}.Marshal()
+		expect := 0
+		for _, n := range want {
+			if n >= 0 {
+				expect++
+			}
+		}
+		var got []int
+		if slow && k%3 == 0 {
+			got = r.runSlow(t, fd, slowConn, p, from, batch, rcv, padded, expect)
+		} else {
+			got = r.runCaptured(t, fd, in, rcv, padded, expect)
+		}
+		for i, n := range want {
+			switch {
+			case n < 0:
+				dropped[i]++
+			case n >= 1<<16:
+				padding[i]++
+			default:
+				sent[i]++
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			if mismatches++; mismatches < 10 {
+				t.Errorf("packet %d (seq %d): BPF %v, Go %v", k, binary.BigEndian.Uint16(p[2:]), got, want)
+			}
+		}
+		if ref.structure != nil { // the agent installs what the Go reference did at once
+			r.awaitTemplates(t, from, ref.templates)
+		}
+	}
+	ls, err := r.dp.Layers(from)
+	must(t, err)
+	if ls.Targets != int(ref.templates.Targets) || ls.Bytes[0] == 0 || ls.Bytes[len(ls.Bytes)-1] <= ls.Bytes[0] {
+		t.Errorf("layers: %+v", ls)
+	}
+	if o, ok := r.leg(from, rcv[3].To).Original(0); ok && o == 0 {
+		t.Error("Original gives the number back unchanged for a renumbered receiver")
+	}
+	t.Logf("%d packets, %d mismatches; sent %v, dropped %v, padding %v; layers %+v", len(pkts), mismatches, sent, dropped, padding, ls)
+	if dropped[0] != 0 || sent[0] != len(pkts) || dropped[3] == 0 || sent[3] == 0 ||
+		(strings.HasPrefix(name, "chromium") && padding[2]+padding[3] == 0) {
+		t.Error("the streams do not exercise dropping, renumbering and padding (the captured ones)")
+	}
+}
+
+// slowPath gives the rig's data plane a media socket at the SFU's address
+// (on lo), as Load's Conns would, for runSlow; out0 finishes checksums in
+// software so that the capture verifies them.
+func (r *rig) slowPath(t *testing.T, sfu netip.AddrPort) *mediaConn {
+	must(t, r.ns.IP("addr", "add", sfu.Addr().String()+"/32", "dev", "lo"))
+	_, err := r.ns.Output("ethtool", "-K", "out0", "tx", "off")
+	must(t, err)
+	var c *net.UDPConn
+	must(t, r.ns.Do(func() error {
+		var err error
+		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(sfu))
+		return err
+	}))
+	t.Cleanup(func() { c.Close() })
+	mc := newMediaConn(c, nil)
+	r.dp.fwd.conns = map[netip.AddrPort]*mediaConn{sfu: mc}
+	return mc
+}
+
+// runSlow is runCaptured for a packet the program handed to the stack:
+// the plane's slow path forwards it from its socket.
+func (r *rig) runSlow(t *testing.T, fd int, c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch, rcv []Receiver,
+	padded chan [2]int, expect int) []int {
+	t.Helper()
+	r.dp.handle(c, p, from, b)
+	return r.collect(t, fd, rcv, padded, expect, nil)
 }
 
 // capture is a packet socket on out1 for the replicas.
@@ -383,6 +442,16 @@ func (r *rig) capture(t *testing.T) int {
 func (r *rig) runCaptured(t *testing.T, fd int, in []byte, rcv []Receiver, padded chan [2]int, expect int) []int {
 	t.Helper()
 	ret, last, _ := r.runOn(r.in, in, false)
+	if ret != tcActRedirect {
+		last = nil
+	}
+	return r.collect(t, fd, rcv, padded, expect, last)
+}
+
+// collect is what each receiver got of one packet: last (the program's
+// own output, if any), then what the capture and padded bring.
+func (r *rig) collect(t *testing.T, fd int, rcv []Receiver, padded chan [2]int, expect int, last []byte) []int {
+	t.Helper()
 	got := make([]int, len(rcv))
 	for i := range got {
 		got[i] = -1
@@ -400,7 +469,7 @@ func (r *rig) runCaptured(t *testing.T, fd int, in []byte, rcv []Receiver, padde
 			}
 		}
 	}
-	if ret == tcActRedirect {
+	if last != nil {
 		record(last)
 	}
 	buf := make([]byte, 4096)

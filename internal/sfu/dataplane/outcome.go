@@ -32,13 +32,14 @@ const (
 	PaddingUpcall
 	EventLost
 	LayerBusy
+	Duplicate
 	outcomeMax
 )
 
 var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
 	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused", "no_route",
-	"gated", "layer_dropped", "padding_upcall", "event_lost", "layer_busy",
+	"gated", "layer_dropped", "padding_upcall", "event_lost", "layer_busy", "duplicate",
 }
 
 func (o Outcome) String() string {
@@ -48,8 +49,14 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("outcome(%d)", uint32(o))
 }
 
-// Counter is packets and UDP payload bytes.
-type Counter struct{ Packets, Bytes uint64 }
+// Counter is packets, UDP payload bytes, and of video the frames (packets
+// with the marker bit: a frame's last).
+type Counter struct{ Packets, Bytes, Frames uint64 }
+
+// Add is the sum of two counters.
+func (c Counter) Add(o Counter) Counter {
+	return Counter{Packets: c.Packets + o.Packets, Bytes: c.Bytes + o.Bytes, Frames: c.Frames + o.Frames}
+}
 
 // StreamStats is what a sender sent into a data plane, and what went out
 // to each of its receivers (in SetStream's order).
@@ -84,7 +91,7 @@ func (d *DataPlane) Outcomes() (map[Outcome]Counter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dataplane: outcome %v: %w", o, err)
 		}
-		out[o] = c
+		out[o] = c.Add(d.slow[o].load())
 	}
 	return out, nil
 }
@@ -96,8 +103,7 @@ func sumStats(m *ebpf.Map, key uint32) (Counter, error) {
 	}
 	var c Counter
 	for _, s := range perCPU {
-		c.Packets += s.Packets
-		c.Bytes += s.Bytes
+		c = c.Add(Counter{Packets: s.Packets, Bytes: s.Bytes, Frames: s.Frames})
 	}
 	return c, nil
 }

@@ -31,11 +31,36 @@ type sfuFibScratch struct {
 	Bytes [64]uint8
 }
 
+type sfuHistoryEntry struct {
+	_    structs.HostLayout
+	Head uint32
+	Ts   uint32
+	At   uint64
+	Len  uint16
+	Pad  [3]uint16
+	Data [1472]uint8
+	Tail uint32
+	_    [4]byte
+}
+
+type sfuHistoryKey struct {
+	_      structs.HostLayout
+	Stream uint32
+	Index  uint32
+}
+
 type sfuLayerTemplates struct {
 	_       structs.HostLayout
 	T       [64]uint32
 	Targets uint32
 	Pad     uint32
+}
+
+type sfuLegTwcc struct {
+	_    structs.HostLayout
+	Next uint32
+	Pad  uint32
+	Log  [512]uint64
 }
 
 type sfuReplica struct {
@@ -54,6 +79,7 @@ type sfuReplica struct {
 	Ttl    uint8
 	Pad    uint16
 	Slot   uint32
+	Twcc   uint32
 }
 
 type sfuReplicaLayers struct {
@@ -94,7 +120,10 @@ type sfuSender struct {
 	SrcIfindex uint32
 	Video      uint8
 	DdExt      uint8
-	Pad        [2]uint8
+	TwccExt    uint8
+	History    uint8
+	Arrivals   uint32
+	_          [4]byte
 	SrcUntil   uint64
 }
 
@@ -134,6 +163,7 @@ type sfuSfuStats struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
+	Frames  uint64
 }
 
 type sfuVideoEvent struct {
@@ -155,6 +185,7 @@ const (
 	sfuMapConfig          = "config"
 	sfuMapFanouts         = "fanouts"
 	sfuMapFibScratch      = "fib_scratch"
+	sfuMapHistory         = "history"
 	sfuMapLayerBytes      = "layer_bytes"
 	sfuMapOutcomes        = "outcomes"
 	sfuMapReplicaAdapt    = "replica_adapt"
@@ -166,6 +197,7 @@ const (
 	sfuMapSenderTemplates = "sender_templates"
 	sfuMapSendersV4       = "senders_v4"
 	sfuMapSendersV6       = "senders_v6"
+	sfuMapTwccLegs        = "twcc_legs"
 	sfuMapVideoEvents     = "video_events"
 	sfuProgSfuIngress     = "sfu_ingress"
 )
@@ -223,6 +255,7 @@ type sfuMapSpecs struct {
 	Config          *ebpf.MapSpec `ebpf:"config"`
 	Fanouts         *ebpf.MapSpec `ebpf:"fanouts"`
 	FibScratch      *ebpf.MapSpec `ebpf:"fib_scratch"`
+	History         *ebpf.MapSpec `ebpf:"history"`
 	LayerBytes      *ebpf.MapSpec `ebpf:"layer_bytes"`
 	Outcomes        *ebpf.MapSpec `ebpf:"outcomes"`
 	ReplicaAdapt    *ebpf.MapSpec `ebpf:"replica_adapt"`
@@ -234,6 +267,7 @@ type sfuMapSpecs struct {
 	SenderTemplates *ebpf.MapSpec `ebpf:"sender_templates"`
 	SendersV4       *ebpf.MapSpec `ebpf:"senders_v4"`
 	SendersV6       *ebpf.MapSpec `ebpf:"senders_v6"`
+	TwccLegs        *ebpf.MapSpec `ebpf:"twcc_legs"`
 	VideoEvents     *ebpf.MapSpec `ebpf:"video_events"`
 }
 
@@ -267,6 +301,7 @@ type sfuMaps struct {
 	Config          *ebpf.Map `ebpf:"config"`
 	Fanouts         *ebpf.Map `ebpf:"fanouts"`
 	FibScratch      *ebpf.Map `ebpf:"fib_scratch"`
+	History         *ebpf.Map `ebpf:"history"`
 	LayerBytes      *ebpf.Map `ebpf:"layer_bytes"`
 	Outcomes        *ebpf.Map `ebpf:"outcomes"`
 	ReplicaAdapt    *ebpf.Map `ebpf:"replica_adapt"`
@@ -278,6 +313,7 @@ type sfuMaps struct {
 	SenderTemplates *ebpf.Map `ebpf:"sender_templates"`
 	SendersV4       *ebpf.Map `ebpf:"senders_v4"`
 	SendersV6       *ebpf.Map `ebpf:"senders_v6"`
+	TwccLegs        *ebpf.Map `ebpf:"twcc_legs"`
 	VideoEvents     *ebpf.Map `ebpf:"video_events"`
 }
 
@@ -287,6 +323,7 @@ func (m *sfuMaps) Close() error {
 		m.Config,
 		m.Fanouts,
 		m.FibScratch,
+		m.History,
 		m.LayerBytes,
 		m.Outcomes,
 		m.ReplicaAdapt,
@@ -298,6 +335,7 @@ func (m *sfuMaps) Close() error {
 		m.SenderTemplates,
 		m.SendersV4,
 		m.SendersV6,
+		m.TwccLegs,
 		m.VideoEvents,
 	)
 }

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -17,16 +16,25 @@ import (
 
 // Plane is what the SFU asks of a data plane, in the kernel or not.
 type Plane interface {
+	// SetStream makes the plane replicate what the sender at from sends
+	// with these SSRCs to the receivers (see DataPlane.SetStream).
 	SetStream(from netip.AddrPort, sources []Source, receivers []Receiver) error
 	RemoveStream(from netip.AddrPort) error
 	StreamStats(from netip.AddrPort) (StreamStats, error)
 	Outcomes() (map[Outcome]Counter, error)
-	// Rate adaptation: a receiver's decode target of a sender's video,
-	// what the data plane measures and decided, and the sender's number
-	// behind a receiver's.
-	SetTarget(from, to netip.AddrPort, target int) error
+	// Layers is the stream's decode targets and their bytes.
 	Layers(from netip.AddrPort) (Layers, error)
-	Original(from, to netip.AddrPort, number uint16) (uint16, bool)
+	// Packet is a copy of the sender's packet seq from its history (a
+	// source with History), if it is there.
+	Packet(from netip.AddrPort, seq uint16) ([]byte, bool)
+	// Leg is the plane's side of the receiver at to of the sender at from.
+	Leg(from, to netip.AddrPort) (Leg, error)
+	// Arrivals is the log of when the sender's transport-wide numbers
+	// arrived (a source with TWCCExt).
+	Arrivals(from netip.AddrPort) (*ArrivalLog, error)
+	// Send sends a datagram of the SFU's own (RTCP to a sender) from its
+	// media socket at from.
+	Send(p []byte, from, to netip.AddrPort) error
 	Close() error
 }
 
@@ -56,13 +64,13 @@ type DatagramReader interface {
 }
 
 // User is the data plane in user space (--dataplane user): the decisions
-// of the eBPF one (Classify), taken on datagrams read from the media
-// sockets in batches (recvmmsg) and replicated with sendmmsg. It is the
+// of the eBPF one, taken on datagrams read from the media sockets in
+// batches (recvmmsg) and replicated with sendmmsg (forward.go). It is the
 // fair baseline for the eBPF data plane and the fallback where TC BPF is
 // unavailable.
 type User struct {
-	cfg   UserConfig
-	conns map[netip.AddrPort]*userConn
+	cfg UserConfig
+	fwd forwarder
 
 	mu      sync.RWMutex
 	senders map[userKey]*userStream
@@ -70,12 +78,6 @@ type User struct {
 
 	counts [outcomeMax]counter
 	wg     sync.WaitGroup
-}
-
-type userConn struct {
-	conn   *net.UDPConn
-	batch  *ipv4.PacketConn // recvmmsg/sendmmsg; works on IPv6 sockets too
-	reader DatagramReader   // receives instead of batch, if set
 }
 
 type userKey struct {
@@ -86,27 +88,32 @@ type userKey struct {
 type userStream struct {
 	sources   []Source
 	receivers []*userReceiver
+	views     []replicaState // receivers, as forwarding takes them
 	in        *counter
 	video     *userVideo // shared by the stream's versions (SetStream)
 }
 
-// userVideo is a stream's rate adaptation state (bpf/sfu.c's
-// sender_templates and layer_bytes).
+// userVideo is a stream's video state (bpf/sfu.c's sender_templates,
+// layer_bytes and history).
 type userVideo struct {
 	mu        sync.Mutex
 	structure []byte
 	templates sfuLayerTemplates
-	bytes     [8]counter // per layer (layers.MaxTargets)
+	bytes     [layers.MaxTargets]counter
+	history   historyRing
+	arrivals  legTWCC
 }
 
 type userReceiver struct {
 	Receiver
 	out     counter
-	waiting atomic.Bool // for a key frame (video only)
+	waited  atomic.Bool   // for a key frame (video only)
+	target  atomic.Uint32 // layers.AllTargets, layers.NoVideo, or a decode target
+	tw      *legTWCC      // nil: no transport-wide numbers
+	removed atomic.Bool
 
-	target atomic.Uint32 // layers.AllTargets, or a decode target
-	mu     sync.Mutex
-	adapt  layers.Replica
+	mu    sync.Mutex
+	adapt layers.Replica
 }
 
 // receiver is the stream's entry for r, if it has one.
@@ -119,39 +126,63 @@ func (s *userStream) receiver(r Receiver) *userReceiver {
 	return nil
 }
 
-type counter struct{ packets, bytes atomic.Uint64 }
+type counter struct{ packets, bytes, frames atomic.Uint64 }
 
 func (c *counter) add(bytes int) {
 	c.packets.Add(1)
 	c.bytes.Add(uint64(bytes))
 }
 
-func (c *counter) load() Counter { return Counter{Packets: c.packets.Load(), Bytes: c.bytes.Load()} }
+func (c *counter) addFrame(bytes int, frameEnd bool) {
+	c.add(bytes)
+	if frameEnd {
+		c.frames.Add(1)
+	}
+}
 
-const userBatch = 32
+func (c *counter) load() Counter {
+	return Counter{Packets: c.packets.Load(), Bytes: c.bytes.Load(), Frames: c.frames.Load()}
+}
+
+// userBatch is how many datagrams one recvmmsg takes; maxDatagram the
+// largest UDP payload (a datagram cut short would be lost).
+const (
+	userBatch   = 32
+	maxDatagram = 65535
+)
 
 // NewUser starts reading the media sockets; Close stops it (and closes them).
 func NewUser(cfg UserConfig) (*User, error) {
 	if len(cfg.Conns) == 0 {
 		return nil, errors.New("dataplane: user: no media sockets")
 	}
-	u := &User{cfg: cfg, conns: map[netip.AddrPort]*userConn{}, senders: map[userKey]*userStream{},
-		streams: map[netip.AddrPort]*userStream{}}
-	for _, c := range cfg.Conns {
-		local := unmapped(c.LocalAddr().(*net.UDPAddr).AddrPort())
-		if local.Addr().IsUnspecified() {
-			return nil, fmt.Errorf("dataplane: user: socket %v: bind a specific address (replicas leave from it)", local)
-		}
-		u.conns[local] = &userConn{conn: c, batch: ipv4.NewPacketConn(c), reader: cfg.Readers[c]}
+	u := &User{cfg: cfg, senders: map[userKey]*userStream{}, streams: map[netip.AddrPort]*userStream{}}
+	conns, err := mediaConns(cfg.Conns, cfg.Readers)
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range u.conns {
+	u.fwd = forwarder{conns: conns, count: u.count}
+	for _, c := range conns {
 		u.wg.Add(1)
 		go func() {
 			defer u.wg.Done()
-			u.serve(c)
+			serve(c, u.handle)
 		}()
 	}
 	return u, nil
+}
+
+// mediaConns are the sockets by local address, which must be specific.
+func mediaConns(cs []*net.UDPConn, readers map[*net.UDPConn]DatagramReader) (map[netip.AddrPort]*mediaConn, error) {
+	out := map[netip.AddrPort]*mediaConn{}
+	for _, c := range cs {
+		local := unmapped(c.LocalAddr().(*net.UDPAddr).AddrPort())
+		if local.Addr().IsUnspecified() {
+			return nil, fmt.Errorf("dataplane: socket %v: bind a specific address (replicas leave from it)", local)
+		}
+		out[local] = newMediaConn(c, readers[c])
+	}
+	return out, nil
 }
 
 // SetStream is DataPlane.SetStream's: receivers' From must be one of the
@@ -163,7 +194,7 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 	}
 	receivers = unmappedReceivers(receivers)
 	for i, r := range receivers {
-		if _, ok := u.conns[r.From]; !ok {
+		if _, ok := u.fwd.conns[r.From]; !ok {
 			return fmt.Errorf("dataplane: receiver %d: no media socket at %v", i, r.From)
 		}
 	}
@@ -182,18 +213,35 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 		if old != nil {
 			have = old.receiver(r)
 		}
-		if have == nil {
-			have = &userReceiver{Receiver: r, adapt: layers.NewReplica()}
-			have.waiting.Store(true)
-			have.target.Store(layers.AllTargets)
+		if have == nil || have.TWCC != r.TWCC {
+			have = newUserReceiver(r)
 		}
+		have.Receiver.TTL = r.TTL
 		s.receivers = append(s.receivers, have)
+		s.views = append(s.views, have)
+	}
+	if old != nil {
+		for _, r := range old.receivers {
+			if s.receiver(r.Receiver) != r {
+				r.removed.Store(true)
+			}
+		}
 	}
 	for _, src := range sources {
 		u.senders[userKey{from, src.SSRC}] = s
 	}
 	u.streams[from] = s
 	return nil
+}
+
+func newUserReceiver(r Receiver) *userReceiver {
+	have := &userReceiver{Receiver: r, adapt: layers.NewReplica()}
+	have.waited.Store(true)
+	have.target.Store(layers.AllTargets)
+	if r.TWCC {
+		have.tw = &legTWCC{}
+	}
+	return have
 }
 
 // RemoveStream stops replicating the sender at from.
@@ -207,6 +255,9 @@ func (u *User) RemoveStream(from netip.AddrPort) error {
 	}
 	for _, src := range s.sources {
 		delete(u.senders, userKey{from, src.SSRC})
+	}
+	for _, r := range s.receivers {
+		r.removed.Store(true)
 	}
 	delete(u.streams, from)
 	return nil
@@ -232,44 +283,53 @@ func (u *User) StreamStats(from netip.AddrPort) (StreamStats, error) {
 	st := StreamStats{In: s.in.load(), Out: make([]ReceiverStats, len(s.receivers))}
 	video := hasVideo(s.sources)
 	for i, r := range s.receivers {
-		st.Out[i] = ReceiverStats{To: r.To, Counter: r.out.load(), Waiting: video && r.waiting.Load()}
+		st.Out[i] = ReceiverStats{To: r.To, Counter: r.out.load(), Waiting: video && r.waited.Load()}
 	}
 	return st, nil
 }
 
 // Close closes the sockets and waits for the readers.
 func (u *User) Close() error {
+	errs := closeConns(u.fwd.conns)
+	u.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func closeConns(conns map[netip.AddrPort]*mediaConn) []error {
 	var errs []error
-	for _, c := range u.conns {
+	for _, c := range conns {
 		if c.reader != nil {
 			errs = append(errs, c.reader.Close()) // and its kernel socket, c.conn
 			continue
 		}
 		errs = append(errs, c.conn.Close())
 	}
-	u.wg.Wait()
-	return errors.Join(errs...)
+	return errs
 }
 
 func (u *User) count(o Outcome, bytes int) { u.counts[o].add(bytes) }
 
-func (u *User) upcall(p []byte, from netip.AddrPort, c *userConn) {
-	if u.cfg.Upcall != nil {
-		u.cfg.Upcall(p, from, c.conn)
-	}
-}
-
-// serve reads a socket in batches until it is closed.
-func (u *User) serve(c *userConn) {
+// serve reads a socket until it is closed, in batches (recvmmsg) or from
+// its reader, handing each datagram to handle with a scratch batch.
+func serve(c *mediaConn, handle func(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch)) {
+	b := newReplicaBatch()
 	if c.reader != nil {
-		u.serveReader(c)
-		return
+		buf := make([]byte, maxDatagram)
+		for {
+			n, from, err := c.reader.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue
+			}
+			handle(c, buf[:n], unmapped(from), b)
+		}
 	}
 	msgs := make([]ipv4.Message, userBatch)
 	for i := range msgs {
-		msgs[i].Buffers = [][]byte{make([]byte, 1500)}
+		msgs[i].Buffers = [][]byte{make([]byte, maxDatagram)}
 	}
-	out := make([]ipv4.Message, 0, MaxFanout)
 	for {
 		n, err := c.batch.ReadBatch(msgs, 0)
 		if err != nil {
@@ -279,136 +339,57 @@ func (u *User) serve(c *userConn) {
 			continue
 		}
 		for _, m := range msgs[:n] {
-			out = u.handle(c, m.Buffers[0][:m.N], m.Addr.(*net.UDPAddr), out[:0])
+			handle(c, m.Buffers[0][:m.N], unmapped(m.Addr.(*net.UDPAddr).AddrPort()), b)
 		}
-	}
-}
-
-// serveReader reads a conn's reader until it is closed.
-func (u *User) serveReader(c *userConn) {
-	buf := make([]byte, 1500)
-	out := make([]ipv4.Message, 0, MaxFanout)
-	for {
-		n, from, err := c.reader.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
-		}
-		out = u.handle(c, buf[:n], net.UDPAddrFromAddrPort(from), out[:0])
 	}
 }
 
 // handle judges one datagram and replicates it where the eBPF data plane would.
-func (u *User) handle(c *userConn, p []byte, src *net.UDPAddr, out []ipv4.Message) []ipv4.Message {
-	from := unmapped(src.AddrPort())
+func (u *User) handle(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch) {
 	cl := Classify(p)
 	if !cl.Replicate {
 		u.count(cl.Outcome, len(p))
-		if cl.Outcome == Stun || cl.Outcome == RTCPToAgent {
-			u.upcall(p, from, c)
+		if (cl.Outcome == Stun || cl.Outcome == RTCPToAgent) && u.cfg.Upcall != nil {
+			u.cfg.Upcall(p, from, c.conn)
 		}
-		return out
+		return
 	}
 	u.mu.RLock()
 	s := u.senders[userKey{from, cl.SSRC}]
 	u.mu.RUnlock()
 	if s == nil {
 		u.count(UnknownSender, len(p))
-		return out
+		return
 	}
-	if len(s.receivers) == 0 {
-		u.count(NoReceivers, len(p))
-		return out
-	}
-	s.in.add(len(p))
-	source := s.source(cl.SSRC)
-	gate := gateOf(source.Video, cl)
-	frame, adapt := s.frame(p, cl, source)
-	now := coarseNow()
-	// Replicas leave by their From socket; runs of one socket go in one sendmmsg.
-	var to []*userReceiver
-	for i := 0; i < len(s.receivers); {
-		via := s.receivers[i].From
-		out, to = out[:0], to[:0]
-		for ; i < len(s.receivers) && s.receivers[i].From == via; i++ {
-			r := s.receivers[i]
-			if gate == gateHold && r.waiting.Load() {
-				u.count(Gated, len(p))
-				continue
-			}
-			b := p
-			if adapt {
-				var o Outcome
-				if b, o = u.adapted(c, r, p, &frame, now); b == nil {
-					u.count(o, len(p))
-					continue
-				}
-			}
-			out = append(out, ipv4.Message{Buffers: [][]byte{b}, Addr: net.UDPAddrFromAddrPort(r.To)})
-			to = append(to, r)
-		}
-		if len(out) == 0 {
-			continue
-		}
-		sent, _ := u.conns[via].batch.WriteBatch(out, 0)
-		for k, r := range to {
-			if k < sent {
-				u.count(Replica, len(p))
-				r.out.add(len(p))
-				if gate == gateOpen { // sent: its gate opens (bpf/sfu.c gate_open)
-					r.waiting.Store(false)
-				}
-			} else {
-				u.count(CloneFailed, len(p))
-			}
-		}
-	}
-	u.count(Replicated, len(p))
-	return out
+	u.fwd.forward(s, p, cl, b)
 }
 
-// gate is what a packet does to receivers waiting for a key frame
-// (bpf/sfu.c enum gate).
-type gate uint8
+// The user plane's state, as forwarding takes it.
 
-const (
-	gateNone gate = iota // audio, sender reports
-	gateHold             // video, not a key frame's start
-	gateOpen             // a key frame's first packet
-)
-
-// source is the stream's source with this SSRC (its codec, its descriptor's extension).
-func (s *userStream) source(ssrc uint32) Source {
+func (s *userStream) source(ssrc uint32) (Source, bool) {
 	for _, src := range s.sources {
 		if src.SSRC == ssrc {
-			return src
+			return src, true
 		}
 	}
-	return Source{}
+	return Source{}, false
 }
 
-func gateOf(codec Codec, cl Classified) gate {
-	switch {
-	case codec == NoVideo || cl.Payload == nil:
-		return gateNone
-	case KeyFrameStart(codec, cl.Payload):
-		return gateOpen
-	}
-	return gateHold
+func (s *userStream) replicas() []replicaState { return s.views }
+
+func (s *userStream) arrived(seq uint16, size int) { s.video.arrivals.arrived(seq, size) }
+
+func (s *userStream) received(bytes int, frameEnd bool) { s.in.addFrame(bytes, frameEnd) }
+
+func (s *userStream) seenOrKeep(seq uint16, ts uint32, p []byte) bool {
+	return s.video.history.seenOrKeep(seq, ts, p, monoNow())
 }
 
-// frame is the packet's frame for rate adaptation (bpf/sfu.c video_frame),
-// its bytes counted to its layer; false if the stream does not adapt.
-func (s *userStream) frame(p []byte, cl Classified, src Source) (layers.Frame, bool) {
-	if src.Video == NoVideo || src.DDExt == 0 || cl.Payload == nil {
-		return layers.Frame{}, false
-	}
+func (s *userStream) frame(p []byte, hdr int, src Source) layers.Frame {
 	v := s.video
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	f, layer, structure := frameOf(p, len(p)-len(cl.Payload), src.DDExt, &v.templates)
+	f, layer, structure := frameOf(p, hdr, src.DDExt, &v.templates)
 	if structure != nil && !sameStructure(structure, v.structure) {
 		if d, err := dd.Parse(structure, nil); err == nil && d.Structure != nil {
 			v.templates, v.structure = templatesOf(d.Structure), append(v.structure[:0], structure...)
@@ -417,44 +398,71 @@ func (s *userStream) frame(p []byte, cl Classified, src Source) (layers.Frame, b
 	if layer >= 0 {
 		v.bytes[layer].add(len(p))
 	}
-	return f, true
+	return f
 }
 
-// adapted is what receiver r gets of p: p itself, a renumbered copy, or
-// padding in its place; nil and why when it gets nothing.
-func (u *User) adapted(c *userConn, r *userReceiver, p []byte, f *layers.Frame, now uint64) ([]byte, Outcome) {
+func (r *userReceiver) receiver() Receiver      { return r.Receiver }
+func (r *userReceiver) waiting() bool           { return r.waited.Load() }
+func (r *userReceiver) open()                   { r.waited.Store(false) }
+func (r *userReceiver) transportWide() *legTWCC { return r.tw }
+
+func (r *userReceiver) replicated(bytes int, frameEnd bool) { r.out.addFrame(bytes, frameEnd) }
+
+func (r *userReceiver) decide(f *layers.Frame, now uint64) (uint16, layers.Verdict, bool) {
 	r.mu.Lock()
-	number, v := r.adapt.Decide(f, uint8(r.target.Load()), now)
-	r.mu.Unlock()
-	switch v {
-	case layers.AsIs:
-		return p, 0
-	case layers.Drop:
-		return nil, LayerDropped
-	case layers.Padding:
-		if _, err := u.conns[r.From].conn.WriteToUDPAddrPort(paddingPacket(p, number), r.To); err != nil {
-			return nil, CloneFailed
-		}
-		return nil, PaddingUpcall
-	}
-	if number == binary.BigEndian.Uint16(p[2:]) {
-		return p, 0 // the sender's number: no copy
-	}
-	b := append([]byte(nil), p...)
-	binary.BigEndian.PutUint16(b[2:], number)
-	return b, 0
+	defer r.mu.Unlock()
+	n, v := r.adapt.Decide(f, uint8(r.target.Load()), now)
+	return n, v, false
 }
 
-// SetTarget is DataPlane.SetTarget.
-func (u *User) SetTarget(from, to netip.AddrPort, target int) error {
-	r, err := u.receiverTo(from, to)
-	if err == nil {
-		r.target.Store(targetValue(target))
+// Arrivals is Plane.Arrivals.
+func (u *User) Arrivals(from netip.AddrPort) (*ArrivalLog, error) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	s, ok := u.streams[unmapped(from)]
+	if !ok {
+		return nil, fmt.Errorf("dataplane: no stream from %v", from)
 	}
-	return err
+	return &ArrivalLog{log: &s.video.arrivals}, nil
 }
 
-func (u *User) receiverTo(from, to netip.AddrPort) (*userReceiver, error) {
+// Send is Plane.Send.
+func (u *User) Send(p []byte, from, to netip.AddrPort) error {
+	return u.fwd.writeTo(p, unmapped(from), unmapped(to))
+}
+
+// Packet is Plane.Packet.
+func (u *User) Packet(from netip.AddrPort, seq uint16) ([]byte, bool) {
+	u.mu.RLock()
+	s, ok := u.streams[unmapped(from)]
+	u.mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	p, _, ok := s.video.history.packet(seq)
+	return p, ok
+}
+
+// Layers is DataPlane.Layers.
+func (u *User) Layers(from netip.AddrPort) (Layers, error) {
+	u.mu.RLock()
+	s, ok := u.streams[unmapped(from)]
+	u.mu.RUnlock()
+	if !ok {
+		return Layers{}, fmt.Errorf("dataplane: no stream from %v", from)
+	}
+	v := s.video
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var perLayer [layers.MaxTargets]uint64
+	for l := range perLayer {
+		perLayer[l] = v.bytes[l].load().Bytes
+	}
+	return Layers{Targets: int(v.templates.Targets), Bytes: cumulative(perLayer[:], int(v.templates.Targets))}, nil
+}
+
+// Leg is Plane.Leg.
+func (u *User) Leg(from, to netip.AddrPort) (Leg, error) {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	s, ok := u.streams[unmapped(from)]
@@ -463,51 +471,64 @@ func (u *User) receiverTo(from, to netip.AddrPort) (*userReceiver, error) {
 	}
 	for _, r := range s.receivers {
 		if r.To == unmapped(to) {
-			return r, nil
+			return &userLeg{u: u, r: r}, nil
 		}
 	}
 	return nil, fmt.Errorf("dataplane: %v does not receive %v", to, from)
 }
 
-// Layers is DataPlane.Layers.
-func (u *User) Layers(from netip.AddrPort) (Layers, error) {
-	u.mu.RLock()
-	defer u.mu.RUnlock()
-	s, ok := u.streams[unmapped(from)]
-	if !ok {
-		return Layers{}, fmt.Errorf("dataplane: no stream from %v", from)
-	}
-	v := s.video
-	v.mu.Lock()
-	out := Layers{Targets: int(v.templates.Targets)}
-	var perLayer [layers.MaxTargets]uint64
-	for l := range perLayer {
-		perLayer[l] = v.bytes[l].load().Bytes
-	}
-	v.mu.Unlock()
-	out.Bytes = cumulative(perLayer[:], out.Targets)
-	now := coarseNow()
-	for _, r := range s.receivers {
-		r.mu.Lock()
-		out.Receivers = append(out.Receivers, ReceiverLayers{To: r.To, Target: targetOf(uint8(r.target.Load())),
-			Current: targetOf(r.adapt.Current), SwitchWaiting: waited(r.adapt.SwitchWait, now)})
-		r.mu.Unlock()
-	}
-	return out, nil
+// userLeg is a User receiver's Leg.
+type userLeg struct {
+	u *User
+	r *userReceiver
 }
 
-// Original is DataPlane.Original.
-func (u *User) Original(from, to netip.AddrPort, number uint16) (uint16, bool) {
-	r, err := u.receiverTo(from, to)
-	if err != nil {
-		return 0, false
+var errLegGone = errors.New("dataplane: the leg is gone")
+
+func (l *userLeg) SetTarget(target int) error {
+	if l.r.removed.Load() {
+		return errLegGone
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.adapt.RW.Started == 0 {
+	l.r.target.Store(targetValue(target))
+	return nil
+}
+
+func (l *userLeg) State() (ReceiverLayers, error) {
+	if l.r.removed.Load() {
+		return ReceiverLayers{}, errLegGone
+	}
+	l.r.mu.Lock()
+	defer l.r.mu.Unlock()
+	return ReceiverLayers{Target: targetOf(uint8(l.r.target.Load())), Current: targetOf(l.r.adapt.Current),
+		SwitchWaiting: waited(l.r.adapt.SwitchWait, coarseNow())}, nil
+}
+
+func (l *userLeg) Original(number uint16) (uint16, bool) {
+	l.r.mu.Lock()
+	defer l.r.mu.Unlock()
+	if l.r.adapt.RW.Started == 0 {
 		return number, true
 	}
-	return r.adapt.RW.Original(number)
+	return l.r.adapt.RW.Original(number)
 }
+
+func (l *userLeg) Send(p []byte, twccOff int) error {
+	if l.r.removed.Load() {
+		return errLegGone
+	}
+	if l.r.tw != nil && twccOff > 0 && twccOff+2 <= len(p) {
+		stampTWCC(p, twccOff, l.r.tw.take(len(p)))
+	}
+	return l.u.fwd.writeTo(p, l.r.From, l.r.To)
+}
+
+func (l *userLeg) Sent(seq uint16) (Sent, bool) {
+	if l.r.tw == nil {
+		return Sent{}, false
+	}
+	return l.r.tw.sent(seq)
+}
+
+func (l *userLeg) TWCC() bool { return l.r.tw != nil }
 
 func unmapped(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }

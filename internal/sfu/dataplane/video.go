@@ -50,6 +50,14 @@ type Source struct {
 	// DDExt is the header extension id of the stream's AV1 dependency
 	// descriptor (0: none): with it, each receiver's layers adapt.
 	DDExt uint8
+	// TWCCExt is the header extension id of the sender's transport-wide
+	// sequence number (0: none): each leg with transport-wide numbers gets
+	// its own in its replicas.
+	TWCCExt uint8
+	// History: the source's packets are kept (one source of a stream: its
+	// video), so the SFU answers its receivers' NACKs, and what it
+	// forwarded goes to nobody twice.
+	History bool
 }
 
 // videoPeek is how much of the payload the key-frame test reads; shorter

@@ -1,3 +1,10 @@
+// Package layers applies, per receiver, a decode target of a sender's
+// scalable stream (temporal layers of AV1, VP8 or VP9, described by the
+// dependency descriptor) where the receiver's decoder can follow it: down
+// at once, up only at a frame that is a switch point of the higher target,
+// and the renumbering that hides what was dropped on purpose. It is the Go
+// reference of bpf/layers.h, and the user plane's code. Which target a
+// receiver gets is package ratecontrol's choice.
 package layers
 
 import (
@@ -8,10 +15,12 @@ import (
 )
 
 // AllTargets as a target or a current decode target: every layer, the
-// sender's numbers (LAYERS_ALL). MaxTargets is how many decode targets a
+// sender's numbers (LAYERS_ALL). NoVideo: no video at all, the receiver's
+// video paused (LAYERS_NONE). MaxTargets is how many decode targets a
 // structure may have for the data planes to adapt it (LAYERS_MAX_TARGETS).
 const (
 	AllTargets = 0xff
+	NoVideo    = 0xfe
 	MaxTargets = 8
 )
 
@@ -42,6 +51,7 @@ type Frame struct {
 	Packet  rewrite.Packet // Forward is each receiver's
 	DTIs    DTIs
 	Known   bool
+	Key     bool  // a key frame's first packet: where paused video resumes (FRAME_KEY)
 	Targets uint8 // of the structure in force
 }
 
@@ -81,7 +91,7 @@ func (r *Replica) Decide(f *Frame, target uint8, now uint64) (uint16, Verdict) {
 	if f.Known && f.Targets > 0 && !late {
 		// Past the structure's targets (a key frame's first packet moves
 		// it down, but may come late): the highest the structure has.
-		if r.Current != AllTargets && r.Current >= f.Targets {
+		if r.Current < NoVideo && r.Current >= f.Targets {
 			r.Current = f.Targets - 1
 		}
 		if f.Packet.Start { // a late start must not switch mid-stream
@@ -89,7 +99,7 @@ func (r *Replica) Decide(f *Frame, target uint8, now uint64) (uint16, Verdict) {
 		}
 	}
 	p := f.Packet
-	p.Forward = !f.Known || r.Current == AllTargets || f.DTIs.Of(r.Current) != dd.NotPresent
+	p.Forward = r.Current != NoVideo && (!f.Known || r.Current == AllTargets || f.DTIs.Of(r.Current) != dd.NotPresent)
 	if forward, known := r.RW.Frame(p.Frame); late && known && !p.Padding {
 		p.Forward = forward // a late packet goes as its frame went
 	}
@@ -103,19 +113,34 @@ func (r *Replica) Decide(f *Frame, target uint8, now uint64) (uint16, Verdict) {
 	return 0, Drop
 }
 
+// switchAt moves the target in force at a frame's first packet: down at
+// once, up at a switch point of the chosen target; paused, the decoder
+// lost its references, so video resumes only at a key frame.
 func (r *Replica) switchAt(f *Frame, target uint8, now uint64) {
-	chosen := min(target, f.Targets-1)
+	chosen := target
+	if target != NoVideo {
+		chosen = min(target, f.Targets-1)
+	}
 	switch {
+	case chosen == NoVideo:
+		r.Current, r.SwitchWait = NoVideo, 0
+	case r.Current == NoVideo:
+		r.waitFor(f.Key, chosen, now)
 	case chosen < r.Current:
 		r.Current, r.SwitchWait = chosen, 0
 	case chosen > r.Current:
-		if f.DTIs.Of(chosen) == dd.Switch {
-			r.Current, r.SwitchWait = chosen, 0
-		} else if r.SwitchWait == 0 {
-			r.SwitchWait = now
-		}
+		r.waitFor(f.DTIs.Of(chosen) == dd.Switch, chosen, now)
 	default:
 		r.SwitchWait = 0
+	}
+}
+
+// waitFor takes chosen at a switch point, or notes since when it waits.
+func (r *Replica) waitFor(switchPoint bool, chosen uint8, now uint64) {
+	if switchPoint {
+		r.Current, r.SwitchWait = chosen, 0
+	} else if r.SwitchWait == 0 {
+		r.SwitchWait = now
 	}
 }
 

@@ -114,10 +114,17 @@ func TestChromiumAcceptsTheDescriptions(t *testing.T) {
 	}
 	for i, md := range ans.MediaDescriptions {
 		want := itoa(pub.Media[i].PayloadType)
+		if pub.Media[i].Kind == "video" {
+			want += " " + itoa(pub.Media[i].RTXPayloadType)
+		}
 		_, recv := md.Attribute("recvonly")
 		if md.MediaName.Port.Value == 0 || !recv || strings.Join(md.MediaName.Formats, " ") != want {
-			t.Errorf("receiver's answer, section %d: %s port %d formats %v, want payload type %s received", i,
+			t.Errorf("receiver's answer, section %d: %s port %d formats %v, want payload types %s received", i,
 				md.MediaName.Media, md.MediaName.Port.Value, md.MediaName.Formats, want)
 		}
+	}
+	// Chromium takes transport-cc and RTX on its receiving connection.
+	if r, err := pub.ParseReceiverAnswer(res["receiverAnswer"]); err != nil || !r.TWCC || !r.RTX || r.Ufrag == "" {
+		t.Errorf("receiver's answer read as %+v, %v; want transport-cc and RTX", r, err)
 	}
 }

@@ -4,6 +4,8 @@
 package signaling
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -37,8 +39,11 @@ type ICE struct {
 
 // Publish is a participant's send-only description, reduced to what the
 // SFU forwards: one codec per section, its feedback and header extensions
-// but none the data plane cannot honour yet (transport-cc, rtx, red,
-// ulpfec, flexfec, rtcp-xr).
+// but none the data plane cannot honour (rtx, red, ulpfec, flexfec). The
+// transport-wide sequence number and its feedback stay: the SFU sends the
+// publisher feedback on its uplink, each receiver's leg rewrites the
+// number in its replicas, and the publisher's rate follows the SFU's REMB
+// (its best downlink's estimate) as well.
 type Publish struct {
 	RemoteUfrag, RemotePwd string
 	AllowMixed             bool // a=extmap-allow-mixed: two-byte extensions (the AV1 DD needs them)
@@ -55,6 +60,13 @@ type Media struct {
 	SSRCs       []uint32        // the media SSRCs (not retransmission ones)
 	SSRCLines   []sdp.Attribute // a=ssrc lines of those SSRCs (cname, msid)
 	Msid        string
+	// RTXPayloadType and RTXSSRC are the retransmission stream the SFU
+	// offers receivers of video (RFC 4588): the publisher's own payload
+	// type for it (else one free), and the SSRC its offer paired with the
+	// media's (else a new one). The publisher is not asked for RTX: the
+	// SFU answers receivers' NACKs from its history.
+	RTXPayloadType int
+	RTXSSRC        uint32
 }
 
 // DependencyDescriptorURI names the AV1 dependency descriptor extension.
@@ -75,12 +87,12 @@ func (m *Media) ExtensionID(uri string) uint8 {
 	return 0
 }
 
-// Stripped header extensions and feedback: the data plane does not rewrite
-// transport-wide sequence numbers or answer their feedback.
-var (
-	strippedExtensions = []string{"transport-wide-cc", "rtp-stream-id", "repaired-rtp-stream-id", "video-layers-allocation"}
-	strippedCodecs     = []string{"rtx", "red", "ulpfec", "flexfec-03"}
-)
+// TransportCCURI names the transport-wide sequence number extension.
+const TransportCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+
+// Stripped header extensions: no simulcast yet (stream ids), and layers
+// are the dependency descriptor's.
+var strippedExtensions = []string{"rtp-stream-id", "repaired-rtp-stream-id", "video-layers-allocation"}
 
 // ParsePublish reads a participant's offer for its send-only
 // PeerConnection. The profile must be plain RTP (RTP/AVPF: the browser
@@ -178,11 +190,60 @@ func parseMedia(md *sdp.MediaDescription, codecs Codecs) (*Media, error) {
 			m.Msid = a.Value
 		}
 	}
-	return m, m.parseSSRCs(md)
+	if err := m.parseSSRCs(md); err != nil {
+		return nil, err
+	}
+	if m.Kind == "video" {
+		m.RTXPayloadType = rtxPayloadType(md, m.PayloadType)
+		if m.RTXSSRC == 0 {
+			m.RTXSSRC = randomSSRC()
+		}
+	}
+	return m, nil
+}
+
+// rtxPayloadType is the offer's retransmission payload type for pt (an
+// rtx rtpmap whose fmtp's apt is pt), or else one the offer leaves free.
+func rtxPayloadType(md *sdp.MediaDescription, pt int) int {
+	rtx := map[string]bool{}
+	used := map[int]bool{}
+	for _, a := range md.Attributes {
+		if a.Key == "rtpmap" {
+			n, name, _ := strings.Cut(a.Value, " ")
+			if v, err := strconv.Atoi(n); err == nil {
+				used[v] = true
+			}
+			if strings.HasPrefix(strings.ToLower(name), "rtx/") {
+				rtx[n] = true
+			}
+		}
+	}
+	for _, a := range md.Attributes {
+		n, params, _ := strings.Cut(a.Value, " ")
+		if a.Key == "fmtp" && rtx[n] && params == "apt="+strconv.Itoa(pt) {
+			v, _ := strconv.Atoi(n)
+			return v
+		}
+	}
+	for v := 96; v < 128; v++ {
+		if !used[v] {
+			return v
+		}
+	}
+	return 127
+}
+
+func randomSSRC() uint32 {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return binary.BigEndian.Uint32(b[:]) | 1
 }
 
 // parseSSRCs keeps the media SSRCs: those not named second in an
-// ssrc-group:FID (retransmission) or FEC-FR group.
+// ssrc-group:FID (retransmission) or FEC-FR group; the FID's second is
+// the RTX SSRC.
 func (m *Media) parseSSRCs(md *sdp.MediaDescription) error {
 	repair := map[uint32]bool{}
 	for _, a := range md.Attributes {
@@ -194,6 +255,9 @@ func (m *Media) parseSSRCs(md *sdp.MediaDescription) error {
 			for _, s := range f[2:] {
 				if v, err := strconv.ParseUint(s, 10, 32); err == nil {
 					repair[uint32(v)] = true
+					if f[0] == "FID" {
+						m.RTXSSRC = uint32(v)
+					}
 				}
 			}
 		}
@@ -265,9 +329,14 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 	s.WithValueAttribute("msid-semantic", " WMS")
 	s.WithPropertyAttribute("ice-lite")
 	for _, m := range p.Media {
+		formats := []string{strconv.Itoa(m.PayloadType)}
+		rtx := withSSRCs && m.RTXPayloadType > 0 && m.RTXSSRC != 0
+		if rtx {
+			formats = append(formats, strconv.Itoa(m.RTXPayloadType))
+		}
 		md := &sdp.MediaDescription{
 			MediaName: sdp.MediaName{Media: m.Kind, Port: sdp.RangedPort{Value: 9},
-				Protos: []string{"RTP", "AVPF"}, Formats: []string{strconv.Itoa(m.PayloadType)}},
+				Protos: []string{"RTP", "AVPF"}, Formats: formats},
 			ConnectionInformation: &sdp.ConnectionInformation{NetworkType: "IN", AddressType: "IP4",
 				Address: &sdp.Address{Address: "0.0.0.0"}},
 		}
@@ -282,8 +351,22 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 		md.WithPropertyAttribute("rtcp-mux")
 		md.WithPropertyAttribute("rtcp-rsize")
 		md.Attributes = append(md.Attributes, m.Codec...)
+		if m.ExtensionID(TransportCCURI) != 0 {
+			// Each leg is a transport of its own: the SFU sends the
+			// publisher feedback on what arrived (its uplink), and
+			// estimates each receiver's link from the receiver's.
+			md.WithValueAttribute("rtcp-fb", strconv.Itoa(m.PayloadType)+" transport-cc")
+		}
+		if rtx {
+			md.WithValueAttribute("rtpmap", fmt.Sprintf("%d rtx/%d", m.RTXPayloadType, m.clockRate()))
+			md.WithValueAttribute("fmtp", fmt.Sprintf("%d apt=%d", m.RTXPayloadType, m.PayloadType))
+		}
 		if withSSRCs {
 			md.Attributes = append(md.Attributes, m.SSRCLines...)
+			if rtx {
+				md.WithValueAttribute("ssrc-group", fmt.Sprintf("FID %d %d", m.SSRCs[0], m.RTXSSRC))
+				md.Attributes = append(md.Attributes, m.rtxSSRCLines()...)
+			}
 		}
 		for i, c := range ice.Candidates {
 			md.WithCandidate(fmt.Sprintf("%d 1 udp %d %s %d typ host", i+1, 2130706431-i, c.Addr().Unmap(), c.Port()))
@@ -296,6 +379,78 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 		return "", fmt.Errorf("signaling: marshal: %w", err)
 	}
 	return string(b), nil
+}
+
+// clockRate is the codec's RTP clock rate (rtpmap's), 90000 if unsaid.
+func (m *Media) clockRate() int {
+	for _, a := range m.Codec {
+		if a.Key != "rtpmap" {
+			continue
+		}
+		_, enc, _ := strings.Cut(a.Value, " ")
+		if parts := strings.Split(enc, "/"); len(parts) >= 2 {
+			if v, err := strconv.Atoi(parts[1]); err == nil && v > 0 {
+				return v
+			}
+		}
+	}
+	return 90000
+}
+
+// rtxSSRCLines are the media SSRC's a=ssrc attributes (cname, msid) for
+// the RTX SSRC.
+func (m *Media) rtxSSRCLines() []sdp.Attribute {
+	var out []sdp.Attribute
+	media := strconv.FormatUint(uint64(m.SSRCs[0]), 10)
+	for _, a := range m.SSRCLines {
+		if id, rest, _ := strings.Cut(a.Value, " "); id == media {
+			out = append(out, sdp.Attribute{Key: "ssrc", Value: strconv.FormatUint(uint64(m.RTXSSRC), 10) + " " + rest})
+		}
+	}
+	return out
+}
+
+// ReceiverAnswer is what a receiver's answer accepted of the SFU's offer
+// for one publisher's stream.
+type ReceiverAnswer struct {
+	Ufrag string // its ICE username fragment, which its checks carry
+	// TWCC: its video section kept the transport-wide sequence number
+	// extension and its feedback: the SFU estimates the receiver's link
+	// from it (else from its REMB).
+	TWCC bool
+	// RTX: its video section kept the retransmission payload type: NACKs
+	// are answered on RTX (else on the media SSRC), and probes can pad.
+	RTX bool
+}
+
+// ParseReceiverAnswer reads a receiver's answer to ReceiverOffer.
+func (p *Publish) ParseReceiverAnswer(answer string) (ReceiverAnswer, error) {
+	var r ReceiverAnswer
+	ufrag, err := RemoteUfrag(answer)
+	if err != nil {
+		return r, err
+	}
+	r.Ufrag = ufrag
+	var s sdp.SessionDescription
+	if err := s.UnmarshalString(answer); err != nil {
+		return r, fmt.Errorf("signaling: description: %w", err)
+	}
+	for _, md := range s.MediaDescriptions {
+		mid, _ := md.Attribute("mid")
+		i := slices.IndexFunc(p.Media, func(m *Media) bool { return m.Mid == mid })
+		if i < 0 || p.Media[i].Kind != "video" {
+			continue
+		}
+		m := p.Media[i]
+		pt := strconv.Itoa(m.PayloadType)
+		fb := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool { return a.Key == "rtcp-fb" && a.Value == pt+" transport-cc" })
+		ext := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool { return a.Key == "extmap" && strings.Contains(a.Value, TransportCCURI) })
+		r.TWCC = fb && ext && m.ExtensionID(TransportCCURI) != 0
+		r.RTX = m.RTXPayloadType > 0 && slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool {
+			return a.Key == "fmtp" && a.Value == fmt.Sprintf("%d apt=%s", m.RTXPayloadType, pt)
+		})
+	}
+	return r, nil
 }
 
 // RemoteUfrag is the ICE username fragment of a receiver's answer (the

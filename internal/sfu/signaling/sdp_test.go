@@ -23,8 +23,9 @@ var sfuICE = ICE{Ufrag: "sfu0", Pwd: "0123456789abcdefghijkl",
 	Candidates: []netip.AddrPort{netip.MustParseAddrPort("10.201.1.1:40000"), netip.MustParseAddrPort("[fd00:201:1::1]:40000")}}
 
 // What the SFU keeps of Chromium's offer: Opus and AV1, their feedback but
-// transport-cc, the header extensions but transport-wide-cc, the media
-// SSRCs but retransmission ones.
+// transport-cc (the extension stays: legs rewrite it), the media SSRCs
+// but retransmission ones (the RTX SSRC and payload type are offered to
+// receivers instead).
 func TestParsePublishKeepsWhatTheDataPlaneHonours(t *testing.T) {
 	p, err := ParsePublish(chromiumOffer(t), DefaultCodecs)
 	if err != nil {
@@ -41,11 +42,18 @@ func TestParsePublishKeepsWhatTheDataPlaneHonours(t *testing.T) {
 		if len(m.SSRCs) != 1 {
 			t.Errorf("%s: SSRCs %v", m.Kind, m.SSRCs)
 		}
-		for _, a := range append(slices.Clone(m.Codec), m.ExtMaps...) {
-			if strings.Contains(a.Value, "transport-cc") || strings.Contains(a.Value, "transport-wide-cc") {
+		for _, a := range m.Codec {
+			if strings.Contains(a.Value, "transport-cc") {
 				t.Errorf("%s kept %v", m.Kind, a)
 			}
 		}
+		if m.ExtensionID(TransportCCURI) != 3 {
+			t.Errorf("%s: transport-wide sequence number extension %d, want Chromium's 3", m.Kind, m.ExtensionID(TransportCCURI))
+		}
+	}
+	// Chromium's offer pairs the AV1 SSRC with an RTX one (FID) on payload type 46 (apt=45).
+	if video.RTXPayloadType != 46 || video.RTXSSRC == 0 || video.RTXSSRC == video.SSRCs[0] || audio.RTXPayloadType != 0 {
+		t.Errorf("video RTX %d/%d, audio %d", video.RTXPayloadType, video.RTXSSRC, audio.RTXPayloadType)
 	}
 	if !slices.ContainsFunc(video.ExtMaps, func(a sdp.Attribute) bool { return strings.Contains(a.Value, "dependency-descriptor") }) {
 		t.Error("the AV1 dependency descriptor extension was not kept")
@@ -60,7 +68,8 @@ func TestParsePublishKeepsWhatTheDataPlaneHonours(t *testing.T) {
 
 // The answer and a receiver's offer: ICE-lite, the SFU's candidates, the
 // publisher's mids and payload types, receive-only and send-only, and the
-// publisher's SSRCs only in the receiver's offer.
+// publisher's SSRCs only in the receiver's offer, with the video's RTX
+// (payload type and SSRC) and transport-cc feedback.
 func TestDescriptionsTheSFUSends(t *testing.T) {
 	p, err := ParsePublish(chromiumOffer(t), DefaultCodecs)
 	if err != nil {
@@ -94,8 +103,14 @@ func TestDescriptionsTheSFUSends(t *testing.T) {
 					cands++
 				}
 			}
-			if mid != m.Mid || !dirOK || hasSSRC != c.ssrcs || cands != 2 ||
-				!slices.Equal(md.MediaName.Formats, []string{itoa(m.PayloadType)}) {
+			formats := []string{itoa(m.PayloadType)}
+			if c.ssrcs && m.Kind == "video" {
+				formats = append(formats, itoa(m.RTXPayloadType))
+			}
+			fb := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool { return a.Value == itoa(m.PayloadType)+" transport-cc" })
+			group := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool { return a.Key == "ssrc-group" })
+			if mid != m.Mid || !dirOK || hasSSRC != c.ssrcs || cands != 2 || !slices.Equal(md.MediaName.Formats, formats) ||
+				!fb || group != (c.ssrcs && m.Kind == "video") {
 				t.Errorf("%s, section %d:\n%s", c.name, i, text)
 			}
 		}

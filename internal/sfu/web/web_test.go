@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/leg"
 )
 
 type nopPlane struct{}
@@ -22,18 +24,21 @@ func (nopPlane) StreamStats(netip.AddrPort) (dataplane.StreamStats, error) {
 }
 func (nopPlane) Outcomes() (map[dataplane.Outcome]dataplane.Counter, error) { return nil, nil }
 func (nopPlane) Close() error                                               { return nil }
-func (nopPlane) SetTarget(_, _ netip.AddrPort, _ int) error                 { return nil }
 func (nopPlane) Layers(netip.AddrPort) (dataplane.Layers, error)            { return dataplane.Layers{}, nil }
-func (nopPlane) Original(_, _ netip.AddrPort, n uint16) (uint16, bool)      { return n, true }
+func (nopPlane) Packet(netip.AddrPort, uint16) ([]byte, bool)               { return nil, false }
+func (nopPlane) Leg(_, _ netip.AddrPort) (dataplane.Leg, error)             { return nil, errors.New("no legs") }
+func (nopPlane) Send([]byte, netip.AddrPort, netip.AddrPort) error          { return nil }
+func (nopPlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error)    { return nil, errors.New("none") }
 
 // The page is served; signaling answers out-of-order and unknown messages
 // with an error naming the problem, and a join with the participant's id.
 func TestSignaling(t *testing.T) {
-	ag, err := agent.New(agent.ICEConfig{}, agent.FeedbackConfig{}, nil)
+	legs, err := leg.NewTable(leg.Config{Plane: nopPlane{}, Routes: leg.NewRoutes()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := controller.New(controller.Config{Media: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:40000")}, Plane: nopPlane{}, Agent: ag})
+	c, err := controller.New(controller.Config{Media: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:40000")},
+		ICE: agent.NewICE(agent.ICEConfig{}), Legs: legs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,234 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/layers"
+)
+
+// Forwarding in user space: the user plane's for every datagram, and the
+// eBPF plane's for what its program hands to the stack (fragments, IP
+// options, GRO-merged skbs, a source only a loose reverse-path check
+// accepts): the decisions of bpf/sfu.c, on state kept in Go (the user
+// plane) or in the program's own maps (the eBPF plane), so a receiver's
+// numbers, layers and transport-wide sequence run on whichever path a
+// packet took.
+
+// streamState is what forwarding reads and updates of one stream.
+type streamState interface {
+	source(ssrc uint32) (Source, bool)
+	replicas() []replicaState
+	received(bytes int, frameEnd bool)
+	// arrived logs the sender's transport-wide number seq as arrived.
+	arrived(seq uint16, size int)
+	// seenOrKeep: the packet is in the sender's history (nobody gets it
+	// again); if not, it is kept there. False without a history.
+	seenOrKeep(seq uint16, ts uint32, p []byte) bool
+	// frame is the packet's frame for rate adaptation, its bytes counted
+	// to its layer, a structure it attaches installed.
+	frame(p []byte, hdr int, src Source) layers.Frame
+}
+
+// replicaState is what forwarding reads and updates of one receiver.
+type replicaState interface {
+	receiver() Receiver
+	waiting() bool
+	open()
+	// decide is the receiver's layer decision and number (bpf/layers.h);
+	// busy when another thread decides for it (the packet is not sent).
+	decide(f *layers.Frame, now uint64) (number uint16, v layers.Verdict, busy bool)
+	transportWide() *legTWCC // nil: no transport-wide numbers
+	replicated(bytes int, frameEnd bool)
+}
+
+// gate is what a packet does to receivers waiting for a key frame
+// (bpf/sfu.c enum gate).
+type gate uint8
+
+const (
+	gateNone gate = iota // audio, sender reports
+	gateHold             // video, not a key frame's start
+	gateOpen             // a key frame's first packet
+)
+
+func gateOf(codec Codec, cl Classified) gate {
+	switch {
+	case codec == NoVideo || cl.Payload == nil:
+		return gateNone
+	case KeyFrameStart(codec, cl.Payload):
+		return gateOpen
+	}
+	return gateHold
+}
+
+// forwarder sends replicas by the SFU's sockets and counts outcomes.
+type forwarder struct {
+	conns map[netip.AddrPort]*mediaConn // by local address
+	count func(o Outcome, bytes int)
+	// padding sends a receiver padding in place of a late packet of a
+	// layer it does not get (nil: writeTo).
+	padding func(p []byte, from, to netip.AddrPort) error
+}
+
+// mediaConn is one of the SFU's media sockets.
+type mediaConn struct {
+	conn   *net.UDPConn
+	batch  *ipv4.PacketConn // recvmmsg/sendmmsg; works on IPv6 sockets too
+	reader DatagramReader   // receives instead of batch, if set
+}
+
+func newMediaConn(c *net.UDPConn, reader DatagramReader) *mediaConn {
+	return &mediaConn{conn: c, batch: ipv4.NewPacketConn(c), reader: reader}
+}
+
+// writeTo sends p from this socket.
+func (f *forwarder) writeTo(p []byte, from, to netip.AddrPort) error {
+	c := f.conns[from]
+	if c == nil {
+		return fmt.Errorf("dataplane: no media socket at %v", from)
+	}
+	_, err := c.conn.WriteToUDPAddrPort(p, to)
+	return err
+}
+
+// replicaBatch is one thread's scratch: the messages of one sendmmsg and
+// a buffer per replica that differs from the input (renumbered, its own
+// transport-wide number), reused packet after packet.
+type replicaBatch struct {
+	msgs []ipv4.Message
+	to   []replicaState
+	bufs [][]byte
+}
+
+func newReplicaBatch() *replicaBatch {
+	b := &replicaBatch{msgs: make([]ipv4.Message, 0, MaxFanout), bufs: make([][]byte, MaxFanout)}
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, 0, 1500)
+	}
+	return b
+}
+
+// packetInfo is what every replica's decision needs of one input packet.
+type packetInfo struct {
+	p        []byte
+	gate     gate
+	adapt    bool
+	frame    layers.Frame
+	twccOff  int
+	frameEnd bool
+	now      uint64
+}
+
+// forward replicates RTP or a sender report (cl) of stream s to its
+// receivers, runs of one socket in one sendmmsg.
+func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBatch) {
+	src, _ := s.source(cl.SSRC)
+	pi := packetInfo{p: p, now: coarseNow()}
+	if cl.Payload != nil {
+		hdr := len(p) - len(cl.Payload)
+		if src.History && s.seenOrKeep(binary.BigEndian.Uint16(p[2:]), binary.BigEndian.Uint32(p[4:]), p) {
+			f.count(Duplicate, len(p))
+			return
+		}
+		pi.gate = gateOf(src.Video, cl)
+		pi.frameEnd = src.Video != NoVideo && p[1]&0x80 != 0
+		if src.TWCCExt != 0 {
+			if pi.twccOff = twccOffset(p, hdr, src.TWCCExt); pi.twccOff > 0 {
+				s.arrived(binary.BigEndian.Uint16(p[pi.twccOff:]), len(p))
+			}
+		}
+		if src.Video != NoVideo && src.DDExt != 0 {
+			pi.adapt, pi.frame = true, s.frame(p, hdr, src)
+			pi.frame.Key = pi.gate == gateOpen
+		}
+	}
+	rs := s.replicas()
+	if len(rs) == 0 {
+		f.count(NoReceivers, len(p))
+		return
+	}
+	s.received(len(p), pi.frameEnd)
+	for i := 0; i < len(rs); {
+		via := rs[i].receiver().From
+		b.msgs, b.to = b.msgs[:0], b.to[:0]
+		for ; i < len(rs) && rs[i].receiver().From == via; i++ {
+			if out := f.ready(rs[i], &pi, b.bufs[len(b.msgs)][:0]); out != nil {
+				b.msgs = append(b.msgs, ipv4.Message{Buffers: [][]byte{out}, Addr: net.UDPAddrFromAddrPort(rs[i].receiver().To)})
+				b.to = append(b.to, rs[i])
+			}
+		}
+		f.send(via, &pi, b)
+	}
+	f.count(Replicated, len(p))
+}
+
+// ready is replica r's bytes (p itself, or a copy in buf that differs),
+// or nil when r gets nothing (counted).
+func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
+	p := pi.p
+	if pi.gate == gateHold && r.waiting() {
+		f.count(Gated, len(p))
+		return nil
+	}
+	out := p
+	if pi.adapt {
+		number, v, busy := r.decide(&pi.frame, pi.now)
+		switch {
+		case busy:
+			f.count(LayerBusy, len(p))
+			return nil
+		case v == layers.Drop:
+			f.count(LayerDropped, len(p))
+			return nil
+		case v == layers.Padding:
+			rc := r.receiver()
+			send := f.padding
+			if send == nil {
+				send = f.writeTo
+			}
+			if err := send(paddingPacket(p, number), rc.From, rc.To); err != nil {
+				f.count(CloneFailed, len(p))
+			} else {
+				f.count(PaddingUpcall, len(p))
+			}
+			return nil
+		case v == layers.Send && number != binary.BigEndian.Uint16(p[2:]):
+			out = append(buf, p...)
+			binary.BigEndian.PutUint16(out[2:], number)
+		}
+	}
+	if l := r.transportWide(); l != nil && pi.twccOff > 0 {
+		if &out[0] == &p[0] {
+			out = append(buf, p...)
+		}
+		stampTWCC(out, pi.twccOff, l.take(len(p)))
+	}
+	return out
+}
+
+// send sends one socket's run of replicas and counts what went.
+func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
+	if len(b.msgs) == 0 {
+		return
+	}
+	sent := 0
+	if c := f.conns[via]; c != nil {
+		sent, _ = c.batch.WriteBatch(b.msgs, 0)
+	}
+	for k, r := range b.to {
+		if k >= sent {
+			f.count(CloneFailed, len(pi.p))
+			continue
+		}
+		f.count(Replica, len(pi.p))
+		r.replicated(len(pi.p), pi.frameEnd)
+		if pi.gate == gateOpen { // sent: its gate opens (bpf/sfu.c gate_open)
+			r.open()
+		}
+	}
+}

@@ -1,0 +1,411 @@
+package leg
+
+import (
+	"encoding/binary"
+	"math"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pion/rtcp"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
+)
+
+// LegConfig is one receiver of a sender's stream: its receive-only
+// connection for that sender, as its answer negotiated it.
+type LegConfig struct {
+	Receiver string         // the receiving participant: its legs share a link
+	From, To netip.AddrPort // the SFU's address on the connection, the receiver's
+	TTL      uint8
+	// TWCC: transport-wide congestion control negotiated (the extension
+	// and its feedback): the SFU estimates the link from its feedback.
+	// Without it, from the receiver's REMB.
+	TWCC    bool
+	TWCCExt uint8 // the extension's id (the sender's)
+	// RTX: retransmissions (and probes) on their own stream; nil:
+	// retransmissions on the media SSRC, and no probes.
+	RTX *RTX
+	// Notify tells the receiver's page its video from this sender paused
+	// (its link carries too little for the lowest layer) or resumed.
+	Notify func(paused bool)
+}
+
+func (c LegConfig) same(o LegConfig) bool {
+	return c.Receiver == o.Receiver && c.From == o.From && c.To == o.To && c.TWCC == o.TWCC && c.TWCCExt == o.TWCCExt &&
+		(c.RTX == nil) == (o.RTX == nil) && (c.RTX == nil || *c.RTX == *o.RTX)
+}
+
+func (c LegConfig) receiver() dataplane.Receiver {
+	return dataplane.Receiver{From: c.From, To: c.To, TTL: c.TTL, TWCC: c.TWCC}
+}
+
+// Leg is one sender's stream to one receiver.
+type Leg struct {
+	sender *Sender
+	link   *link
+	cfg    LegConfig
+	dp     dataplane.Leg // nil until attached
+
+	mu       sync.Mutex
+	remb     float64 // the receiver's REMB for this leg, smoothed (bits/s)
+	reader   ratecontrol.FeedbackReader
+	rtxSeq   uint16
+	lastTS   uint32 // of the last packet retransmitted (probes' timestamps)
+	target   int    // ratecontrol's
+	reason   string // of the last move
+	switches map[string]uint64
+	resent   map[uint16]time.Duration // numbers retransmitted lately, when
+	counts   Retransmissions
+	probe    probeState
+}
+
+// Retransmissions is what became of the packets a receiver NACKed.
+type Retransmissions struct {
+	Sent        uint64 // from the SFU's history
+	Asked       uint64 // not in the history: the sender was asked
+	NotOwed     uint64 // the receiver does not get their layer (or never had them)
+	Paced       uint64 // no room in the link's budget now (it asks again)
+	Repeated    uint64 // retransmitted within the last round trip already
+}
+
+type probeState struct {
+	rate  float64 // padding, bits/s
+	until time.Duration
+	owed  float64 // bits
+	last  time.Duration
+}
+
+func newLeg(s *Sender, cfg LegConfig) *Leg {
+	return &Leg{sender: s, cfg: cfg, target: ratecontrol.EveryLayer, switches: map[string]uint64{},
+		resent: map[uint16]time.Duration{}, rtxSeq: uint16(time.Now().UnixNano())}
+}
+
+// attach takes the leg's data plane handle and joins its routes and link.
+func (l *Leg) attach() error {
+	dp, err := l.sender.t.cfg.Plane.Leg(l.sender.cfg.From, l.cfg.To)
+	if err != nil {
+		return err
+	}
+	l.dp = dp
+	l.link = l.sender.t.linkOf(l.cfg.Receiver)
+	l.link.add(l)
+	l.sender.t.cfg.Routes.add(l)
+	return nil
+}
+
+// detach leaves the routes and the link (the stream's list is the
+// sender's to change).
+func (l *Leg) detach() {
+	l.sender.t.cfg.Routes.remove(l)
+	if l.link != nil {
+		l.link.remove(l)
+		l.sender.t.dropLink(l.link)
+	}
+}
+
+// Close removes the leg: from the stream in the data plane, its routes,
+// its link.
+func (l *Leg) Close() error {
+	err := l.sender.remove(l)
+	l.detach()
+	return err
+}
+
+// Config is what the leg was made with.
+func (l *Leg) Config() LegConfig { return l.cfg }
+
+// feedback is the receiver's RTCP compound about this leg.
+func (l *Leg) feedback(pkts []rtcp.Packet) {
+	for _, pkt := range pkts {
+		switch p := pkt.(type) {
+		case *rtcp.TransportLayerNack:
+			var numbers []uint16
+			for _, pair := range p.Nacks {
+				numbers = append(numbers, pair.PacketList()...)
+			}
+			l.retransmit(numbers)
+		case *rtcp.PictureLossIndication:
+			l.sender.requestKeyFrame(p.MediaSSRC)
+		case *rtcp.FullIntraRequest:
+			for _, e := range p.FIR { // RFC 5104 4.3.1: the SSRCs asked for are in the entries
+				l.sender.requestKeyFrame(e.SSRC)
+			}
+		case *rtcp.ReceiverEstimatedMaximumBitrate:
+			l.mu.Lock()
+			if l.remb == 0 {
+				l.remb = float64(p.Bitrate)
+			} else {
+				l.remb = (1-rembWeight)*l.remb + rembWeight*float64(p.Bitrate)
+			}
+			l.mu.Unlock()
+		case *rtcp.TransportLayerCC:
+			l.transportFeedback(p)
+		}
+	}
+}
+
+// rembWeight is the EWMA weight of a new REMB.
+const rembWeight = 0.3
+
+func (l *Leg) transportFeedback(fb *rtcp.TransportLayerCC) {
+	if l.dp == nil || l.link == nil {
+		return
+	}
+	l.mu.Lock()
+	acks := l.reader.Acks(fb, func(seq uint16) (ratecontrol.SentPacket, bool) {
+		s, ok := l.dp.Sent(seq)
+		return ratecontrol.SentPacket{At: s.At, Size: s.Size}, ok
+	})
+	l.mu.Unlock()
+	l.link.feedback(l, l.sender.t.cfg.Now(), acks)
+}
+
+// retransmit answers a NACK (numbers: the receiver's): from the sender's
+// history, to this receiver only, what it is owed and the link has room
+// for; what the SFU never got is asked of the sender.
+func (l *Leg) retransmit(numbers []uint16) {
+	if l.dp == nil {
+		return
+	}
+	t := l.sender.t
+	now := t.cfg.Now()
+	var ask []uint16
+	for _, n := range numbers {
+		seq, owed := l.dp.Original(n)
+		if !owed {
+			l.count(func(c *Retransmissions) { c.NotOwed++ })
+			continue
+		}
+		orig, ok := t.cfg.Plane.Packet(l.sender.cfg.From, seq)
+		if !ok {
+			ask = append(ask, seq)
+			l.count(func(c *Retransmissions) { c.Asked++ })
+			continue
+		}
+		if !l.mayResend(n, now, len(orig)) {
+			continue
+		}
+		l.mu.Lock()
+		rtxSeq := l.rtxSeq
+		l.rtxSeq++
+		if len(orig) >= 8 {
+			l.lastTS = binary.BigEndian.Uint32(orig[4:])
+		}
+		l.mu.Unlock()
+		p, err := retransmission(orig, n, l.cfg.RTX, rtxSeq)
+		if err != nil {
+			continue
+		}
+		off, size := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
+		if size != 2 {
+			off = 0
+		}
+		if l.dp.Send(p, off) == nil {
+			l.count(func(c *Retransmissions) { c.Sent++ })
+		}
+	}
+	if len(ask) > 0 {
+		l.sender.askFor(ask)
+	}
+}
+
+// mayResend: number was not resent within the last round trip, and the
+// link's budget has room for it.
+func (l *Leg) mayResend(number uint16, now time.Duration, size int) bool {
+	rtt := 100 * time.Millisecond
+	if l.link != nil {
+		rtt = max(l.link.rtt(), 50*time.Millisecond)
+	}
+	l.mu.Lock()
+	at, ok := l.resent[number]
+	if ok && now-at < rtt {
+		l.counts.Repeated++
+		l.mu.Unlock()
+		return false
+	}
+	l.mu.Unlock()
+	if l.link != nil && !l.link.retransmit(now, size) { // the link's lock is never taken under the leg's
+		l.count(func(c *Retransmissions) { c.Paced++ })
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resent[number] = now
+	if len(l.resent) > 512 {
+		for n, at := range l.resent {
+			if now-at > time.Second {
+				delete(l.resent, n)
+			}
+		}
+	}
+	return true
+}
+
+func (l *Leg) count(f func(*Retransmissions)) {
+	l.mu.Lock()
+	f(&l.counts)
+	l.mu.Unlock()
+}
+
+// apply takes a round's decision: the data plane's target, the reason
+// logged, the page told when video pauses or resumes (and a key frame
+// asked for: the decoder needs one after a pause).
+func (l *Leg) apply(d ratecontrol.Decision) {
+	l.mu.Lock()
+	old := l.target
+	if d.Reason == "" || d.Target == old {
+		l.mu.Unlock()
+		return
+	}
+	l.target, l.reason = d.Target, d.Reason
+	l.switches[switchKind(old, d)]++
+	l.mu.Unlock()
+	t := l.sender.t
+	if err := l.dp.SetTarget(d.Target); err != nil {
+		return
+	}
+	t.cfg.Log.Debug("layer switch", "room", l.sender.cfg.Room, "sender", l.sender.cfg.ID, "receiver", l.cfg.Receiver,
+		"from", targetName(old), "to", targetName(d.Target), "reason", d.Reason)
+	paused, resumed := d.Target == ratecontrol.Paused, old == ratecontrol.Paused
+	if resumed {
+		l.sender.keyFrame()
+	}
+	if (paused || resumed) && l.cfg.Notify != nil {
+		l.cfg.Notify(paused)
+	}
+}
+
+// switchKind is a move's kind, as the metrics count them.
+func switchKind(old int, d ratecontrol.Decision) string {
+	switch {
+	case d.Target == ratecontrol.Paused:
+		return "pause"
+	case old == ratecontrol.Paused:
+		return "resume"
+	case old == ratecontrol.EveryLayer:
+		return "first"
+	case d.Target > old:
+		return "up"
+	}
+	return "down"
+}
+
+func targetName(t int) string {
+	switch t {
+	case ratecontrol.EveryLayer:
+		return "every layer"
+	case ratecontrol.Paused:
+		return "paused"
+	}
+	return "decode target " + strconv.Itoa(t)
+}
+
+func (l *Leg) currentTarget() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.target
+}
+
+// switchWaiting is how long the data plane's up-switch has waited.
+func (l *Leg) switchWaiting() time.Duration {
+	if l.dp == nil {
+		return 0
+	}
+	st, err := l.dp.State()
+	if err != nil {
+		return 0
+	}
+	return st.SwitchWaiting
+}
+
+// input is the leg's stream as its link's round sees it.
+func (l *Leg) input() ratecontrol.Input {
+	in := ratecontrol.Input{Stream: l.sender.stream(), CanProbe: l.cfg.RTX != nil && l.cfg.TWCC}
+	l.mu.Lock()
+	if !l.cfg.TWCC {
+		in.REMB = l.remb
+	}
+	l.mu.Unlock()
+	return in
+}
+
+// startProbe sends padding at rate bits/s on this leg for the probe's length.
+func (l *Leg) startProbe(now time.Duration, rate float64) {
+	l.mu.Lock()
+	l.probe = probeState{rate: rate, until: now + ratecontrol.ProbeLength, last: now}
+	l.mu.Unlock()
+}
+
+// pace sends the padding the leg's probe owes by now.
+func (l *Leg) pace(now time.Duration) {
+	l.mu.Lock()
+	p := &l.probe
+	if p.rate <= 0 || l.dp == nil {
+		l.mu.Unlock()
+		return
+	}
+	end := min(now, p.until)
+	if end > p.last {
+		p.owed += p.rate * (end - p.last).Seconds()
+		p.last = end
+	}
+	var pkts [][]byte
+	var off int
+	for p.owed > 0 {
+		b, o, err := padding(l.cfg.RTX, l.rtxSeq, l.lastTS, l.cfg.TWCCExt)
+		if err != nil {
+			break
+		}
+		l.rtxSeq++
+		p.owed -= float64(8 * len(b))
+		pkts, off = append(pkts, b), o
+	}
+	if now >= p.until {
+		l.probe = probeState{}
+	}
+	l.mu.Unlock()
+	for _, b := range pkts {
+		_ = l.dp.Send(b, off)
+	}
+}
+
+// roomForSender is what this leg's link has room for of its sender's
+// stream: its estimate less what its other streams take (+Inf: its link
+// has shown no limit).
+func (l *Leg) roomForSender() float64 {
+	if l.link == nil {
+		return math.Inf(1)
+	}
+	return l.link.roomFor(l)
+}
+
+// LegStatus is a leg's state, for metrics and ebrtc top.
+type LegStatus struct {
+	Room, Sender, Receiver string
+	To                     netip.AddrPort
+	Target                 int     // ratecontrol.EveryLayer, Paused, or a decode target
+	Reason                 string  // of the last move
+	Estimate               float64 // the link's, bits/s (0: none yet)
+	EstimateSource         string  // "twcc" or "remb"
+	Switches               map[string]uint64
+	Retransmissions        Retransmissions
+	TWCC, RTX              bool
+}
+
+func (l *Leg) status() LegStatus {
+	st := LegStatus{Room: l.sender.cfg.Room, Sender: l.sender.cfg.ID, Receiver: l.cfg.Receiver, To: l.cfg.To,
+		TWCC: l.cfg.TWCC, RTX: l.cfg.RTX != nil, Switches: map[string]uint64{}}
+	if l.link != nil {
+		st.Estimate, st.EstimateSource = l.link.estimate()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st.Target, st.Reason, st.Retransmissions = l.target, l.reason, l.counts
+	for k, v := range l.switches {
+		st.Switches[k] = v
+	}
+	return st
+}

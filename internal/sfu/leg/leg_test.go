@@ -1,0 +1,340 @@
+package leg
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+)
+
+// fakePlane is a data plane that records: what each leg was sent, what
+// went to senders, the targets set; its history and its legs' numbers are
+// the test's.
+type fakePlane struct {
+	mu       sync.Mutex
+	streams  map[netip.AddrPort][]dataplane.Receiver
+	history  map[uint16][]byte
+	legs     map[netip.AddrPort]*fakeLeg
+	toSender [][]byte
+	layers   dataplane.Layers
+	in       uint64 // bytes in, for StreamStats
+}
+
+func newFakePlane() *fakePlane {
+	return &fakePlane{streams: map[netip.AddrPort][]dataplane.Receiver{}, history: map[uint16][]byte{}, legs: map[netip.AddrPort]*fakeLeg{}}
+}
+
+func (p *fakePlane) SetStream(from netip.AddrPort, _ []dataplane.Source, rs []dataplane.Receiver) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.streams[from] = slices.Clone(rs)
+	for _, r := range rs {
+		if p.legs[r.To] == nil {
+			p.legs[r.To] = &fakeLeg{target: -1, twcc: r.TWCC, log: map[uint16]dataplane.Sent{}}
+		}
+	}
+	return nil
+}
+
+func (p *fakePlane) RemoveStream(from netip.AddrPort) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.streams, from)
+	return nil
+}
+
+func (p *fakePlane) StreamStats(netip.AddrPort) (dataplane.StreamStats, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return dataplane.StreamStats{In: dataplane.Counter{Bytes: p.in}}, nil
+}
+func (p *fakePlane) Outcomes() (map[dataplane.Outcome]dataplane.Counter, error) { return nil, nil }
+func (p *fakePlane) Close() error                                               { return nil }
+func (p *fakePlane) Layers(netip.AddrPort) (dataplane.Layers, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return dataplane.Layers{Targets: p.layers.Targets, Bytes: slices.Clone(p.layers.Bytes)}, nil
+}
+
+func (p *fakePlane) Packet(_ netip.AddrPort, seq uint16) ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.history[seq]
+	return bytes.Clone(b), ok
+}
+
+func (p *fakePlane) Leg(_, to netip.AddrPort) (dataplane.Leg, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.legs[to]; l != nil {
+		return l, nil
+	}
+	return nil, errors.New("no such leg")
+}
+
+func (p *fakePlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error) { return nil, errors.New("none") }
+
+func (p *fakePlane) Send(b []byte, _, _ netip.AddrPort) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.toSender = append(p.toSender, bytes.Clone(b))
+	return nil
+}
+
+// fakeLeg renumbers as original says (nil: the sender's numbers).
+type fakeLeg struct {
+	mu       sync.Mutex
+	target   int
+	original func(uint16) (uint16, bool)
+	sent     [][]byte
+	twcc     bool
+	next     uint16
+	log      map[uint16]dataplane.Sent
+}
+
+func (l *fakeLeg) SetTarget(t int) error {
+	l.mu.Lock()
+	l.target = t
+	l.mu.Unlock()
+	return nil
+}
+func (l *fakeLeg) State() (dataplane.ReceiverLayers, error) { return dataplane.ReceiverLayers{}, nil }
+func (l *fakeLeg) Original(n uint16) (uint16, bool) {
+	if l.original == nil {
+		return n, true
+	}
+	return l.original(n)
+}
+func (l *fakeLeg) Send(p []byte, off int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.twcc && off > 0 {
+		binary.BigEndian.PutUint16(p[off:], l.next)
+		l.log[l.next] = dataplane.Sent{At: dataplane.MonoNow(), Size: len(p)}
+		l.next++
+	}
+	l.sent = append(l.sent, bytes.Clone(p))
+	return nil
+}
+func (l *fakeLeg) Sent(seq uint16) (dataplane.Sent, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.log[seq]
+	return s, ok
+}
+func (l *fakeLeg) TWCC() bool { return l.twcc }
+
+func (l *fakeLeg) packets() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.sent)
+}
+
+var (
+	pubAddr = netip.MustParseAddrPort("10.0.0.5:5000")
+	sfuAddr = netip.MustParseAddrPort("10.0.0.1:40000")
+	recvA   = netip.MustParseAddrPort("10.0.0.6:6000")
+	recvB   = netip.MustParseAddrPort("10.0.0.7:7000")
+)
+
+const videoSSRC, twccID = 0xfeed, 3
+
+// newTable is a table on a fake plane with one sender, legs to A (RTX
+// and transport-cc) and B (neither), and a clock the test moves.
+func newTable(t *testing.T) (*Table, *fakePlane, *Sender, *time.Duration) {
+	now := new(time.Duration)
+	*now = time.Hour
+	plane := newFakePlane()
+	table, err := NewTable(Config{Plane: plane, Routes: NewRoutes(), Adapt: true, Now: func() time.Duration { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.AddSender(SenderConfig{Room: "r", ID: "pub", From: pubAddr, Via: sfuAddr, VideoSSRC: videoSSRC,
+		Sources: []dataplane.Source{{SSRC: videoSSRC, Video: dataplane.AV1, TWCCExt: twccID, History: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.SetLegs([]LegConfig{
+		{Receiver: "A", From: sfuAddr, To: recvA, TTL: 64, TWCC: true, TWCCExt: twccID, RTX: &RTX{PT: 46, SSRC: 0xa7a7}},
+		{Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table, plane, s, now
+}
+
+// media is the sender's packet seq: its transport-wide number (from the
+// sender's own count), a payload of its own.
+func media(t *testing.T, seq uint16) []byte {
+	h := rtp.Header{Version: 2, Marker: seq%3 == 0, PayloadType: 45, SequenceNumber: seq, Timestamp: 3000 * uint32(seq), SSRC: videoSSRC,
+		Extension: true, ExtensionProfile: 0xBEDE}
+	if err := h.SetExtension(twccID, []byte{0x12, 0x34}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&rtp.Packet{Header: h, Payload: bytes.Repeat([]byte{byte(seq)}, 100+int(seq%7))}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func nack(numbers ...uint16) []rtcp.Packet {
+	return []rtcp.Packet{&rtcp.TransportLayerNack{SenderSSRC: 9, MediaSSRC: videoSSRC, Nacks: rtcp.NackPairsFromSequenceNumbers(numbers)}}
+}
+
+// A receiver's NACK is answered from the history, to that receiver only:
+// on RTX where it negotiated it (its original number first in the payload,
+// the original's header extensions with the leg's transport-wide number),
+// on the media SSRC under its own number where it did not. A number it is
+// not owed (a dropped layer's) gets nothing; what the SFU never got is
+// asked of the sender once, however many receivers ask. The same number
+// again within the round trip is not resent.
+func TestNACKsAnsweredFromTheHistory(t *testing.T) {
+	table, plane, _, now := newTable(t)
+	for seq := uint16(100); seq < 110; seq++ {
+		plane.history[seq] = media(t, seq)
+	}
+	legA, legB := plane.legs[recvA], plane.legs[recvB]
+	// A is renumbered: its 50 is the sender's 100; 52 was a dropped layer's.
+	legA.original = func(n uint16) (uint16, bool) { return n + 50, n != 52 }
+	routes := table.cfg.Routes
+	*now += time.Second
+	must(t, routes.Feedback(recvA, nack(50, 52, 53, 70)))
+	sent := legA.packets()
+	if len(sent) != 2 {
+		t.Fatalf("A got %d retransmissions, want 2 (50 and 53)", len(sent))
+	}
+	for i, n := range []uint16{50, 53} {
+		var p rtp.Packet
+		must(t, p.Unmarshal(sent[i]))
+		orig := plane.history[n+50]
+		var o rtp.Packet
+		must(t, o.Unmarshal(orig))
+		if p.PayloadType != 46 || p.SSRC != 0xa7a7 || p.Timestamp != o.Timestamp || p.Marker != o.Marker ||
+			binary.BigEndian.Uint16(p.Payload) != n || !bytes.Equal(p.Payload[2:], o.Payload) {
+			t.Errorf("RTX for %d: %+v", n, p.Header)
+		}
+		if got := binary.BigEndian.Uint16(p.GetExtension(twccID)); got != uint16(i) {
+			t.Errorf("RTX for %d carries transport-wide number %d, want the leg's %d", n, got, i)
+		}
+		if i == 1 && p.SequenceNumber-binary.BigEndian.Uint16(sent[0][2:]) != 1 {
+			t.Errorf("RTX sequence numbers not consecutive")
+		}
+	}
+	if len(legB.packets()) != 0 {
+		t.Error("B got A's retransmissions")
+	}
+	// 70 is the sender's 120: never got; B asks for it too (its own 120).
+	must(t, routes.Feedback(recvB, nack(120, 105)))
+	if got := legB.packets(); len(got) != 1 || !bytes.Equal(got[0][:2], plane.history[105][:2]) ||
+		binary.BigEndian.Uint16(got[0][2:]) != 105 || !bytes.Equal(got[0][12:], plane.history[105][12:]) {
+		t.Errorf("B (no RTX): %d packets", len(got))
+	}
+	asked := 0
+	for _, b := range plane.toSender {
+		pkts, err := rtcp.Unmarshal(b)
+		must(t, err)
+		if n, ok := pkts[0].(*rtcp.TransportLayerNack); ok {
+			asked++
+			var seqs []uint16
+			for _, pair := range n.Nacks {
+				seqs = append(seqs, pair.PacketList()...)
+			}
+			if !slices.Equal(seqs, []uint16{120}) || n.MediaSSRC != videoSSRC {
+				t.Errorf("the sender was asked for %v of %x", seqs, n.MediaSSRC)
+			}
+		}
+	}
+	if asked != 1 {
+		t.Errorf("the sender was asked %d times for a packet two receivers NACKed", asked)
+	}
+	must(t, routes.Feedback(recvA, nack(50)))
+	if len(legA.packets()) != 2 {
+		t.Error("50 resent again within the round trip")
+	}
+	st := table.Status()
+	if st[0].Retransmissions.Sent != 2 || st[0].Retransmissions.NotOwed != 1 || st[0].Retransmissions.Asked != 1 || st[0].Retransmissions.Repeated != 1 {
+		t.Errorf("A's counts %+v", st[0].Retransmissions)
+	}
+}
+
+// PLIs and FIRs from receivers reach the sender once per interval however
+// many receivers ask; a receiver's REMB counts for its link when it has no
+// transport-wide feedback.
+func TestKeyFramesAskedOncePerInterval(t *testing.T) {
+	table, plane, _, now := newTable(t)
+	plane.toSender = nil
+	*now += time.Second
+	pli := []rtcp.Packet{&rtcp.PictureLossIndication{SenderSSRC: 1, MediaSSRC: videoSSRC}}
+	must(t, table.cfg.Routes.Feedback(recvA, pli))
+	must(t, table.cfg.Routes.Feedback(recvB, []rtcp.Packet{&rtcp.FullIntraRequest{FIR: []rtcp.FIREntry{{SSRC: videoSSRC}}}}))
+	if len(plane.toSender) != 1 {
+		t.Fatalf("%d key frame requests for two receivers in a moment, want 1", len(plane.toSender))
+	}
+	*now += time.Second
+	must(t, table.cfg.Routes.Feedback(recvB, pli))
+	if len(plane.toSender) != 2 {
+		t.Errorf("no key frame request a second later")
+	}
+	if table.cfg.Routes.Feedback(netip.MustParseAddrPort("10.9.9.9:1"), pli) == nil {
+		t.Error("feedback from an address that receives nothing was taken")
+	}
+}
+
+// A leg leaves with one call: out of the stream, the routes and the link;
+// the others stay.
+func TestLegCloses(t *testing.T) {
+	table, plane, s, _ := newTable(t)
+	a := s.Legs()[0]
+	must(t, a.Close())
+	if rs := plane.streams[pubAddr]; len(rs) != 1 || rs[0].To != recvB {
+		t.Errorf("stream goes to %v", rs)
+	}
+	if table.cfg.Routes.Feedback(recvA, nack(1)) == nil {
+		t.Error("A's feedback still routed")
+	}
+	if _, ok := table.links["A"]; ok {
+		t.Error("A's link outlived its last leg")
+	}
+	must(t, s.Close())
+	if _, ok := plane.streams[pubAddr]; ok || len(table.links) != 0 || len(table.senders) != 0 {
+		t.Error("the sender left something")
+	}
+}
+
+// Whatever RTCP a receiver sends, its leg takes it without panicking.
+func FuzzFeedback(f *testing.F) {
+	for _, pkts := range [][]rtcp.Packet{nack(1, 2, 3), {&rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: 1e5, SSRCs: []uint32{1}}},
+		{&rtcp.TransportLayerCC{BaseSequenceNumber: 1, PacketStatusCount: 2, ReferenceTime: 5,
+			PacketChunks: []rtcp.PacketStatusChunk{&rtcp.RunLengthChunk{PacketStatusSymbol: 1, RunLength: 2}},
+			RecvDeltas:   []*rtcp.RecvDelta{{Type: 1, Delta: 250}, {Type: 1, Delta: 500}}}}} {
+		b, _ := rtcp.Marshal(pkts)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		table, _, _, _ := newTable(t)
+		pkts, err := rtcp.Unmarshal(b)
+		if err != nil {
+			return
+		}
+		_ = table.cfg.Routes.Feedback(recvA, pkts)
+		_ = table.cfg.Routes.Feedback(recvB, pkts)
+		table.Round()
+	})
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,349 @@
+package leg
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pion/interceptor/pkg/twcc"
+	"github.com/pion/rtcp"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
+)
+
+// SenderConfig is one publisher's send-only connection.
+type SenderConfig struct {
+	Room, ID  string         // for logs and metrics
+	From, Via netip.AddrPort // its transport address, and the SFU's on its connection
+	Sources   []dataplane.Source
+	// VideoSSRC is its video's SSRC (0: none): key frames and
+	// retransmissions are asked for it.
+	VideoSSRC uint32
+}
+
+// Sender is one publisher's stream in the data plane and what the SFU asks
+// of the publisher for all its legs: key frames (one per interval however
+// many receivers need one), retransmissions of what the SFU never got (one
+// NACK per packet however many receivers ask), and the estimate of its
+// best downlink (REMB).
+type Sender struct {
+	t   *Table
+	cfg SenderConfig
+
+	mu      sync.Mutex
+	legs    []*Leg
+	closed  bool
+	lastPLI map[uint32]time.Duration
+	asked   map[uint16]time.Duration // sequence numbers NACKed to the sender, when
+
+	// Rates, from the data plane's counters (observe).
+	layers    ratecontrol.Rates
+	total     ratecontrol.Rates
+	targets   []float64 // per decode target, bits/s
+	totalRate float64
+	videoRate float64
+	lastREMB  time.Duration
+	rembSent  float64
+
+	// The sender's transport-cc feedback (nil: it has no transport-wide numbers).
+	arrivals *dataplane.ArrivalLog
+	recorder *twcc.Recorder
+	lastFB   time.Duration
+}
+
+// sfuSSRC is the SSRC the SFU's own RTCP goes out with.
+const sfuSSRC = 0x5f0e7b1c
+
+// AddSender installs the publisher's stream (no receivers yet).
+func (t *Table) AddSender(cfg SenderConfig) (*Sender, error) {
+	if err := t.cfg.Plane.SetStream(cfg.From, cfg.Sources, nil); err != nil {
+		return nil, err
+	}
+	s := &Sender{t: t, cfg: cfg, lastPLI: map[uint32]time.Duration{}, asked: map[uint16]time.Duration{}}
+	if slices.ContainsFunc(cfg.Sources, func(src dataplane.Source) bool { return src.TWCCExt != 0 }) {
+		if log, err := t.cfg.Plane.Arrivals(cfg.From); err == nil {
+			s.arrivals, s.recorder = log, twcc.NewRecorder(sfuSSRC)
+		}
+	}
+	t.mu.Lock()
+	old := t.senders[cfg.From]
+	t.senders[cfg.From] = s
+	t.mu.Unlock()
+	if old != nil {
+		old.closeLegs()
+	}
+	return s, nil
+}
+
+// Legs are the sender's legs now.
+func (s *Sender) Legs() []*Leg {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.legs)
+}
+
+// SetLegs makes the sender's stream go to exactly these receivers: legs
+// it had keep their state, new ones are made (and the sender asked for a
+// key frame: a newcomer decodes nothing before one), the others close.
+func (s *Sender) SetLegs(cfgs []LegConfig) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("leg: the sender is gone")
+	}
+	var keep, gone []*Leg
+	fresh := false
+	for _, c := range cfgs {
+		i := slices.IndexFunc(s.legs, func(l *Leg) bool { return l.cfg.same(c) })
+		if i >= 0 {
+			keep = append(keep, s.legs[i])
+			continue
+		}
+		keep = append(keep, newLeg(s, c))
+		fresh = true
+	}
+	for _, l := range s.legs {
+		if !slices.Contains(keep, l) {
+			gone = append(gone, l)
+		}
+	}
+	s.legs = keep
+	err := s.install()
+	s.mu.Unlock()
+	for _, l := range gone {
+		l.detach()
+	}
+	for _, l := range keep {
+		if err == nil && l.dp == nil {
+			err = l.attach()
+		}
+	}
+	if fresh {
+		s.keyFrame()
+	}
+	return err
+}
+
+// install tells the data plane where the stream goes now (s.mu held).
+func (s *Sender) install() error {
+	rs := make([]dataplane.Receiver, len(s.legs))
+	for i, l := range s.legs {
+		rs[i] = l.cfg.receiver()
+	}
+	return s.t.cfg.Plane.SetStream(s.cfg.From, s.cfg.Sources, rs)
+}
+
+// remove takes one leg out of the stream.
+func (s *Sender) remove(l *Leg) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.legs, l)
+	if i < 0 || s.closed {
+		return nil
+	}
+	s.legs = slices.Delete(s.legs, i, i+1)
+	return s.install()
+}
+
+// Close removes the stream and every leg of it.
+func (s *Sender) Close() error {
+	s.closeLegs()
+	s.t.mu.Lock()
+	if s.t.senders[s.cfg.From] == s {
+		delete(s.t.senders, s.cfg.From)
+	}
+	s.t.mu.Unlock()
+	return s.t.cfg.Plane.RemoveStream(s.cfg.From)
+}
+
+func (s *Sender) closeLegs() {
+	s.mu.Lock()
+	s.closed = true
+	legs := s.legs
+	s.legs = nil
+	s.mu.Unlock()
+	for _, l := range legs {
+		l.detach()
+	}
+}
+
+// keyFrame asks the sender for a key frame of its video, unless one was
+// asked for within the interval.
+func (s *Sender) keyFrame() { s.requestKeyFrame(s.cfg.VideoSSRC) }
+
+func (s *Sender) requestKeyFrame(ssrc uint32) {
+	if ssrc == 0 || !s.firstPLI(ssrc) {
+		return
+	}
+	s.sendRTCP(&rtcp.PictureLossIndication{SenderSSRC: sfuSSRC, MediaSSRC: ssrc})
+}
+
+// firstPLI says whether a key frame of ssrc may be asked for now.
+func (s *Sender) firstPLI(ssrc uint32) bool {
+	now := s.t.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last, ok := s.lastPLI[ssrc]; ok && now-last < s.t.cfg.PLIInterval {
+		return false
+	}
+	s.lastPLI[ssrc] = now
+	return true
+}
+
+// askFor NACKs the sender for packets the SFU never got, each at most
+// once a round trip's worth (200 ms) however many receivers ask.
+func (s *Sender) askFor(seqs []uint16) {
+	now := s.t.cfg.Now()
+	s.mu.Lock()
+	var ask []uint16
+	for _, seq := range seqs {
+		if at, ok := s.asked[seq]; ok && now-at < 200*time.Millisecond {
+			continue
+		}
+		s.asked[seq] = now
+		ask = append(ask, seq)
+	}
+	if len(s.asked) > 1024 {
+		for seq, at := range s.asked {
+			if now-at > time.Second {
+				delete(s.asked, seq)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(ask) > 0 && s.cfg.VideoSSRC != 0 {
+		s.sendRTCP(&rtcp.TransportLayerNack{SenderSSRC: sfuSSRC, MediaSSRC: s.cfg.VideoSSRC,
+			Nacks: rtcp.NackPairsFromSequenceNumbers(ask)})
+	}
+}
+
+func (s *Sender) sendRTCP(pkts ...rtcp.Packet) {
+	b, err := rtcp.Marshal(pkts)
+	if err == nil {
+		err = s.t.cfg.Plane.Send(b, s.cfg.Via, s.cfg.From)
+	}
+	if err != nil {
+		s.t.cfg.Log.Debug("rtcp to sender", "room", s.cfg.Room, "sender", s.cfg.ID, "err", err)
+	}
+}
+
+// observe reads the stream's rates from the data plane's counters: per
+// decode target, and the whole stream.
+func (s *Sender) observe(now time.Duration) {
+	plane := s.t.cfg.Plane
+	ls, lerr := plane.Layers(s.cfg.From)
+	st, serr := plane.StreamStats(s.cfg.From)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lerr == nil {
+		s.layers.Observe(now, ls.Bytes)
+		s.targets = s.layers.Bitrates(now)
+		if ls.Targets == 0 {
+			s.targets = nil
+		}
+	}
+	if serr == nil {
+		s.total.Observe(now, []uint64{st.In.Bytes})
+		s.totalRate = s.total.Bitrates(now)[0] * rtpOverhead
+	}
+	s.videoRate = 0
+	if n := len(s.targets); n > 0 {
+		s.videoRate = s.targets[n-1] * rtpOverhead
+	}
+}
+
+// rtpOverhead is what IP and UDP add to each RTP packet's bytes, as a
+// share of a typical video packet (a link carries them too).
+const rtpOverhead = 1.03
+
+// stream is the sender's stream as a link's allocation sees it.
+func (s *Sender) stream() ratecontrol.Stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := ratecontrol.Stream{Full: s.totalRate, Other: max(s.totalRate-s.videoRate, 0)}
+	if len(s.targets) > 0 && s.targets[len(s.targets)-1] > 0 {
+		st.Rates = make([]float64, len(s.targets))
+		for i, r := range s.targets {
+			st.Rates[i] = r * rtpOverhead
+		}
+	}
+	return st
+}
+
+// afterRound asks the sender for key frames its legs wait for, and tells
+// it the estimate of its best downlink (REMB): what the best of its
+// receivers' links has room for, its other streams aside; nothing while
+// one of them shows no limit (the sender goes by its own estimate).
+func (s *Sender) afterRound(now time.Duration, waiting bool) {
+	legs := s.Legs()
+	best := 0.0
+	for _, l := range legs {
+		if l.switchWaiting() >= s.t.cfg.PLIInterval {
+			s.keyFrame()
+		}
+		best = max(best, l.roomForSender())
+	}
+	if waiting {
+		if st, err := s.t.cfg.Plane.StreamStats(s.cfg.From); err == nil && st.Waiting() > 0 {
+			s.keyFrame()
+		}
+	}
+	if best <= 0 || math.IsInf(best, 1) || len(s.ssrcs()) == 0 {
+		return
+	}
+	s.mu.Lock()
+	due := now-s.lastREMB >= time.Second || best < 0.9*s.rembSent
+	if due {
+		s.lastREMB, s.rembSent = now, best
+	}
+	s.mu.Unlock()
+	if due {
+		s.sendRTCP(&rtcp.ReceiverEstimatedMaximumBitrate{SenderSSRC: sfuSSRC, Bitrate: float32(best), SSRCs: s.ssrcs()})
+	}
+}
+
+// feedbackInterval is how often the sender is told what arrived.
+const feedbackInterval = 100 * time.Millisecond
+
+// transportFeedback sends the sender transport-cc feedback for what
+// arrived since the last (the SFU is its peer: its own send-side
+// estimate sees the uplink to the SFU).
+func (s *Sender) transportFeedback(now time.Duration) {
+	if s.recorder == nil || now-s.lastFB < feedbackInterval {
+		return
+	}
+	s.lastFB = now
+	media := s.cfg.VideoSSRC
+	if media == 0 && len(s.cfg.Sources) > 0 {
+		media = s.cfg.Sources[0].SSRC
+	}
+	for _, a := range s.arrivals.Read() {
+		s.recorder.Record(media, a.Seq, int64(a.At/time.Microsecond))
+	}
+	if pkts := s.recorder.BuildFeedbackPacket(); len(pkts) > 0 {
+		s.sendRTCP(pkts...)
+	}
+}
+
+func (s *Sender) ssrcs() []uint32 {
+	out := make([]uint32, 0, len(s.cfg.Sources))
+	for _, src := range s.cfg.Sources {
+		out = append(out, src.SSRC)
+	}
+	return out
+}
+
+func (s *Sender) status() []LegStatus {
+	var out []LegStatus
+	for _, l := range s.Legs() {
+		out = append(out, l.status())
+	}
+	return out
+}
+
+func (s *Sender) String() string { return fmt.Sprintf("%s/%s", s.cfg.Room, s.cfg.ID) }

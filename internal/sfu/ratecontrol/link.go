@@ -1,0 +1,311 @@
+package ratecontrol
+
+import (
+	"fmt"
+	"time"
+)
+
+// Link is one receiver's downlink: every stream it receives (one leg per
+// sender) shares it. Each round it takes the link's estimate, allocates
+// it over the streams (Allocate) and moves their targets: down at once,
+// up only to what a probe showed the link carries (the estimate alone
+// cannot show more than is sent: it is capped at 1.5 times what arrives),
+// or, on a link estimated only by the receiver's REMB, after it fitted
+// for a while. Probes are planned here and sent by the caller.
+type Link struct {
+	est        *Estimator
+	merge      merge
+	targets    []int
+	pauseSince []time.Duration // per stream: since when its lowest layer has not fitted (-1: it fits)
+	upSince    time.Duration   // since when an up-move has fitted (REMB links)
+	proven     float64         // what the last successful probe showed, bits/s
+	provenAt   time.Duration
+	probing    bool
+	next       time.Duration // no probe before
+	backoff    time.Duration
+	lastDown   time.Duration
+	bucket     Bucket
+	budget     float64 // for the streams' media, bits/s, as last allocated
+}
+
+// Link constants.
+const (
+	// headroom: the streams get this share of the estimate; the rest
+	// carries retransmissions and absorbs the estimate's noise.
+	headroom = 0.9
+	// ProbeLength is how long a probe's padding is sent: long enough to
+	// drain a shaper's burst allowance (tbf's bucket) and show its rate.
+	ProbeLength = 500 * time.Millisecond
+	// provenFor: a probe's showing stands this long for moves up.
+	provenFor = 10 * time.Second
+	// REMB links move up after this long fitting.
+	rembHold       = 3 * time.Second
+	probeAfterDown = 2 * time.Second
+	probeBackoff   = time.Second
+	maxBackoff     = 4 * time.Second
+	// retransmitShare of the estimate is kept for retransmissions at least.
+	retransmitShare = 0.1
+	// pauseAfter: a stream whose lowest layer does not fit pauses after
+	// this long.
+	pauseAfter = 1500 * time.Millisecond
+)
+
+// NewLink is a link with no estimate yet: its streams go as they are.
+func NewLink() *Link { return &Link{est: NewEstimator(), backoff: probeBackoff} }
+
+// Estimator is the link's send-side estimator.
+func (l *Link) Estimator() *Estimator { return l.est }
+
+// OnFeedback takes the acks of one leg's feedback (leg: any key of the
+// caller's) at now: merged with the other legs' in arrival order, they go
+// to the estimator.
+func (l *Link) OnFeedback(leg any, now time.Duration, acks []Ack) {
+	l.merge.add(leg, now, acks)
+	l.est.OnAcks(now, l.merge.ready(now))
+}
+
+// ForgetLeg drops what the link knew of a leg's feedback (it left).
+func (l *Link) ForgetLeg(leg any) { l.merge.forget(leg) }
+
+// Input is a round's view of one stream of the link.
+type Input struct {
+	Stream
+	REMB     float64 // its receiver's smoothed REMB for this leg (bits/s); 0: none
+	CanProbe bool    // padding can be sent on its leg (RTX, transport-wide numbers)
+}
+
+// Decision is a stream's target after a round, and why it moved.
+type Decision struct {
+	Target int
+	Reason string // "" when it did not move
+}
+
+// ProbePlan asks the caller to send padding at Rate bits/s on top of the
+// media for ProbeLength on leg Stream; Goal is the total the link is
+// probed at.
+type ProbePlan struct {
+	Stream     int
+	Rate, Goal float64
+}
+
+// Estimate is the link's estimate and where it comes from ("twcc",
+// "remb"); false while there is none.
+func (l *Link) Estimate(in []Input) (float64, string, bool) {
+	if e, ok := l.est.Estimate(); ok {
+		return e, "twcc", true
+	}
+	var remb float64
+	for _, s := range in {
+		remb += s.REMB
+	}
+	return remb, "remb", remb > 0
+}
+
+// Round decides the streams' targets at now.
+func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
+	l.resize(in)
+	out := make([]Decision, len(in))
+	streams := make([]Stream, len(in))
+	for i, s := range in {
+		streams[i] = s.Stream
+		streams[i].Current = l.targets[i]
+		out[i].Target = l.targets[i]
+	}
+	l.est.OnAcks(now, l.merge.ready(now)) // what waited long enough for the other legs
+	est, source, ok := l.Estimate(in)
+	if !ok {
+		return out, nil // no estimate yet: as they are
+	}
+	l.judgeProbe(now)
+	want := l.want(now, est, streams)
+	l.budget = headroom * est
+	up := false
+	for i := range in {
+		cur := l.targets[i]
+		switch {
+		case cur == EveryLayer && len(in[i].Rates) > 0:
+			l.move(i, want[i], fmt.Sprintf("first estimate %.0f kbit/s (%s)", est/1000, source), out)
+		case lower(want[i], cur):
+			why := fmt.Sprintf("estimate %.0f kbit/s (%s) below what the layers need", est/1000, source)
+			if want[i] == Paused {
+				why = fmt.Sprintf("estimate %.0f kbit/s (%s): the lowest layer does not fit", est/1000, source)
+			}
+			l.move(i, want[i], why, out)
+			l.lastDown, l.proven = now, 0 // what a probe showed no longer holds
+		case lower(cur, want[i]):
+			up = true
+		}
+	}
+	if up {
+		l.moveUp(now, est, source, streams, want, out)
+	} else {
+		l.upSince = -1
+	}
+	l.bucket.SetRate(now, max(est-Total(streams, l.targets), retransmitShare*est))
+	return out, l.plan(now, in, streams, source)
+}
+
+// want is the allocation of est: within the headroom; but a stream keeps
+// its lowest layer while the estimate itself (no headroom) has room for
+// it, and pauses only when that has lasted pauseAfter (a pause costs a key
+// frame and shows; a dip of the estimate after a loss should not).
+func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
+	want := Allocate(headroom*est, streams)
+	tight := Allocate(est, streams)
+	for i := range want {
+		if want[i] == Paused && tight[i] != Paused {
+			want[i] = tight[i]
+		}
+		if want[i] != Paused || l.targets[i] == Paused {
+			l.pauseSince[i] = -1
+			continue
+		}
+		if l.pauseSince[i] < 0 {
+			l.pauseSince[i] = now
+		}
+		if now-l.pauseSince[i] < pauseAfter {
+			want[i] = min(l.targets[i], 0) // hold the lowest layer meanwhile
+			if l.targets[i] == EveryLayer {
+				want[i] = 0
+			}
+		}
+	}
+	return want
+}
+
+// moveUp takes the streams up to want where the link showed it carries
+// the total: a probe's success (TWCC), or the estimate fitting for a
+// while (REMB).
+func (l *Link) moveUp(now time.Duration, est float64, source string, streams []Stream, want []int, out []Decision) {
+	need := Total(streams, want)
+	switch source {
+	case "twcc":
+		if l.proven <= 0 || now-l.provenAt > provenFor || need > headroom*l.proven {
+			return
+		}
+		for i := range want {
+			if lower(l.targets[i], want[i]) {
+				l.move(i, want[i], fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000), out)
+			}
+		}
+	case "remb":
+		if l.upSince < 0 {
+			l.upSince = now
+		}
+		if now-l.upSince < rembHold {
+			return
+		}
+		for i := range want {
+			if lower(l.targets[i], want[i]) {
+				l.move(i, want[i], fmt.Sprintf("estimate %.0f kbit/s (remb) fitted %v", est/1000, rembHold), out)
+			}
+		}
+		l.upSince = -1
+	}
+}
+
+// plan asks for a probe when a stream could go higher than the link has
+// shown it carries, on a leg that can send padding, no probe is under way
+// and the back-off is over: at the total of one more layer, or half as
+// much again as now, whichever is more, at most everything at the top
+// (with the headroom the streams leave).
+func (l *Link) plan(now time.Duration, in []Input, streams []Stream, source string) *ProbePlan {
+	if source != "twcc" || l.probing || now < l.next || now-l.lastDown < probeAfterDown {
+		return nil
+	}
+	leg := -1
+	for i, s := range in {
+		if s.CanProbe {
+			leg = i
+			break
+		}
+	}
+	top := Top(streams)
+	cur := Total(streams, l.targets)
+	full := Total(streams, top)
+	if leg < 0 || cur >= full {
+		return nil
+	}
+	next := cur
+	for i := range streams {
+		if lower(l.targets[i], top[i]) {
+			next = cur + streams[i].cost(nextTarget(l.targets[i])) - streams[i].cost(l.targets[i])
+			break
+		}
+	}
+	// A success must show the total with the headroom, and some to spare.
+	goal := min(max(next, 1.5*cur), full) / headroom * 1.05
+	if l.proven > 0 && now-l.provenAt <= provenFor && goal <= l.proven {
+		return nil // shown already
+	}
+	l.probing = true
+	l.est.Probe(now, now+ProbeLength, goal)
+	return &ProbePlan{Stream: leg, Rate: max(goal-cur, 0), Goal: goal}
+}
+
+// judgeProbe takes the last probe's judgement once it is in.
+func (l *Link) judgeProbe(now time.Duration) {
+	if !l.probing || l.est.Probing() {
+		return
+	}
+	l.probing = false
+	r := l.est.LastProbe()
+	if r.Success {
+		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
+		l.next = now
+		return
+	}
+	l.next = now + l.backoff
+	l.backoff = min(2*l.backoff, maxBackoff)
+}
+
+func (l *Link) move(i, target int, reason string, out []Decision) {
+	l.targets[i] = target
+	out[i] = Decision{Target: target, Reason: reason}
+}
+
+// resize keeps a target per stream; a new stream starts as it is.
+func (l *Link) resize(in []Input) {
+	for len(l.targets) < len(in) {
+		l.targets, l.pauseSince = append(l.targets, EveryLayer), append(l.pauseSince, -1)
+	}
+	l.targets, l.pauseSince = l.targets[:len(in)], l.pauseSince[:len(in)]
+}
+
+// Forget drops stream i's place (its leg left): the others move up one.
+func (l *Link) Forget(i int) {
+	if i < len(l.targets) {
+		l.targets = append(l.targets[:i], l.targets[i+1:]...)
+		l.pauseSince = append(l.pauseSince[:i], l.pauseSince[i+1:]...)
+	}
+}
+
+// Retransmit takes bytes from the retransmission budget: false when the
+// link has no room for them now (the receiver asks again). Before the
+// link has an estimate, nothing holds them back.
+func (l *Link) Retransmit(now time.Duration, bytes int) bool {
+	return l.budget == 0 || l.bucket.Take(now, bytes)
+}
+
+// Budget is what the streams' media were given, bits/s (0: none yet).
+func (l *Link) Budget() float64 { return l.budget }
+
+// lower: target a is below b (Paused below every layer, EveryLayer above).
+func lower(a, b int) bool { return rank(a) < rank(b) }
+
+func rank(t int) int {
+	switch t {
+	case Paused:
+		return -1
+	case EveryLayer:
+		return 1 << 30
+	}
+	return t
+}
+
+func nextTarget(t int) int {
+	if t == Paused {
+		return 0
+	}
+	return t + 1
+}

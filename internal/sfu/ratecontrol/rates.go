@@ -1,0 +1,58 @@
+package ratecontrol
+
+import "time"
+
+// Rates measures each decode target's bitrate: a frame's bytes count
+// toward every target the frame is present in. Smoothed over Window.
+type Rates struct {
+	Window time.Duration // 0: one second
+	bytes  []float64     // per target, in the current window
+	rate   []float64     // per target, bits/s, smoothed
+	start  time.Duration
+	last   []uint64 // Observe's previous totals
+}
+
+// Observe counts what each target carried since the previous totals
+// (cumulative bytes per target, as the data planes count them).
+func (r *Rates) Observe(now time.Duration, totals []uint64) {
+	r.roll(now, len(totals))
+	if len(r.last) == len(totals) {
+		for t, n := range totals {
+			if n >= r.last[t] {
+				r.bytes[t] += float64(n - r.last[t])
+			}
+		}
+	}
+	r.last = append(r.last[:0], totals...)
+}
+
+// Bitrates is each decode target's bitrate, bits/s.
+func (r *Rates) Bitrates(now time.Duration) []float64 {
+	r.roll(now, len(r.rate))
+	return append([]float64(nil), r.rate...)
+}
+
+// roll closes the window if it is over: its rates weigh half in the
+// smoothed ones.
+func (r *Rates) roll(now time.Duration, targets int) {
+	window := r.Window
+	if window == 0 {
+		window = time.Second
+	}
+	if len(r.bytes) != targets {
+		r.bytes, r.rate, r.start = make([]float64, targets), make([]float64, targets), now
+		return
+	}
+	if elapsed := now - r.start; elapsed >= window {
+		for t := range r.bytes {
+			bps := 8 * r.bytes[t] / elapsed.Seconds()
+			if r.rate[t] == 0 {
+				r.rate[t] = bps
+			} else {
+				r.rate[t] = (r.rate[t] + bps) / 2
+			}
+			r.bytes[t] = 0
+		}
+		r.start = now
+	}
+}

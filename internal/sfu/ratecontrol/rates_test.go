@@ -1,0 +1,35 @@
+package ratecontrol
+
+import (
+	"testing"
+	"time"
+)
+
+// At 20 fps with T0 frames of 4,000 bytes, T1 of 2,000 and T2 of 1,000:
+// target 0 carries 5 T0 frames a second (160 kbit/s), target 1 adds 5 T1
+// (240), target 2 adds 10 T2 (320).
+func TestRatesPerDecodeTarget(t *testing.T) {
+	var r Rates
+	var now time.Duration
+	sizes := []int{4000, 1000, 2000, 1000}
+	totals := make([]uint64, 3) // as the data planes count: a frame's bytes to every target it is in
+	for f := range 200 {        // 10 s
+		for t, present := range l1t3[f%4] {
+			if present {
+				totals[t] += uint64(sizes[f%4])
+			}
+		}
+		r.Observe(now, totals)
+		now += 50 * time.Millisecond
+	}
+	got := r.Bitrates(now)
+	want := []float64{160e3, 240e3, 320e3}
+	for i := range want {
+		if d := got[i]/want[i] - 1; d < -0.05 || d > 0.05 {
+			t.Errorf("target %d: %.0f bit/s, want %.0f", i, got[i], want[i])
+		}
+	}
+}
+
+// Chromium's L1T3 cadence, T0 T2 T1 T2, as the targets each frame is in.
+var l1t3 = [][]bool{{true, true, true}, {false, false, true}, {false, true, true}, {false, false, true}}

@@ -1,0 +1,157 @@
+package ratecontrol
+
+import (
+	"time"
+
+	"github.com/pion/interceptor/pkg/twcc"
+	"github.com/pion/rtcp"
+)
+
+// simLink is a receiver's downlink as tbf makes it: a token bucket of
+// rate bits/s feeding a queue that holds at most limit of delay (tail
+// drop), then a fixed propagation delay. Packets come from one or more
+// legs (each a PeerConnection with its own transport-wide numbers); the
+// receiver records each leg's arrivals with pion/interceptor's
+// transport-cc recorder (an implementation of the feedback independent of
+// ours) and sends each leg's feedback every 100 ms, the legs out of phase,
+// which reaches the sender after the propagation delay. Times are the
+// simulation's.
+type simLink struct {
+	rate        func(now time.Duration) float64
+	limit, prop time.Duration
+
+	busyUntil time.Duration // the bottleneck transmits the queue until then
+	inflight  []simArrival
+	feedback  []simFeedback
+	legs      []*simLeg
+	dropped   int
+}
+
+type simLeg struct {
+	rec    *twcc.Recorder
+	sent   map[uint16]SentPacket
+	seq    uint16
+	nextFB time.Duration
+}
+
+type simArrival struct {
+	at  time.Duration
+	leg int
+	seq uint16
+}
+
+type simFeedback struct {
+	at  time.Duration
+	leg int
+	pkt *rtcp.TransportLayerCC
+}
+
+func newSimLink(rate func(time.Duration) float64, legs int) *simLink {
+	l := &simLink{rate: rate, limit: 200 * time.Millisecond, prop: 20 * time.Millisecond}
+	for i := range legs {
+		l.legs = append(l.legs, &simLeg{rec: twcc.NewRecorder(1), sent: map[uint16]SentPacket{},
+			nextFB: 100*time.Millisecond + time.Duration(i)*37*time.Millisecond})
+	}
+	return l
+}
+
+// send puts a packet of size bytes of leg on the link at now.
+func (l *simLink) send(now time.Duration, leg, size int) {
+	lg := l.legs[leg]
+	seq := lg.seq
+	lg.seq++
+	lg.sent[seq] = SentPacket{At: now, Size: size}
+	start := max(now, l.busyUntil)
+	if start-now > l.limit {
+		l.dropped++
+		return // the queue is full
+	}
+	tx := time.Duration(float64(8*size) / l.rate(now) * float64(time.Second))
+	l.busyUntil = start + tx
+	l.inflight = append(l.inflight, simArrival{at: l.busyUntil + l.prop, leg: leg, seq: seq})
+}
+
+// step moves the receiver to now: what arrived is recorded, feedback due
+// is sent; it returns the feedback that reached the sender by now.
+func (l *simLink) step(now time.Duration) []simFeedback {
+	kept := l.inflight[:0]
+	for _, a := range l.inflight {
+		if a.at <= now {
+			l.legs[a.leg].rec.Record(1, a.seq, int64(a.at/time.Microsecond))
+		} else {
+			kept = append(kept, a)
+		}
+	}
+	l.inflight = kept
+	for i, lg := range l.legs {
+		for now >= lg.nextFB {
+			for _, p := range lg.rec.BuildFeedbackPacket() {
+				if fb, ok := p.(*rtcp.TransportLayerCC); ok {
+					l.feedback = append(l.feedback, simFeedback{at: lg.nextFB + l.prop, leg: i, pkt: fb})
+				}
+			}
+			lg.nextFB += 100 * time.Millisecond
+		}
+	}
+	var out []simFeedback
+	kept2 := l.feedback[:0]
+	for _, f := range l.feedback {
+		if f.at <= now {
+			out = append(out, f)
+		} else {
+			kept2 = append(kept2, f)
+		}
+	}
+	l.feedback = kept2
+	return out
+}
+
+func (l *simLink) lookup(leg int) func(uint16) (SentPacket, bool) {
+	return func(seq uint16) (SentPacket, bool) {
+		s, ok := l.legs[leg].sent[seq]
+		return s, ok
+	}
+}
+
+// simSender sends on each leg at a rate (packets of about 1,000 bytes)
+// and feeds what comes back to onAcks (per leg), or to the estimator.
+type simSender struct {
+	link    *simLink
+	est     *Estimator
+	onAcks  func(leg int, now time.Duration, acks []Ack) // instead of est.OnAcks, if set
+	readers []FeedbackReader
+	owed    []float64 // bits to send, per leg
+}
+
+func newSimSender(link *simLink, est *Estimator) *simSender {
+	return &simSender{link: link, est: est, readers: make([]FeedbackReader, len(link.legs)), owed: make([]float64, len(link.legs))}
+}
+
+// run simulates [from, until) in 1 ms steps, leg i sending at rate(now)[i]
+// bits/s (one leg: rate's first), calling each (if set) every 250 ms.
+func (s *simSender) run(from, until time.Duration, rate func(time.Duration) float64, each func(now time.Duration)) {
+	s.runLegs(from, until, func(now time.Duration) []float64 { return []float64{rate(now)} }, each)
+}
+
+func (s *simSender) runLegs(from, until time.Duration, rates func(time.Duration) []float64, each func(now time.Duration)) {
+	for now := from; now < until; now += time.Millisecond {
+		for leg, r := range rates(now) {
+			s.owed[leg] += r / 1000
+			for s.owed[leg] >= 8*1000 {
+				s.link.send(now, leg, 1000)
+				s.owed[leg] -= 8 * 1000
+			}
+		}
+		for _, fb := range s.link.step(now) {
+			acks := s.readers[fb.leg].Acks(fb.pkt, s.link.lookup(fb.leg))
+			if s.onAcks != nil {
+				s.onAcks(fb.leg, now, acks)
+			} else {
+				s.est.OnAcks(now, acks)
+			}
+		}
+		if each != nil && (now-from)%(250*time.Millisecond) == 0 {
+			each(now)
+		}
+	}
+}
