@@ -22,10 +22,11 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling")
 	dataplane := fs.String("dataplane", "ebpf", "ebpf (TC ingress) or user (recvmmsg/sendmmsg)")
 	rx := fs.String("rx", "kernel", "how the user data plane receives: kernel (recvmmsg) or afxdp (AF_XDP sockets fed by an XDP classifier; --dataplane user only)")
-	noRA := fs.Bool("no-rate-adaptation", false, "send every receiver every layer (default: each receiver's AV1 temporal layers follow its bandwidth estimate)")
+	noRA := fs.Bool("no-rate-adaptation", false, "send every receiver every layer (default: each receiver's temporal layers follow its link's estimate, and its video pauses when even the lowest does not fit)")
 	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")
 	audio := fs.String("audio-codec", signaling.DefaultCodecs.Audio, "the one audio codec negotiated")
 	metricsListen := fs.String("metrics-listen", "", "Prometheus endpoint IP:PORT (empty: off)")
+	metricsLabels := fs.String("metrics-labels", "none", "rate control's series: none (summed over receivers) or receiver (a series per sender and receiver)")
 	adminListen := fs.String("admin-listen", "", "admin endpoint for 'ebrtc top': unix:PATH or a loopback IP:PORT (empty: off)")
 	newLog := logFlags(fs)
 	unencrypted := fs.Bool("unencrypted-media", false, "acknowledge that media is forwarded unencrypted (required: see docs/sfu.md)")
@@ -48,7 +49,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc sfu: %v\n", err)
 		return 2
 	}
-	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen, AdminListen: *adminListen,
+	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen, MetricsLabels: *metricsLabels, AdminListen: *adminListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger}
 	for _, m := range media {
 		ap, err := netip.ParseAddrPort(m)

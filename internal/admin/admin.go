@@ -36,6 +36,7 @@ type Status struct {
 	Users       []User            `json:"users,omitempty"`
 	Allocations []Allocation      `json:"allocations,omitempty"`
 	Rooms       []Room            `json:"rooms,omitempty"`
+	Legs        []Leg             `json:"legs,omitempty"` // SFU: each sender's stream to each receiver
 }
 
 // Interface is where the fast path runs, and why so.
@@ -104,6 +105,39 @@ type Participant struct {
 	Receives  int            `json:"receives"`           // streams it is sent
 	Sent      Counter        `json:"sent"`               // what it sent into the data plane
 	Forwarded Counter        `json:"forwarded"`          // copies of it the data plane sent on
+	// LayerBPS is what each decode target of its video carries (bits/s,
+	// on the wire; a target includes the layers below it), OtherBPS the
+	// rest of its stream (its audio).
+	LayerBPS []float64 `json:"layer_bps,omitempty"`
+	OtherBPS float64   `json:"other_bps,omitempty"`
+}
+
+// Leg is one sender's stream to one receiver in an SFU room: what the
+// receiver gets and why, and what its link carries.
+type Leg struct {
+	Room     string `json:"room"`
+	Sender   string `json:"sender"`
+	Receiver string `json:"receiver"`
+	// Target is the decode target the receiver gets of the sender's
+	// video ("every layer", "decode target N", "paused"), Reason why it
+	// last moved.
+	Target string `json:"target"`
+	Reason string `json:"reason,omitempty"`
+	// EstimateBPS is the receiver's link estimate (0: its link has shown
+	// no limit), EstimateSource where it comes from (twcc: the SFU's
+	// send-side estimate; remb: the receiver's).
+	EstimateBPS    float64 `json:"estimate_bps"`
+	EstimateSource string  `json:"estimate_source,omitempty"`
+	Sent           Counter `json:"sent"`   // replicas
+	Frames         uint64  `json:"frames"` // video frames among them
+	// Retransmissions: NACKed packets sent from the SFU's history, asked
+	// of the sender (the SFU never got them), and not sent (a layer the
+	// receiver does not get; no room in its link then; resent already).
+	Retransmitted uint64 `json:"retransmitted"`
+	AskedSender   uint64 `json:"asked_sender"`
+	NotSent       uint64 `json:"not_sent"`
+	TWCC          bool   `json:"twcc"`
+	RTX           bool   `json:"rtx"`
 }
 
 // Address is where an admin endpoint listens: "unix:/path" or a loopback

@@ -42,6 +42,7 @@ func Render(w io.Writer, prev, cur Status) {
 	renderUsers(w, r, prev.Users, cur.Users)
 	renderAllocations(w, r, prev.Allocations, cur.Allocations)
 	renderRooms(w, r, prev.Rooms, cur.Rooms)
+	renderLegs(w, r, prev.Legs, cur.Legs)
 }
 
 // rates turns two counters into per-second figures; "-" without a
@@ -178,6 +179,36 @@ func renderRooms(w io.Writer, r rates, prev, cur []Room) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d rooms, %d participants\n", len(cur), participants(cur))
+}
+
+// renderLegs shows each receiver's leg of each sender: what it gets, at
+// how many frames a second, its link's estimate, the retransmissions the
+// SFU answered (and asked the sender for), and why its target last moved.
+func renderLegs(w io.Writer, r rates, prev, cur []Leg) {
+	if len(cur) == 0 {
+		return
+	}
+	before := map[string]Leg{}
+	for _, l := range prev {
+		before[l.Room+"/"+l.Sender+"/"+l.Receiver] = l
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROOM\tSENDER\tRECEIVER\tTARGET\tFPS\tBPS\tESTIMATE\tRETRANSMITTED\tASKED SENDER\tWHY\t")
+	for _, l := range cur {
+		b := before[l.Room+"/"+l.Sender+"/"+l.Receiver]
+		fps := "-"
+		if r.ok() && l.Frames >= b.Frames {
+			fps = fmt.Sprintf("%.1f", float64(l.Frames-b.Frames)/r.dt)
+		}
+		est := "no limit"
+		if l.EstimateBPS > 0 {
+			est = human(l.EstimateBPS, "") + " (" + l.EstimateSource + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", l.Room, l.Sender, l.Receiver, l.Target, fps,
+			r.bps(b.Sent, l.Sent), est, l.Retransmitted, l.AskedSender, cmp.Or(l.Reason, "-"))
+	}
+	tw.Flush()
 }
 
 func participants(rooms []Room) int {

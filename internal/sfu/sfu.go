@@ -246,9 +246,14 @@ func housekeeping(ctx context.Context, ctrl *controller.Controller, ice *agent.I
 }
 
 // status is the SFU's snapshot for the admin endpoint: its rooms, with
-// what each publisher sent into the data plane and the copies sent on.
+// what each publisher sent into the data plane, the copies sent on and
+// what its layers carry, and every leg's state.
 func status(ctrl *controller.Controller, plane dataplane.Plane, legs *leg.Table) admin.Status {
 	st := admin.Status{Server: "sfu", Pid: os.Getpid(), Time: time.Now(), Rooms: ctrl.Snapshot()}
+	layers := map[string]leg.SenderStatus{}
+	for _, s := range legs.Senders() {
+		layers[s.Room+"/"+s.ID] = s
+	}
 	for _, room := range st.Rooms {
 		for i, p := range room.Participants {
 			if !p.Publishes.IsValid() {
@@ -258,11 +263,22 @@ func status(ctrl *controller.Controller, plane dataplane.Plane, legs *leg.Table)
 			if err != nil {
 				continue
 			}
-			room.Participants[i].Sent = admin.Counter{Packets: ss.In.Packets, Bytes: ss.In.Bytes}
+			ap := &room.Participants[i]
+			ap.Sent = admin.Counter{Packets: ss.In.Packets, Bytes: ss.In.Bytes}
 			for _, out := range ss.Out {
-				room.Participants[i].Forwarded = room.Participants[i].Forwarded.Add(admin.Counter{Packets: out.Packets, Bytes: out.Bytes})
+				ap.Forwarded = ap.Forwarded.Add(admin.Counter{Packets: out.Packets, Bytes: out.Bytes})
+			}
+			if l, ok := layers[room.Name+"/"+p.ID]; ok {
+				ap.LayerBPS, ap.OtherBPS = l.LayerBPS, l.OtherBPS
 			}
 		}
+	}
+	for _, l := range legs.Status() {
+		r := l.Retransmissions
+		st.Legs = append(st.Legs, admin.Leg{Room: l.Room, Sender: l.Sender, Receiver: l.Receiver, Target: leg.TargetName(l.Target),
+			Reason: l.Reason, EstimateBPS: l.Estimate, EstimateSource: l.EstimateSource,
+			Sent: admin.Counter{Packets: l.Sent.Packets, Bytes: l.Sent.Bytes}, Frames: l.Sent.Frames,
+			Retransmitted: r.Sent, AskedSender: r.Asked, NotSent: r.NotOwed + r.Paced + r.Repeated, TWCC: l.TWCC, RTX: l.RTX})
 	}
 	return st
 }

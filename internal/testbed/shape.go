@@ -30,11 +30,30 @@ func shapeBurst(kbit int) int {
 // SFU data plane sends with bpf_redirect (which goes through the egress
 // qdisc). undo deletes the root qdisc; calling it again does nothing.
 func Shape(ns *netns.NS, iface string, kbit int) (undo func() error, err error) {
-	if kbit <= 0 {
-		return nil, fmt.Errorf("testbed: shape %s: rate %d kbit/s", iface, kbit)
+	return ShapeWith(ns, iface, Shaper{Kbit: kbit})
+}
+
+// Shaper is a tbf: its rate, its bucket (tc's burst: "8kb"; default 10 ms
+// at the rate, at least two full frames) and its queue (tc's latency;
+// default ShapeLatency).
+type Shaper struct {
+	Kbit           int
+	Burst, Latency string
+}
+
+// ShapeWith is Shape with the bucket and queue given.
+func ShapeWith(ns *netns.NS, iface string, s Shaper) (undo func() error, err error) {
+	if s.Kbit <= 0 {
+		return nil, fmt.Errorf("testbed: shape %s: rate %d kbit/s", iface, s.Kbit)
+	}
+	if s.Burst == "" {
+		s.Burst = fmt.Sprint(shapeBurst(s.Kbit))
+	}
+	if s.Latency == "" {
+		s.Latency = ShapeLatency
 	}
 	if _, err := ns.Output("tc", "qdisc", "replace", "dev", iface, "root", "tbf",
-		"rate", fmt.Sprintf("%dkbit", kbit), "burst", fmt.Sprint(shapeBurst(kbit)), "latency", ShapeLatency); err != nil {
+		"rate", fmt.Sprintf("%dkbit", s.Kbit), "burst", s.Burst, "latency", s.Latency); err != nil {
 		return nil, fmt.Errorf("testbed: shape: %w", err)
 	}
 	return once(func() error {

@@ -64,11 +64,11 @@ type Leg struct {
 
 // Retransmissions is what became of the packets a receiver NACKed.
 type Retransmissions struct {
-	Sent        uint64 // from the SFU's history
-	Asked       uint64 // not in the history: the sender was asked
-	NotOwed     uint64 // the receiver does not get their layer (or never had them)
-	Paced       uint64 // no room in the link's budget now (it asks again)
-	Repeated    uint64 // retransmitted within the last round trip already
+	Sent     uint64 // from the SFU's history
+	Asked    uint64 // not in the history: the sender was asked
+	NotOwed  uint64 // the receiver does not get their layer (or never had them)
+	Paced    uint64 // no room in the link's budget now (it asks again)
+	Repeated uint64 // retransmitted within the last round trip already
 }
 
 type probeState struct {
@@ -157,7 +157,7 @@ func (l *Leg) transportFeedback(fb *rtcp.TransportLayerCC) {
 	l.mu.Lock()
 	acks := l.reader.Acks(fb, func(seq uint16) (ratecontrol.SentPacket, bool) {
 		s, ok := l.dp.Sent(seq)
-		return ratecontrol.SentPacket{At: s.At, Size: s.Size}, ok
+		return ratecontrol.SentPacket{At: s.At, Size: s.Size + wireOverhead}, ok
 	})
 	l.mu.Unlock()
 	l.link.feedback(l, l.sender.t.cfg.Now(), acks)
@@ -293,6 +293,9 @@ func switchKind(old int, d ratecontrol.Decision) string {
 	return "down"
 }
 
+// TargetName is a target as logs and ebrtc top say it.
+func TargetName(t int) string { return targetName(t) }
+
 func targetName(t int) string {
 	switch t {
 	case ratecontrol.EveryLayer:
@@ -392,6 +395,7 @@ type LegStatus struct {
 	EstimateSource         string  // "twcc" or "remb"
 	Switches               map[string]uint64
 	Retransmissions        Retransmissions
+	Sent                   dataplane.Counter // replicas the data plane sent it
 	TWCC, RTX              bool
 }
 

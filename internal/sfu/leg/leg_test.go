@@ -81,7 +81,9 @@ func (p *fakePlane) Leg(_, to netip.AddrPort) (dataplane.Leg, error) {
 	return nil, errors.New("no such leg")
 }
 
-func (p *fakePlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error) { return nil, errors.New("none") }
+func (p *fakePlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error) {
+	return nil, errors.New("none")
+}
 
 func (p *fakePlane) Send(b []byte, _, _ netip.AddrPort) error {
 	p.mu.Lock()

@@ -1,8 +1,10 @@
 package leg
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,8 +88,14 @@ func (k *link) round(now time.Duration) {
 	}
 	out, plan := k.rc.Round(now, in)
 	k.last = in
+	prev := k.estBP
 	k.estBP, k.estBy, _ = k.rc.Estimate(in)
+	est, by, usage, loss := k.estBP, k.estBy, k.rc.Estimator().Usage(), k.rc.Estimator().Loss()
 	k.mu.Unlock()
+	if prev == 0 && est > 0 || prev > 0 && (est < 0.8*prev || est > 1.25*prev) {
+		k.t.cfg.Log.Debug("link estimate", "receiver", k.receiver, "kbps", int(est/1000), "source", by, "usage", usage, "loss", loss,
+			"streams", streamsKbps(in))
+	}
 	for i, d := range out {
 		legs[i].apply(d)
 	}
@@ -95,6 +103,21 @@ func (k *link) round(now time.Duration) {
 		legs[plan.Stream].startProbe(now, plan.Rate)
 		k.t.cfg.Log.Debug("probe", "receiver", k.receiver, "goal_kbps", int(plan.Goal/1000), "padding_kbps", int(plan.Rate/1000))
 	}
+}
+
+// streamsKbps says what each stream's targets cost, for the logs.
+func streamsKbps(in []ratecontrol.Input) string {
+	var b strings.Builder
+	for i, s := range in {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "other %.0f, targets", s.Other/1000)
+		for _, r := range s.Rates {
+			fmt.Fprintf(&b, " %.0f", r/1000)
+		}
+	}
+	return b.String()
 }
 
 func (k *link) pace(now time.Duration) {
@@ -114,24 +137,17 @@ func (k *link) estimate() (float64, string) {
 }
 
 // roomFor is what the link has room for of l's stream: its estimate less
-// what its other streams take at their targets. A link that has shown no
-// limit yet has room for half as much again as it takes (as a receiver's
-// own REMB says: senders ramp up through it, as they would to a browser);
-// +Inf before it has taken anything.
+// what its other streams take at their targets; +Inf while the link has
+// shown no limit (an estimate from what it takes would hold the sender to
+// what it sends now, and a receiver that takes it all is its best
+// downlink).
 func (k *link) roomFor(l *Leg) float64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if len(k.last) != len(k.legs) {
+	if k.estBP <= 0 || len(k.last) != len(k.legs) {
 		return math.Inf(1)
 	}
 	room := k.estBP
-	if room <= 0 {
-		acked := k.rc.Estimator().Acked()
-		if acked <= 0 {
-			return math.Inf(1)
-		}
-		room = 1.5*acked + 10e3
-	}
 	for i, other := range k.legs {
 		if other != l {
 			room -= k.last[i].Cost(other.currentTarget())

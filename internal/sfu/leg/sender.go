@@ -42,13 +42,15 @@ type Sender struct {
 	asked   map[uint16]time.Duration // sequence numbers NACKed to the sender, when
 
 	// Rates, from the data plane's counters (observe).
-	layers    ratecontrol.Rates
-	total     ratecontrol.Rates
-	targets   []float64 // per decode target, bits/s
-	totalRate float64
-	videoRate float64
-	lastREMB  time.Duration
-	rembSent  float64
+	layers      ratecontrol.Rates
+	total       ratecontrol.Rates
+	targets     []float64 // per decode target, bits/s
+	totalRate   float64
+	videoRate   float64
+	otherRate   float64 // besides the video's layers: its audio
+	lastTargets int
+	lastREMB    time.Duration
+	rembSent    float64
 
 	// The sender's transport-cc feedback (nil: it has no transport-wide numbers).
 	arrivals *dataplane.ArrivalLog
@@ -248,28 +250,39 @@ func (s *Sender) observe(now time.Duration) {
 		}
 	}
 	if serr == nil {
-		s.total.Observe(now, []uint64{st.In.Bytes})
-		s.totalRate = s.total.Bitrates(now)[0] * rtpOverhead
+		s.total.Observe(now, []uint64{st.In.Bytes + wireOverhead*st.In.Packets})
+		s.totalRate = s.total.Bitrates(now)[0]
 	}
 	s.videoRate = 0
 	if n := len(s.targets); n > 0 {
-		s.videoRate = s.targets[n-1] * rtpOverhead
+		s.videoRate = s.targets[n-1] * videoOverhead
 	}
+	// What the stream sends besides its video's layers (its audio): kept
+	// from before while a new structure's rates are measured.
+	if n := len(s.targets); n == s.lastTargets && s.videoRate > 0 {
+		s.otherRate = max(s.totalRate-s.videoRate, 0)
+	}
+	s.lastTargets = len(s.targets)
 }
 
-// rtpOverhead is what IP and UDP add to each RTP packet's bytes, as a
-// share of a typical video packet (a link carries them too).
-const rtpOverhead = 1.03
+// Rates are on the wire, as a link carries them: wireOverhead is what
+// Ethernet, IPv4 and UDP add to each RTP packet; videoOverhead the share
+// it adds to video's (packets of about a thousand bytes), whose layers are
+// counted in bytes only. Audio's small packets pay half as much again.
+const (
+	wireOverhead  = 14 + 20 + 8
+	videoOverhead = 1.04
+)
 
 // stream is the sender's stream as a link's allocation sees it.
 func (s *Sender) stream() ratecontrol.Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := ratecontrol.Stream{Full: s.totalRate, Other: max(s.totalRate-s.videoRate, 0)}
+	st := ratecontrol.Stream{Full: s.totalRate, Other: s.otherRate}
 	if len(s.targets) > 0 && s.targets[len(s.targets)-1] > 0 {
 		st.Rates = make([]float64, len(s.targets))
 		for i, r := range s.targets {
-			st.Rates[i] = r * rtpOverhead
+			st.Rates[i] = r * videoOverhead
 		}
 	}
 	return st
@@ -303,6 +316,7 @@ func (s *Sender) afterRound(now time.Duration, waiting bool) {
 	}
 	s.mu.Unlock()
 	if due {
+		s.t.cfg.Log.Debug("remb to sender", "room", s.cfg.Room, "sender", s.cfg.ID, "kbps", int(best/1000))
 		s.sendRTCP(&rtcp.ReceiverEstimatedMaximumBitrate{SenderSSRC: sfuSSRC, Bitrate: float32(best), SSRCs: s.ssrcs()})
 	}
 }
@@ -339,11 +353,33 @@ func (s *Sender) ssrcs() []uint32 {
 }
 
 func (s *Sender) status() []LegStatus {
+	sent := map[netip.AddrPort]dataplane.Counter{}
+	if st, err := s.t.cfg.Plane.StreamStats(s.cfg.From); err == nil {
+		for _, r := range st.Out {
+			sent[r.To] = r.Counter
+		}
+	}
 	var out []LegStatus
 	for _, l := range s.Legs() {
-		out = append(out, l.status())
+		st := l.status()
+		st.Sent = sent[l.cfg.To]
+		out = append(out, st)
 	}
 	return out
+}
+
+// SenderStatus is what a sender's stream carries, as rate control sees it.
+type SenderStatus struct {
+	Room, ID string
+	// LayerBPS is each decode target's rate on the wire (a target includes
+	// the layers below), OtherBPS the rest (audio); bits/s.
+	LayerBPS []float64
+	OtherBPS float64
+}
+
+func (s *Sender) senderStatus() SenderStatus {
+	st := s.stream()
+	return SenderStatus{Room: s.cfg.Room, ID: s.cfg.ID, LayerBPS: st.Rates, OtherBPS: st.Other}
 }
 
 func (s *Sender) String() string { return fmt.Sprintf("%s/%s", s.cfg.Room, s.cfg.ID) }

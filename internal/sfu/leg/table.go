@@ -159,6 +159,18 @@ func (t *Table) Status() []LegStatus {
 	return out
 }
 
+// Senders is what each sender's stream carries.
+func (t *Table) Senders() []SenderStatus {
+	t.mu.Lock()
+	senders := slices.Collect(maps.Values(t.senders))
+	t.mu.Unlock()
+	out := make([]SenderStatus, 0, len(senders))
+	for _, s := range senders {
+		out = append(out, s.senderStatus())
+	}
+	return out
+}
+
 func compare(a, b string) int {
 	switch {
 	case a < b:

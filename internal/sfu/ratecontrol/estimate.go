@@ -34,9 +34,17 @@ type Estimator struct {
 	// newestSent is the latest send time feedback has reported on.
 	newestSent time.Duration
 
-	probe *probe
-	last  ProbeResult
+	probe     *probe
+	last      ProbeResult
+	probeFrom time.Duration // the last probe's first send time
+	probeEnd  time.Duration // the queue it built drains until then
+	grace     time.Duration // a stream's move up goes through until then
 }
+
+// Grace holds the delay-based estimate (not the loss-based one) until
+// until: a stream moved up, and its first frames (a key frame, when it
+// resumes) queue for a moment on a link with little room to spare.
+func (e *Estimator) Grace(until time.Duration) { e.grace = max(e.grace, until) }
 
 type aimdState int
 
@@ -118,7 +126,8 @@ func (e *Estimator) OnAcks(now time.Duration, acks []Ack) {
 	var newest time.Duration
 	for _, a := range acks {
 		e.newestSent = max(e.newestSent, a.Sent)
-		if a.Sent >= e.lossCut { // loss of what was sent before the last cut was answered by it
+		probing := a.Sent >= e.probeFrom && (e.probe != nil || a.Sent < e.probeEnd)
+		if a.Sent >= e.lossCut && !probing { // loss of what was sent before the last cut was answered by it; a probe's is its own
 			e.lossWin = append(e.lossWin, lossSample{at: now, sent: a.Sent, received: a.Received})
 		}
 		e.recent = append(e.recent, lossSample{at: now, sent: a.Sent, received: a.Received})
@@ -147,6 +156,14 @@ func (e *Estimator) updateRate(now time.Duration) {
 	acked := e.acked.rate()
 	switch e.delay.usage {
 	case Overuse:
+		if e.probe != nil || now < e.probeEnd || now < e.grace {
+			// The probe built the queue on purpose (its judgement, what
+			// the link carried, sets the estimate), or a stream just
+			// moved up and its key frame or switch frame goes through:
+			// not a cut to what the media alone takes. Loss still cuts.
+			e.state = hold
+			break
+		}
 		if e.state != decrease {
 			e.state = decrease
 		}

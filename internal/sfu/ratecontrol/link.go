@@ -2,6 +2,7 @@ package ratecontrol
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -17,8 +18,12 @@ type Link struct {
 	merge      merge
 	targets    []int
 	pauseSince []time.Duration // per stream: since when its lowest layer has not fitted (-1: it fits)
-	upSince    time.Duration   // since when an up-move has fitted (REMB links)
-	proven     float64         // what the last successful probe showed, bits/s
+	peaks      []timedRate     // the estimate's recent values (peak)
+	capacity   float64         // what the link carries, as the last round saw it
+	ceiling    float64         // what it carried when it last overfilled or a probe failed
+	ceilingAt  time.Duration
+	upSince    time.Duration // since when an up-move has fitted (REMB links)
+	proven     float64       // what the last successful probe showed, bits/s
 	provenAt   time.Duration
 	probing    bool
 	next       time.Duration // no probe before
@@ -33,9 +38,9 @@ const (
 	// headroom: the streams get this share of the estimate; the rest
 	// carries retransmissions and absorbs the estimate's noise.
 	headroom = 0.9
-	// ProbeLength is how long a probe's padding is sent: long enough to
-	// drain a shaper's burst allowance (tbf's bucket) and show its rate.
-	ProbeLength = 500 * time.Millisecond
+	// ProbeLength is how long a probe's padding is sent: its second half
+	// is judged, after a shaper's burst allowance (tbf's bucket) drained.
+	ProbeLength = 800 * time.Millisecond
 	// provenFor: a probe's showing stands this long for moves up.
 	provenFor = 10 * time.Second
 	// REMB links move up after this long fitting.
@@ -47,7 +52,16 @@ const (
 	retransmitShare = 0.1
 	// pauseAfter: a stream whose lowest layer does not fit pauses after
 	// this long.
-	pauseAfter = 1500 * time.Millisecond
+	pauseAfter = 3 * time.Second
+	// peakWindow: what the link carries is the peak of its estimate over
+	// this long.
+	peakWindow = 5 * time.Second
+	// ceilingFor: what a link was seen to carry when it overfilled holds
+	// probes near it this long.
+	ceilingFor = 20 * time.Second
+	// upGrace: after moving up, the first frames (a key frame, resuming)
+	// queue for a moment without cutting the estimate.
+	upGrace = 2 * time.Second
 )
 
 // NewLink is a link with no estimate yet: its streams go as they are.
@@ -141,17 +155,36 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 	} else {
 		l.upSince = -1
 	}
-	l.bucket.SetRate(now, max(est-Total(streams, l.targets), retransmitShare*est))
+	l.bucket.SetRate(now, max(l.capacity-Total(streams, l.targets), retransmitShare*l.capacity))
 	return out, l.plan(now, in, streams, source)
 }
 
 // want is the allocation of est: within the headroom; but a stream keeps
-// its lowest layer while the estimate itself (no headroom) has room for
-// it, and pauses only when that has lasted pauseAfter (a pause costs a key
-// frame and shows; a dip of the estimate after a loss should not).
+// its lowest layer while the link's capacity has room for it (the
+// estimate's recent peak: an estimate saws between 85% of the capacity
+// and it; or what the link was measured to carry, by a probe or when it
+// last overfilled), and pauses
+// only when that has lasted pauseAfter (a pause costs a key frame and
+// shows; a dip of the estimate should not). A link losing more than a
+// tenth is overfilled now: what it delivers is what it carries, and a
+// stream that does not fit in that pauses at once.
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	want := Allocate(headroom*est, streams)
-	tight := Allocate(est, streams)
+	capacity := l.peak(now, est)
+	if now-l.ceilingAt < ceilingFor {
+		capacity = max(capacity, l.ceiling) // measured: what the link delivered overfilled
+	}
+	if now-l.provenAt < provenFor {
+		capacity = max(capacity, l.proven)
+	}
+	overfilled := l.est.Loss() > lossHigh
+	if overfilled {
+		l.peaks = l.peaks[:0] // what it carried before is not what it carries now
+		capacity = max(est, 0.95*l.est.Acked())
+		l.ceiling, l.ceilingAt = capacity, now
+	}
+	l.capacity = capacity
+	tight := Allocate(capacity, streams)
 	for i := range want {
 		if want[i] == Paused && tight[i] != Paused {
 			want[i] = tight[i]
@@ -163,7 +196,7 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 		if l.pauseSince[i] < 0 {
 			l.pauseSince[i] = now
 		}
-		if now-l.pauseSince[i] < pauseAfter {
+		if now-l.pauseSince[i] < pauseAfter && !overfilled {
 			want[i] = min(l.targets[i], 0) // hold the lowest layer meanwhile
 			if l.targets[i] == EveryLayer {
 				want[i] = 0
@@ -173,20 +206,45 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	return want
 }
 
-// moveUp takes the streams up to want where the link showed it carries
-// the total: a probe's success (TWCC), or the estimate fitting for a
-// while (REMB).
+// peak is the highest estimate of the last peakWindow (est now included).
+func (l *Link) peak(now time.Duration, est float64) float64 {
+	l.peaks = append(l.peaks, timedRate{now, est})
+	i := 0
+	for i < len(l.peaks) && now-l.peaks[i].at > peakWindow {
+		i++
+	}
+	l.peaks = l.peaks[i:]
+	p := est
+	for _, r := range l.peaks {
+		p = max(p, r.bps)
+	}
+	return p
+}
+
+type timedRate struct {
+	at  time.Duration
+	bps float64
+}
+
+// moveUp takes the streams up towards want where the link showed it
+// carries them: as far as the last probe's success shows room for (TWCC),
+// or to want once the estimate has fitted it for a while (REMB).
 func (l *Link) moveUp(now time.Duration, est float64, source string, streams []Stream, want []int, out []Decision) {
-	need := Total(streams, want)
 	switch source {
 	case "twcc":
-		if l.proven <= 0 || now-l.provenAt > provenFor || need > headroom*l.proven {
+		if l.proven <= 0 || now-l.provenAt > provenFor {
 			return
 		}
+		shown := Allocate(headroom*l.proven, streams)
+		moved := false
 		for i := range want {
-			if lower(l.targets[i], want[i]) {
-				l.move(i, want[i], fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000), out)
+			if t := lowest(want[i], shown[i]); lower(l.targets[i], t) {
+				l.move(i, t, fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000), out)
+				moved = true
 			}
+		}
+		if moved {
+			l.est.Grace(now + upGrace)
 		}
 	case "remb":
 		if l.upSince < 0 {
@@ -204,43 +262,71 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 	}
 }
 
+func lowest(a, b int) int {
+	if lower(a, b) {
+		return a
+	}
+	return b
+}
+
 // plan asks for a probe when a stream could go higher than the link has
 // shown it carries, on a leg that can send padding, no probe is under way
-// and the back-off is over: at the total of one more layer, or half as
-// much again as now, whichever is more, at most everything at the top
-// (with the headroom the streams leave).
+// and the back-off is over. Its goal is what the streams need with one
+// layer more (the one the allocation would raise next), with the headroom
+// they leave, or more where the link's history allows: twice the last
+// success (as a slow start doubles), but no more than 15% over what the
+// link was seen to carry when it last overfilled or a probe failed, while
+// that is recent (a link that narrowed is not driven into loss again and
+// again; one that cleared shows it in a step or two).
 func (l *Link) plan(now time.Duration, in []Input, streams []Stream, source string) *ProbePlan {
 	if source != "twcc" || l.probing || now < l.next || now-l.lastDown < probeAfterDown {
 		return nil
 	}
-	leg := -1
-	for i, s := range in {
-		if s.CanProbe {
-			leg = i
-			break
-		}
-	}
-	top := Top(streams)
-	cur := Total(streams, l.targets)
-	full := Total(streams, top)
+	leg := slices.IndexFunc(in, func(s Input) bool { return s.CanProbe })
+	cur, full := Total(streams, l.targets), Total(streams, Top(streams))
 	if leg < 0 || cur >= full {
 		return nil
 	}
-	next := cur
-	for i := range streams {
-		if lower(l.targets[i], top[i]) {
-			next = cur + streams[i].cost(nextTarget(l.targets[i])) - streams[i].cost(l.targets[i])
-			break
-		}
+	goal := Total(streams, stepUp(streams, l.targets)) / headroom * 1.05
+	switch {
+	case l.ceiling > 0 && now-l.ceilingAt < ceilingFor:
+		goal = min(goal, 1.15*l.ceiling)
+	case l.proven > 0 && now-l.provenAt < provenFor:
+		goal = max(goal, min(2*l.proven, full/headroom))
+	default:
+		goal = max(goal, min(1.5*cur, full)/headroom)
 	}
-	// A success must show the total with the headroom, and some to spare.
-	goal := min(max(next, 1.5*cur), full) / headroom * 1.05
-	if l.proven > 0 && now-l.provenAt <= provenFor && goal <= l.proven {
-		return nil // shown already
+	if goal <= cur || (l.proven >= goal && now-l.provenAt < time.Second) {
+		return nil // nothing to show, or shown a moment ago
 	}
 	l.probing = true
 	l.est.Probe(now, now+ProbeLength, goal)
-	return &ProbePlan{Stream: leg, Rate: max(goal-cur, 0), Goal: goal}
+	return &ProbePlan{Stream: leg, Rate: goal - cur, Goal: goal}
+}
+
+// stepUp is targets with one layer more for the stream the allocation
+// raises next: of those below their top, showing video first, the one
+// with the lowest target.
+func stepUp(streams []Stream, targets []int) []int {
+	next := -1
+	for _, showing := range []bool{true, false} {
+		for i, s := range streams {
+			if len(s.Rates) == 0 || !lower(targets[i], s.top()) || (targets[i] != Paused) != showing {
+				continue
+			}
+			if next < 0 || lower(targets[i], targets[next]) {
+				next = i
+			}
+		}
+		if next >= 0 {
+			break
+		}
+	}
+	up := slices.Clone(targets)
+	if next >= 0 {
+		up[next] = nextTarget(up[next])
+	}
+	return up
 }
 
 // judgeProbe takes the last probe's judgement once it is in.
@@ -252,8 +338,14 @@ func (l *Link) judgeProbe(now time.Duration) {
 	r := l.est.LastProbe()
 	if r.Success {
 		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
+		if r.Measured > l.ceiling {
+			l.ceiling = 0 // the link carries more than it was seen to
+		}
 		l.next = now
 		return
+	}
+	if r.Measured > 0 {
+		l.ceiling, l.ceilingAt = r.Measured, now
 	}
 	l.next = now + l.backoff
 	l.backoff = min(2*l.backoff, maxBackoff)

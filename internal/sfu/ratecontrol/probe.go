@@ -4,9 +4,11 @@ import "time"
 
 // A probe is what the link carries when the SFU sends more than it does
 // now (padding on top of the media) for a while: the packets sent in the
-// probe's window are judged together once their feedback is in. What
-// arrived at the rate it was sent shows the link carries that rate;
-// arriving slower, the receive rate is what it carries.
+// second half of the probe's window are judged together once their
+// feedback is in (in the first half a shaper's token bucket may let a
+// burst through faster than its rate). What arrived at the rate it was
+// sent shows the link carries that rate; arriving slower, the receive
+// rate is what it carries.
 
 // ProbeResult is a judged probe.
 type ProbeResult struct {
@@ -36,7 +38,7 @@ const minProbePackets = 5
 // Probe starts judging the packets sent in [from, until) as a probe at
 // goal bits/s; a probe still being judged is dropped.
 func (e *Estimator) Probe(from, until time.Duration, goal float64) {
-	e.probe = &probe{from: from, until: until, goal: goal}
+	e.probe, e.probeFrom, e.probeEnd = &probe{from: from, until: until, goal: goal}, from, until+probeDrain
 }
 
 // Probing says whether a probe awaits its judgement.
@@ -50,7 +52,9 @@ func (p *probe) add(a Ack) {
 		p.past = true
 		return
 	}
-	if a.Sent < p.from {
+	// Judged on its second half: a shaper's token bucket lets the first
+	// part through at the line's rate, whatever the shaper's.
+	if a.Sent < p.from+(p.until-p.from)/2 {
 		return
 	}
 	if p.packets == 0 || a.Sent < p.firstSent {
@@ -97,13 +101,25 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 		r.Success = !p.overuse && r.Measured >= 0.9*p.goal
 	}
 	e.last = r
-	if r.Measured <= 0 || p.overuse {
+	e.probeEnd = now + probeDrain
+	if r.Measured <= 0 {
 		return
 	}
-	if !e.initialized || r.Measured > e.estimate {
-		e.estimate, e.initialized, e.state, e.lastChange = r.Measured, true, hold, now
+	// What the link carried is the estimate: up to it after a success, and
+	// after a failure too (a saturated link's arrival rate is its
+	// capacity; below it, the queue the probe built says it is near).
+	est := r.Measured
+	if !r.Success {
+		est *= beta
+	}
+	if !e.initialized || est > e.estimate || !r.Success {
+		e.estimate, e.initialized, e.state, e.lastChange = est, true, hold, now
 	}
 	if e.lossCap > 0 && e.lossCap < r.Measured {
 		e.lossCap = r.Measured // what arrived whole was not lost
 	}
 }
+
+// probeDrain: after a probe is judged, the queue it built drains this long
+// (its delay is no congestion).
+const probeDrain = 300 * time.Millisecond

@@ -40,7 +40,17 @@ func (r *Rates) roll(now time.Duration, targets int) {
 		window = time.Second
 	}
 	if len(r.bytes) != targets {
-		r.bytes, r.rate, r.start = make([]float64, targets), make([]float64, targets), now
+		// A new structure: its targets start from the old ones' rates
+		// (the lowest the same, the highest the whole stream) until a
+		// window of their own is in.
+		rate := make([]float64, targets)
+		if n := len(r.rate); n > 0 && targets > 0 {
+			for t := range rate {
+				rate[t] = r.rate[min(t, n-1)]
+			}
+			rate[targets-1] = r.rate[n-1]
+		}
+		r.bytes, r.rate, r.start = make([]float64, targets), rate, now
 		return
 	}
 	if elapsed := now - r.start; elapsed >= window {

@@ -17,7 +17,11 @@
 // rates are for the reader to take from counter deltas. It stops after
 // SECONDS, or earlier when a line `stop` arrives on standard input, and
 // prints a last line {summary: {...}}: the last sample, and per page the
-// feedback (rtcp-fb) and header extensions negotiated.
+// feedback (rtcp-fb) and header extensions negotiated. A line
+// `mode PAGE MODE` on standard input sets page PAGE's (its index here)
+// video encoding's scalabilityMode (setParameters), as an app switching
+// its encoder does. Each page's sample says which senders' video the SFU
+// paused for it (`paused`: the page's own record of the SFU's notices).
 //
 // usage: node participants.mjs URL ROLES SECONDS [INTERVAL_MS]
 //   e.g. node participants.mjs 'http://10.201.1.1:8088/?room=r' send,send 60 1000
@@ -38,9 +42,21 @@ const seconds = Number(secondsArg || 30), interval = Number(intervalArg || 1000)
 
 let stopping = false;
 let wake = () => {};
+const commands = [];
 createInterface({ input: process.stdin }).on('line', (l) => {
-  if (l.trim() === 'stop') { stopping = true; wake(); }
+  const f = l.trim().split(/\s+/);
+  if (f[0] === 'stop') { stopping = true; wake(); }
+  if (f[0] === 'mode' && f.length === 3) commands.push({ page: Number(f[1]), mode: f[2] });
 });
+
+// Runs in the page: sets its video encoding's scalability mode.
+async function setMode(mode) {
+  const sender = window.meeting.pub.getSenders().find((s) => s.track && s.track.kind === 'video');
+  const params = sender.getParameters();
+  params.encodings[0].scalabilityMode = mode;
+  await sender.setParameters(params);
+  return sender.getParameters().encodings[0].scalabilityMode;
+}
 const sleep = (ms) => new Promise((r) => { const t = setTimeout(r, ms); wake = () => { clearTimeout(t); r(); }; });
 
 // Runs in the page: the stats of its connections (window.meeting: pub, the
@@ -86,7 +102,7 @@ async function collect() {
   }
   const status = document.getElementById('status').textContent;
   const m = /^joined \S+ as (\S+)/.exec(status);
-  return { id: m ? m[1] : '', status, inbound, outbound, pub };
+  return { id: m ? m[1] : '', status, inbound, outbound, pub, paused: { ...st.paused } };
 }
 
 // Runs in the page: what feedback and header extensions were negotiated
@@ -128,6 +144,11 @@ try {
   // other process's participants leave first).
   const sdp = pages.map(() => ({ pubAnswer: [], subs: {} }));
   while (!stopping && Date.now() - start < seconds * 1000) {
+    while (commands.length) {
+      const c = commands.shift();
+      const got = await pages[c.page].page.evaluate(setMode, c.mode);
+      console.error('page', c.page, 'scalabilityMode', got);
+    }
     const t = Date.now();
     const out = [];
     for (const [i, { role, page }] of pages.entries()) {

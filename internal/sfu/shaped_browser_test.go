@@ -1,0 +1,368 @@
+package sfu
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/admin"
+	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// TestShapedReceiver is a meeting of three Chromium participants, each
+// publishing and receiving the others, where one receiver's link is poor:
+// P3's downlink is shaped to a share of what P3 received (audio
+// included) with tbf as a home link would be (burst 8 kb, 200 ms of
+// queue), while P1 switches its encoder L1T3 -> L1T2 -> L1T3; then the
+// shaper lifts; then 1% random loss. What must hold:
+//
+//   - P3 decodes every stream at 3 fps or more after the first 8 s, no
+//     freeze longer than a second, fewer than a NACK a second per stream;
+//   - nobody else notices: every other receiver keeps its frame rate and
+//     bytes, freezes never, and gets not one duplicate (packetsLost never
+//     falls); the senders' targets are not lowered;
+//   - lifted, P3 is back at the full frame rate within 10 s;
+//   - at 1% loss, no freezes.
+//
+// Where the link cannot carry even the lowest layers with the audio, the
+// video it cannot carry pauses instead (the page is told, audio goes on)
+// and resumes with the link. Which is which the test works out itself,
+// from what each sender's lowest layer and audio carry on the wire (the
+// data plane's counters, in the SFU's status) against the shaper's rate
+// at 90%: every stream whose lowest layer fits beside the audio of all
+// (cheapest first) must play at 3 fps or more; one that does not fit
+// may pause. (At 35% of AV1 at 250 kbit/s, a T0 of about 80 kbit/s and
+// Opus of about 55 on the wire a stream, neither fits.)
+//
+// Cases: AV1 at 35% and VP8 at 60% on the eBPF data plane, AV1 at 45% on
+// the user-space one, AV1 at 70% on the eBPF one (where both lowest layers
+// fit, L1T2's too).
+func TestShapedReceiver(t *testing.T) {
+	for _, c := range []shapedCase{
+		{name: "AV1-35%-ebpf", plane: "ebpf", codec: "AV1", share: 0.35},
+		{name: "VP8-60%-ebpf", plane: "ebpf", codec: "VP8", share: 0.60},
+		{name: "AV1-45%-user", plane: "user", codec: "AV1", share: 0.45},
+		{name: "AV1-70%-ebpf", plane: "ebpf", codec: "AV1", share: 0.70},
+	} {
+		t.Run(c.name, func(t *testing.T) { shapedReceiver(t, c) })
+	}
+}
+
+type shapedCase struct {
+	name, plane, codec string
+	share              float64 // of what P3 received, audio included, the shaper carries
+}
+
+// The phases' timing: the shaped phase's first settleTime is not judged;
+// P1 switches to L1T2 and back at switchAt; lifted, liftedWithin is what
+// P3 has to be back at the full rate.
+const (
+	unshapedTime = 12 * time.Second
+	shapedTime   = 24 * time.Second
+	settleTime   = 8 * time.Second
+	liftedWithin = 10 * time.Second
+	liftedTime   = 12 * time.Second
+	lossyTime    = 15 * time.Second
+)
+
+var switchAt = [2]time.Duration{10 * time.Second, 17 * time.Second}
+
+func shapedReceiver(t *testing.T, c shapedCase) {
+	bed := newRateBed(t, func(cfg *Config) {
+		cfg.Codecs = signaling.Codecs{Audio: "opus", Video: c.codec}
+		if c.plane == "user" {
+			cfg.Dataplane, cfg.Ifaces = "user", nil
+		}
+	})
+	var fit fitting
+	res := bed.run(t, shapedPhases(c.share, &fit))
+	res.log(t)
+	t.Logf("the shaper carries the lowest layers of %d of the 2 streams beside the audio: %s", fit.streams, fit.why)
+	unshaped, shaped, lifted, lossy := res.Phases[0], res.Phases[1], res.Phases[2], res.Phases[3]
+	judged := shaped.after(settleTime)
+	ids := res.IDs
+	window := judged.End.Sub(judged.Start).Seconds()
+	for s := range 2 { // P3 from P1, P2
+		full := unshaped.Outbound(s).FPS
+		play := judged.playing(2, ids[s])
+		nacks := judged.Inbound(2, ids[s]).Nacks
+		if play.seconds > 0 && (play.fps < 3 || play.longestFreeze > 1) || play.pauses > 0 || nacks >= window {
+			t.Errorf("shaped: P3 decoded P%d at %.1f fps (want 3 or more) over the %.0f s it played, longest freeze %.2f s (at most 1), %v pauses unannounced, %v NACKs in %.0f s",
+				s+1, play.fps, play.seconds, play.longestFreeze, play.pauses, nacks, window)
+		}
+		if audio := judged.InboundAudio(2, ids[s]); audio.PacketsReceived < 0.9*45*window || audio.PacketsLost > 0.02*audio.PacketsReceived {
+			t.Errorf("shaped: P3's audio from P%d: %v packets in %.0f s, %v lost", s+1, audio.PacketsReceived, window, audio.PacketsLost)
+		}
+		if back := lifted.after(liftedWithin).Inbound(2, ids[s]); back.FPS < 0.8*full {
+			t.Errorf("lifted: P3 decoded P%d at %.1f fps %v after, the sender's full rate is %.1f", s+1, back.FPS, liftedWithin, full)
+		}
+		if in := lossy.Inbound(2, ids[s]); in.Freezes > 0 || in.Pauses > 0 {
+			t.Errorf("1%% loss: P3's video from P%d froze %v times, paused %v", s+1, in.Freezes, in.Pauses)
+		}
+	}
+	if share := judged.playingAtLeast(2, ids[:2], fit.streams); share < 0.8 {
+		t.Errorf("shaped: P3 played %d or more streams %.0f%% of the judged window, want 80%% (the link carries %d lowest layers)",
+			fit.streams, 100*share, fit.streams)
+	}
+	// Nobody else notices: P1 and P2 receiving each other and P3.
+	for p := range 2 {
+		for q := range 3 {
+			if p == q {
+				continue
+			}
+			before, during := unshaped.Inbound(p, ids[q]), shaped.Inbound(p, ids[q])
+			if during.FPS < 0.9*before.FPS || during.Freezes > 0 || during.Pauses > 0 ||
+				during.Kbps < 0.8*before.Kbps || during.Kbps > 1.25*before.Kbps {
+				t.Errorf("shaped: P%d from P%d at %.1f fps, %.0f kbit/s, %v freezes; before %.1f fps, %.0f kbit/s",
+					p+1, q+1, during.FPS, during.Kbps, during.Freezes, before.FPS, before.Kbps)
+			}
+			if dups := res.duplicates(p, ids[q]); dups != "" {
+				t.Errorf("P%d from P%d got duplicates (packetsLost fell): %s", p+1, q+1, dups)
+			}
+		}
+		// P1's encoder reconfigures at each switch, and its target dips
+		// for it a second or two: judged outside those.
+		if before, low := unshaped.Outbound(p), shaped.minTarget(p, switchAt[:], 3*time.Second); low < 0.9*before.LastTargetKbps {
+			t.Errorf("shaped: P%d's target fell to %.0f kbit/s from %.0f", p+1, low, before.LastTargetKbps)
+		}
+	}
+}
+
+// fitting is how many of P3's streams' lowest layers the shaper carries
+// beside all their audio, and the figures it was worked out from.
+type fitting struct {
+	streams int
+	why     string
+}
+
+// fits works out fitting for a shaper of kbit from the SFU's status: the
+// senders' lowest layers and audio, on the wire, cheapest first, at 90%
+// of the shaper (the rest is retransmissions' and the estimate's).
+func (f *fitting) fits(b *rateBed, ids [3]string, kbit int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := admin.Fetch(ctx, b.admin)
+	if err != nil {
+		return err
+	}
+	var lowest, audio []float64
+	for _, room := range st.Rooms {
+		for _, p := range room.Participants {
+			if (p.ID == ids[0] || p.ID == ids[1]) && len(p.LayerBPS) > 0 {
+				lowest, audio = append(lowest, p.LayerBPS[0]), append(audio, p.OtherBPS)
+			}
+		}
+	}
+	if len(lowest) != 2 {
+		return fmt.Errorf("the SFU's status has the layers of %d senders, want 2", len(lowest))
+	}
+	left := 0.9*float64(kbit*1000) - audio[0] - audio[1]
+	slices.Sort(lowest)
+	for _, l := range lowest {
+		if l <= left {
+			left -= l
+			f.streams++
+		}
+	}
+	f.why = fmt.Sprintf("lowest layers %.0f and %.0f kbit/s, audio %.0f and %.0f, 90%% of the shaper %.0f", lowest[0]/1000, lowest[1]/1000,
+		audio[0]/1000, audio[1]/1000, 0.9*float64(kbit))
+	return nil
+}
+
+// shapedPhases: unshaped; shaped to share of what P3 received over the
+// unshaped phase's last 10 s (audio included), P1 switching L1T3 -> L1T2
+// -> L1T3 meanwhile (fit: what the shaper carries); lifted; 1% random
+// loss.
+func shapedPhases(share float64, fit *fitting) []ratePhase {
+	var unshape func() error
+	return []ratePhase{
+		{Name: "unshaped", Duration: unshapedTime},
+		{Name: "shaped", Duration: shapedTime, Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
+			got := done[0].RecentInboundKbps(2, 10)
+			kbit := max(int(share*got), 50)
+			if err := fit.fits(b, done[0].ids(), kbit); err != nil {
+				return "", nil, err
+			}
+			var err error
+			unshape, err = testbed.ShapeWith(b.tb.Server, b.p3Link, testbed.Shaper{Kbit: kbit, Burst: "8kb", Latency: "200ms"})
+			for i, mode := range []string{"L1T2", "L1T3"} {
+				time.AfterFunc(switchAt[i], func() { b.setMode(0, mode) })
+			}
+			return fmt.Sprintf("tbf %d kbit/s burst 8kb latency 200ms on %s (%.0f%% of P3's %.0f kbit/s, audio included); P1 to L1T2 at %v, L1T3 at %v",
+				kbit, b.p3Link, 100*share, got, switchAt[0], switchAt[1]), func() error { return unshape() }, err
+		}, Report: func(b *rateBed) string {
+			out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
+			return strings.Join(strings.Fields(out), " ") + errString(err)
+		}},
+		{Name: "lifted", Duration: liftedTime},
+		{Name: "lossy", Duration: lossyTime, Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
+			undo, err := testbed.DropRandom(b.p3, 1)
+			return "1% random UDP loss in P3's namespace", undo, err
+		}, Report: func(b *rateBed) string {
+			out, err := b.p3.Output("nft", "list", "table", "inet", testbed.DropTable)
+			if m := regexp.MustCompile(`counter packets \d+ bytes \d+`).FindString(out); m != "" {
+				out = "dropped: " + m
+			}
+			return strings.Join(strings.Fields(out), " ") + errString(err)
+		}},
+	}
+}
+
+// ids are the participants' ids as the phase's last samples say.
+func (ph phaseSeries) ids() [3]string {
+	var out [3]string
+	for p := range 3 {
+		if n := len(ph.Samples[p]); n > 0 {
+			out[p] = ph.Samples[p][n-1].ID
+		}
+	}
+	return out
+}
+
+// after is the phase from d into it on.
+func (ph phaseSeries) after(d time.Duration) phaseSeries {
+	out := phaseSeries{Name: ph.Name + " (judged)", Start: ph.Start.Add(d), End: ph.End, REMB: ph.REMB}
+	for p := range 3 {
+		out.Before[p] = ph.Before[p]
+		for _, s := range ph.Samples[p] {
+			if time.UnixMilli(s.T).Before(out.Start) {
+				out.Before[p] = s
+			} else {
+				out.Samples[p] = append(out.Samples[p], s)
+			}
+		}
+	}
+	return out
+}
+
+// playback is how one stream played over a phase, leaving out the
+// seconds its video was announced paused and the second after each
+// resumption (its key frame follows a gap Chromium counts as a freeze).
+type playback struct {
+	seconds, fps, longestFreeze float64
+	pauses                      float64 // Chromium's pauses (5 s without a frame) while not announced
+}
+
+func (ph phaseSeries) playing(p int, from string) playback {
+	var pb playback
+	var frames float64
+	prev := ph.Before[p]
+	for _, s := range ph.Samples[p] {
+		a, z := prev.Inbound[from].Video, s.Inbound[from].Video
+		counted := prev.T != 0 && !s.Paused[from] && !prev.Paused[from]
+		if counted {
+			dt := float64(s.T-prev.T) / 1000
+			pb.seconds += dt
+			frames += z.FramesDecoded - a.FramesDecoded
+			pb.pauses += z.PauseCount - a.PauseCount
+			if n := z.FreezeCount - a.FreezeCount; n > 0 {
+				pb.longestFreeze = max(pb.longestFreeze, (z.TotalFreezesDuration-a.TotalFreezesDuration)/n)
+			} else if d := z.TotalFreezesDuration - a.TotalFreezesDuration; d > 0 {
+				pb.longestFreeze = max(pb.longestFreeze, d)
+			}
+		}
+		prev = s
+	}
+	if pb.seconds > 0 {
+		pb.fps = frames / pb.seconds
+	}
+	return pb
+}
+
+// playingAtLeast is the share of the phase's samples in which participant
+// p's page had at least n of the streams from `from` playing (not
+// announced paused).
+func (ph phaseSeries) playingAtLeast(p int, from []string, n int) float64 {
+	ok := 0
+	for _, s := range ph.Samples[p] {
+		playing := 0
+		for _, f := range from {
+			if !s.Paused[f] {
+				playing++
+			}
+		}
+		if playing >= n {
+			ok++
+		}
+	}
+	if len(ph.Samples[p]) == 0 {
+		return 0
+	}
+	return float64(ok) / float64(len(ph.Samples[p]))
+}
+
+// minTarget is participant p's lowest video target over the phase
+// (kbit/s), leaving out the samples within hold after each of the phase
+// offsets in skip.
+func (ph phaseSeries) minTarget(p int, skip []time.Duration, hold time.Duration) float64 {
+	low := -1.0
+	for _, s := range ph.Samples[p] {
+		at := time.UnixMilli(s.T).Sub(ph.Start)
+		if slices.ContainsFunc(skip, func(d time.Duration) bool { return at >= d && at < d+hold }) {
+			continue
+		}
+		if k := s.Outbound["video"].TargetBitrate / 1000; low < 0 || k < low {
+			low = k
+		}
+	}
+	return low
+}
+
+// InboundAudio is participant p's audio from `from` over the phase: its
+// counters' change since the sample before it.
+func (ph phaseSeries) InboundAudio(p int, from string) inStats {
+	s := ph.Samples[p]
+	if len(s) == 0 {
+		return inStats{}
+	}
+	a, z := ph.Before[p].Inbound[from].Audio, s[len(s)-1].Inbound[from].Audio
+	return inStats{PacketsReceived: z.PacketsReceived - a.PacketsReceived, PacketsLost: z.PacketsLost - a.PacketsLost}
+}
+
+// RecentInboundKbps is what participant p received (audio and video of
+// every sender, RTP payload bytes) over the phase's last n samples.
+func (ph phaseSeries) RecentInboundKbps(p, n int) float64 {
+	s := ph.Samples[p]
+	if len(s) <= n {
+		n = len(s) - 1
+	}
+	if n <= 0 {
+		return 0
+	}
+	a, z := s[len(s)-1-n], s[len(s)-1]
+	var bytes float64
+	for from, in := range z.Inbound {
+		bytes += in.Video.BytesReceived + in.Audio.BytesReceived - a.Inbound[from].Video.BytesReceived - a.Inbound[from].Audio.BytesReceived
+	}
+	return bytes * 8 / float64(z.T-a.T)
+}
+
+// duplicates says where participant p's packetsLost of from's audio or
+// video fell between two samples over the run ("": never): a receiver
+// counts a packet it got twice as one more received, so lost falls.
+func (r *rateSeries) duplicates(p int, from string) string {
+	var out []string
+	var prev *pageSample
+	for _, ph := range r.Phases {
+		for i := range ph.Samples[p] {
+			s := &ph.Samples[p][i]
+			if prev != nil {
+				for kind, pair := range map[string][2]inStats{
+					"video": {prev.Inbound[from].Video, s.Inbound[from].Video},
+					"audio": {prev.Inbound[from].Audio, s.Inbound[from].Audio},
+				} {
+					if pair[1].PacketsLost < pair[0].PacketsLost {
+						out = append(out, fmt.Sprintf("%s %s %v -> %v", ph.Name, kind, pair[0].PacketsLost, pair[1].PacketsLost))
+					}
+				}
+			}
+			prev = s
+		}
+	}
+	return strings.Join(out, "; ")
+}
