@@ -92,7 +92,7 @@ func newRateBed(t *testing.T, configure func(*Config)) *rateBed {
 		MetricsListen: testbed.ServerClientIP4.String() + ":9108",
 		Media:         []netip.AddrPort{testbed.SFUMedia},
 		Ifaces:        []string{testbed.ServerCliIface, b.p3Link}, AdminListen: b.admin,
-		Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }}
+		Ready: func(_ net.Addr, p dataplane.Plane) { ready <- p }}
 	if configure != nil {
 		configure(&cfg)
 	}

@@ -28,7 +28,9 @@ func (nopPlane) Layers(netip.AddrPort) (dataplane.Layers, error)            { re
 func (nopPlane) Packet(netip.AddrPort, uint16) ([]byte, bool)               { return nil, false }
 func (nopPlane) Leg(_, _ netip.AddrPort) (dataplane.Leg, error)             { return nil, errors.New("no legs") }
 func (nopPlane) Send([]byte, netip.AddrPort, netip.AddrPort) error          { return nil }
-func (nopPlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error)    { return nil, errors.New("none") }
+func (nopPlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error) {
+	return nil, errors.New("none")
+}
 
 // The page is served; signaling answers out-of-order and unknown messages
 // with an error naming the problem, and a join with the participant's id.
