@@ -5,7 +5,9 @@
  * xdp_send: run with BPF_PROG_TEST_RUN in live-frame mode on a far end's
  * veth, it sends the template frame out of that veth (XDP_TX there becomes
  * a redirect to the same device): one frame costs the generator no socket,
- * no skb and no syscall of its own.
+ * no skb and no syscall of its own. Where user space sets number_at, each
+ * frame gets a number of its own there (an RTP sequence number: an SFU
+ * drops a repeated one as a duplicate), its UDP checksum kept right.
  *
  * tc_sink: at TC ingress of the far ends, datagrams to the benchmark's
  * addresses (IPv4 address and port: far ends in several namespaces may
@@ -15,13 +17,38 @@
 #include "eth.h"
 #include "ip.h"
 #include "udp.h"
+#include "csum.h"
 #include <linux/pkt_cls.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+/* Frame offsets of the 16-bit big-endian number xdp_send writes and of the
+ * UDP checksum over it (0: frames go out as they are), and the next number. */
+__u32 number_at;
+__u32 udp_csum_at;
+__u32 next_number;
+
+#define MAX_NUMBER_AT 1500
+
 SEC("xdp")
 int xdp_send(struct xdp_md *ctx)
 {
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 at = number_at, csum_at = udp_csum_at;
+	__u16 *num, *csum, old, new;
+
+	if (at == 0 || at > MAX_NUMBER_AT || csum_at > MAX_NUMBER_AT)
+		return XDP_TX;
+	num = data + at;
+	csum = data + csum_at;
+	if ((void *)(num + 1) > data_end || (void *)(csum + 1) > data_end)
+		return XDP_TX;
+	old = *num;
+	new = bpf_htons((__u16)__sync_fetch_and_add(&next_number, 1));
+	*num = new;
+	if (*csum) /* RFC 1624, eqn. 3 */
+		*csum = udp_csum_finish(csum_sub16((__u64)(__u16)~*csum + new, old));
 	return XDP_TX;
 }
 

@@ -95,3 +95,34 @@ func TestRender(t *testing.T) {
 		t.Errorf("a first frame shows rates:\n%s", b.String())
 	}
 }
+
+// An SFU's legs: frames and bytes per second over the interval, the
+// receiver's estimate and where it comes from, and why its target moved.
+func TestRenderLegs(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	snap := func(at time.Time, n uint64) Status {
+		return Status{Server: "sfu", Pid: 9, Time: at, Legs: []Leg{
+			{Room: "r", Sender: "alice", Receiver: "bob", Target: "decode target 0", Reason: "link estimate",
+				EstimateBPS: 180e3, EstimateSource: "twcc", Sent: Counter{50 * n, 500 * 50 * n}, Frames: 15 * n,
+				Retransmitted: 3 * n, AskedSender: n},
+			{Room: "r", Sender: "bob", Receiver: "alice", Target: "every layer", Sent: Counter{n, 100 * n}},
+		}}
+	}
+	var b bytes.Buffer
+	// 2 s apart, n 1 -> 3: 100 packets of 500 bytes (50/s, 200 kbit/s), 30 frames (15/s).
+	Render(&b, snap(t0, 1), snap(t0.Add(2*time.Second), 3))
+	out := b.String()
+	for re, what := range map[string]string{
+		`r\s+alice\s+bob\s+decode target 0\s+15\.0\s+200\.0k\s+180\.0k \(twcc\)\s+9\s+3\s+link estimate`: "the constrained leg",
+		`r\s+bob\s+alice\s+every layer\s+0\.0\s+800\s+no limit\s+0\s+0\s+-`:                              "the unconstrained leg",
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("%s does not match %q:\n%s", what, re, out)
+		}
+	}
+	b.Reset()
+	Render(&b, Status{}, snap(t0, 1))
+	if !regexp.MustCompile(`alice\s+bob\s+decode target 0\s+-\s+-`).MatchString(b.String()) {
+		t.Errorf("a first frame shows rates:\n%s", b.String())
+	}
+}

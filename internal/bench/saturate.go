@@ -108,6 +108,21 @@ type liveSender struct {
 	ns     *netns.NS
 	iface  string
 	frames [][]byte
+	// number, if set, numbers the frames (xdp_send's number_at).
+	number *frameNumber
+}
+
+// frameNumber is where xdp_send writes a number of each frame's own: a
+// 16-bit big-endian counter at At, from First, the UDP checksum at
+// UDPChecksumAt.
+type frameNumber struct {
+	At, UDPChecksumAt uint32
+	First             uint16
+}
+
+// numberFrames makes xdp_send number its frames as n says.
+func (lt *liveTraffic) numberFrames(n frameNumber) error {
+	return errors.Join(lt.objs.NumberAt.Set(n.At), lt.objs.UdpCsumAt.Set(n.UDPChecksumAt), lt.objs.NextNumber.Set(uint32(n.First)))
 }
 
 // run sends frames in turn, framesPerRun at a time, until stop closes;
@@ -173,6 +188,13 @@ func saturateWith(e *env, senders []*liveSender, ports map[netip.AddrPort]uint16
 	defer lt.close()
 	if err := lt.sink(ports); err != nil {
 		return nil, err
+	}
+	for _, s := range senders {
+		if s.number != nil {
+			if err := lt.numberFrames(*s.number); err != nil {
+				return nil, err
+			}
+		}
 	}
 	before, err := e.core.sample(e.relayTasks)
 	if err != nil {

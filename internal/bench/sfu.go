@@ -37,6 +37,11 @@ type SFU struct {
 	// adapted: every other receiver reports a narrow link (REMB), so its
 	// video is cut to the lowest temporal layer and renumbered.
 	adapted bool
+	// plain: the publisher negotiates neither NACKs nor transport-wide
+	// numbers, so the SFU writes no history and numbers no replicas; by
+	// default receivers negotiate transport-cc, as browsers do (adapted
+	// ones excepted: their estimate is their REMB).
+	plain bool
 }
 
 func (s SFU) janus() bool { return s.plane == "" }
@@ -44,10 +49,14 @@ func (s SFU) janus() bool { return s.plane == "" }
 // SFUs returns every SFU kind, in report order.
 func SFUs() []SFU {
 	return []SFU{
-		{Name: "ebrtc-sfu-ebpf", Describe: "ebrtc sfu --dataplane ebpf: TC ingress, bpf_clone_redirect per replica",
+		{Name: "ebrtc-sfu-ebpf", Describe: "ebrtc sfu --dataplane ebpf: TC ingress, bpf_clone_redirect per replica; history written, transport-wide number per replica",
 			plane: "ebpf"},
-		{Name: "ebrtc-sfu-user", Describe: "ebrtc sfu --dataplane user: recvmmsg, sendmmsg per socket run",
+		{Name: "ebrtc-sfu-user", Describe: "ebrtc sfu --dataplane user: recvmmsg, sendmmsg per socket run; history written, transport-wide number per replica",
 			plane: "user"},
+		{Name: "ebrtc-sfu-ebpf-plain", Describe: "ebrtc sfu --dataplane ebpf, a publisher without NACKs and transport-cc: no history, no transport-wide numbers",
+			plane: "ebpf", plain: true},
+		{Name: "ebrtc-sfu-user-plain", Describe: "ebrtc sfu --dataplane user, a publisher without NACKs and transport-cc: no history, no transport-wide numbers",
+			plane: "user", plain: true},
 		{Name: "ebrtc-sfu-ebpf-ra", Describe: "ebrtc sfu --dataplane ebpf, every other receiver adapted to the lowest temporal layer (REMB 100 kbit/s)",
 			plane: "ebpf", adapted: true},
 		{Name: "ebrtc-sfu-user-ra", Describe: "ebrtc sfu --dataplane user, every other receiver adapted to the lowest temporal layer (REMB 100 kbit/s)",
@@ -212,7 +221,7 @@ func addHosts(e *env, hosts int) error {
 
 func selectSFUs(names []string) ([]SFU, error) {
 	return selectNamed("SFU", SFUs(), names, func(s SFU) string { return s.Name },
-		func(name, asked string) bool { return name == asked }, "ebrtc-sfu-ebpf, ebrtc-sfu-user, ebrtc-sfu-ebpf-ra, ebrtc-sfu-user-ra, janus")
+		func(name, asked string) bool { return name == asked }, "ebrtc-sfu-ebpf, ebrtc-sfu-user, ebrtc-sfu-ebpf-plain, ebrtc-sfu-user-plain, ebrtc-sfu-ebpf-ra, ebrtc-sfu-user-ra, janus")
 }
 
 func sfuProgress(o SFUOptions, format string, args ...any) {
@@ -257,6 +266,7 @@ func measureSFU(e *env, s SFU, rec *synth.Recording, o SFUOptions) (*SFUResult, 
 type sfuUnderTest struct {
 	name    string
 	adapted bool // SFU.adapted
+	plain   bool // SFU.plain
 	pid     int
 	stop    func()
 	join    synth.Config // without Net and Room
@@ -312,7 +322,7 @@ func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sfuUnderTest{name: s.Name, pid: r.Pid(), adapted: s.adapted,
+	return &sfuUnderTest{name: s.Name, pid: r.Pid(), adapted: s.adapted, plain: s.plain,
 		stop:    func() { _ = r.Stop(5 * time.Second) },
 		join:    synth.Config{Server: testbed.SFUWeb.String()},
 		metrics: r.Metrics,
@@ -344,6 +354,7 @@ func (sut *sfuUnderTest) config(e *env, host int, room string) synth.Config {
 	if sut.adapted && host%2 == 1 {
 		c.Estimate = adaptedEstimate
 	}
+	c.Plain, c.TWCC = sut.plain, !c.Janus && !sut.plain && !sut.adapted
 	return c
 }
 
@@ -431,11 +442,17 @@ func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResul
 		if err != nil {
 			return err
 		}
-		sat, err := saturateWith(e, []*liveSender{{ns: e.tb.Client, iface: testbed.ClientIface, frames: [][]byte{tmpl}}}, ports,
+		// Numbered: the SFU drops a repeated sequence number as a duplicate.
+		// The template keeps the next number unused, for the paced trials.
+		seqAt := len(tmpl) - size + 2
+		first := binary.BigEndian.Uint16(tmpl[seqAt:])
+		number := &frameNumber{At: uint32(seqAt), UDPChecksumAt: uint32(len(tmpl) - size - 2), First: first}
+		sat, err := saturateWith(e, []*liveSender{{ns: e.tb.Client, iface: testbed.ClientIface, frames: [][]byte{tmpl}, number: number}}, ports,
 			max(o.Trial, 2*time.Second))
 		if err != nil {
 			return err
 		}
+		binary.BigEndian.PutUint16(tmpl[seqAt:], first+uint16(sat.sent))
 		after, err := sentReplicas()
 		if err != nil {
 			return err
@@ -599,8 +616,11 @@ type pacedResult struct {
 	relayNs         uint64
 }
 
-// pacedTrial sends payload from the publisher's socket at rate for d, in
-// batches every millisecond (sendmmsg), and counts the replicas sunk.
+// pacedTrial sends payload (an RTP packet) from the publisher's socket at
+// rate for d, in batches every millisecond (sendmmsg), each under a
+// sequence number of its own (the SFU drops a repeated one as a
+// duplicate; payload's own is the first, and is left the next unused),
+// and counts the replicas sunk.
 func pacedTrial(e *env, lt *liveTraffic, conn *net.UDPConn, to netip.AddrPort, payload []byte, rate float64, d time.Duration) (*pacedResult, error) {
 	var before coreSample
 	var err error
@@ -617,8 +637,9 @@ func pacedTrial(e *env, lt *liveTraffic, conn *net.UDPConn, to netip.AddrPort, p
 	batch := make([]ipv4.Message, 64)
 	dst := net.UDPAddrFromAddrPort(to)
 	for i := range batch {
-		batch[i] = ipv4.Message{Buffers: [][]byte{payload}, Addr: dst}
+		batch[i] = ipv4.Message{Buffers: [][]byte{slices.Clone(payload)}, Addr: dst}
 	}
+	seq := binary.BigEndian.Uint16(payload[2:])
 	var sent uint64
 	start := time.Now()
 	for {
@@ -629,6 +650,9 @@ func pacedTrial(e *env, lt *liveTraffic, conn *net.UDPConn, to netip.AddrPort, p
 		due := uint64(rate * elapsed.Seconds())
 		for sent < due {
 			n := min(int(due-sent), len(batch))
+			for i := range n {
+				binary.BigEndian.PutUint16(batch[i].Buffers[0][2:], seq+uint16(sent)+uint16(i))
+			}
 			w, err := pc.WriteBatch(batch[:n], 0)
 			sent += uint64(max(w, 0))
 			if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN) {
@@ -641,6 +665,7 @@ func pacedTrial(e *env, lt *liveTraffic, conn *net.UDPConn, to netip.AddrPort, p
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	binary.BigEndian.PutUint16(payload[2:], seq+uint16(sent))
 	time.Sleep(100 * time.Millisecond) // in flight
 	sunkAfter, err := lt.sunk()
 	if err != nil {
@@ -920,17 +945,21 @@ func rampStep(e *env, lt *liveTraffic, meetings []*meeting, o SFUOptions, sut *s
 
 // compare checks the targets on this run.
 func (rep *SFUReport) compare() {
-	var ebpf, user, janus *SFUResult
+	byName := map[string]*SFUResult{}
 	for i := range rep.SFUs {
-		switch rep.SFUs[i].Name {
-		case "ebrtc-sfu-ebpf":
-			ebpf = &rep.SFUs[i]
-		case "ebrtc-sfu-user":
-			user = &rep.SFUs[i]
-		case "janus":
-			janus = &rep.SFUs[i]
+		byName[rep.SFUs[i].Name] = &rep.SFUs[i]
+	}
+	// Loss recovery's cost: history writes (per packet) and a
+	// transport-wide number per replica, against neither.
+	for _, plane := range []string{"ebpf", "user"} {
+		with, without := byName["ebrtc-sfu-"+plane], byName["ebrtc-sfu-"+plane+"-plain"]
+		if with != nil && without != nil && with.RelayCoreNsPerReplica > 0 && without.RelayCoreNsPerReplica > 0 {
+			ratio := with.RelayCoreNsPerReplica / without.RelayCoreNsPerReplica
+			rep.Targets = append(rep.Targets, TargetResult{Target: plane + ": ns per replica with history and transport-cc / without",
+				Value: ratio, Want: "<= 1.2", Met: ratio <= 1.2})
 		}
 	}
+	ebpf, user, janus := byName["ebrtc-sfu-ebpf"], byName["ebrtc-sfu-user"], byName["janus"]
 	if ebpf == nil {
 		return
 	}

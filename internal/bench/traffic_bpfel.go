@@ -24,10 +24,13 @@ type trafficSinkKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	trafficMapSinkPorts = "sink_ports"
-	trafficMapSunk      = "sunk"
-	trafficProgTcSink   = "tc_sink"
-	trafficProgXdpSend  = "xdp_send"
+	trafficMapSinkPorts  = "sink_ports"
+	trafficMapSunk       = "sunk"
+	trafficProgTcSink    = "tc_sink"
+	trafficProgXdpSend   = "xdp_send"
+	trafficVarNextNumber = "next_number"
+	trafficVarNumberAt   = "number_at"
+	trafficVarUdpCsumAt  = "udp_csum_at"
 )
 
 // loadTraffic returns the embedded CollectionSpec for traffic.
@@ -88,6 +91,9 @@ type trafficMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficVariableSpecs struct {
+	NextNumber *ebpf.VariableSpec `ebpf:"next_number"`
+	NumberAt   *ebpf.VariableSpec `ebpf:"number_at"`
+	UdpCsumAt  *ebpf.VariableSpec `ebpf:"udp_csum_at"`
 }
 
 // trafficObjects contains all objects after they have been loaded into the kernel.
@@ -125,6 +131,9 @@ func (m *trafficMaps) Close() error {
 //
 // It can be passed to loadTrafficObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficVariables struct {
+	NextNumber *ebpf.Variable `ebpf:"next_number"`
+	NumberAt   *ebpf.Variable `ebpf:"number_at"`
+	UdpCsumAt  *ebpf.Variable `ebpf:"udp_csum_at"`
 }
 
 // trafficPrograms contains all programs after they have been loaded into the kernel.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
@@ -56,7 +57,8 @@ type rateBed struct {
 	p3Addr  netip.Addr // P3's address there
 	p3Link  string     // the server's end of P3's veth
 	senders *participants
-	admin   string // the SFU's admin endpoint
+	admin   string              // the SFU's admin endpoint
+	acks    *ratecontrol.AckLog // EBRTC_SFU_ACK_LOG's, nil without
 }
 
 // setMode switches P1's (page 0) or P2's (page 1) video encoder to a
@@ -95,6 +97,15 @@ func newRateBed(t *testing.T, configure func(*Config)) *rateBed {
 		Ready: func(_ net.Addr, p dataplane.Plane) { ready <- p }}
 	if configure != nil {
 		configure(&cfg)
+	}
+	if path := os.Getenv("EBRTC_SFU_ACK_LOG"); path != "" { // the acks P3's link took, for a run looked into (and ratecontrol's testdata)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		b.acks = ratecontrol.NewAckLog(f)
+		cfg.AckLog = b.acks
 	}
 	if path := os.Getenv("EBRTC_SFU_DEBUG_LOG"); path != "" { // the SFU's decisions, for a run looked into
 		f, err := os.Create(path)

@@ -19,6 +19,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/leg"
+	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
@@ -46,6 +47,10 @@ type Config struct {
 	// AdminListen, if set, serves the admin endpoint (ebrtc top; package admin).
 	AdminListen string
 	Log         *slog.Logger
+	// AckLog, if set, gets every transport-wide ack the receivers' links
+	// take (ratecontrol.AckLog: for looking into rate control; tests
+	// record one).
+	AckLog *ratecontrol.AckLog
 	// Ready, if set, gets the web server's address and the data plane
 	// once it serves.
 	Ready func(addr net.Addr, plane dataplane.Plane)
@@ -123,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer plane.Close()
-	legs, err := leg.NewTable(leg.Config{Plane: plane, Routes: routes, Adapt: !cfg.NoRateAdaptation, Log: cfg.Log})
+	legs, err := leg.NewTable(leg.Config{Plane: plane, Routes: routes, Adapt: !cfg.NoRateAdaptation, Log: cfg.Log, AckLog: cfg.AckLog})
 	if err != nil {
 		return err
 	}

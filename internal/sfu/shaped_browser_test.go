@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/admin"
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
@@ -190,11 +191,15 @@ func shapedPhases(share float64, fit *fitting) []ratePhase {
 			}
 			var err error
 			unshape, err = testbed.ShapeWith(b.tb.Server, b.p3Link, testbed.Shaper{Kbit: kbit, Burst: "8kb", Latency: "200ms"})
+			b.acks.Mark(dataplane.MonoNow(), fmt.Sprintf("shaped %d %s", 1000*kbit, done[0].ids()[2]))
 			for i, mode := range []string{"L1T2", "L1T3"} {
 				time.AfterFunc(switchAt[i], func() { b.setMode(0, mode) })
 			}
 			return fmt.Sprintf("tbf %d kbit/s burst 8kb latency 200ms on %s (%.0f%% of P3's %.0f kbit/s, audio included); P1 to L1T2 at %v, L1T3 at %v",
-				kbit, b.p3Link, 100*share, got, switchAt[0], switchAt[1]), func() error { return unshape() }, err
+					kbit, b.p3Link, 100*share, got, switchAt[0], switchAt[1]), func() error {
+					b.acks.Mark(dataplane.MonoNow(), "lifted")
+					return unshape()
+				}, err
 		}, Report: func(b *rateBed) string {
 			out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
 			return strings.Join(strings.Fields(out), " ") + errString(err)

@@ -271,7 +271,9 @@ func (c *Controller) bindPublisher(p *Participant) error {
 		for _, ssrc := range m.SSRCs {
 			src := dataplane.Source{SSRC: ssrc, TWCCExt: twcc}
 			if m.Kind == "video" {
-				src.Video, src.History, cfg.VideoSSRC = c.video, true, ssrc
+				// A history only where receivers may NACK: the data plane
+				// writes it for every packet.
+				src.Video, src.History, cfg.VideoSSRC = c.video, m.HasFeedback("nack"), ssrc
 				if c.cfg.Adapt { // Chromium sends the descriptor with AV1, VP8 and VP9
 					src.DDExt = m.ExtensionID(signaling.DependencyDescriptorURI)
 				}

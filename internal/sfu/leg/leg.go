@@ -342,6 +342,13 @@ func (l *Leg) startProbe(now time.Duration, rate float64) {
 	l.mu.Unlock()
 }
 
+// stopProbe ends the leg's probe's padding.
+func (l *Leg) stopProbe() {
+	l.mu.Lock()
+	l.probe = probeState{}
+	l.mu.Unlock()
+}
+
 // pace sends the padding the leg's probe owes by now.
 func (l *Leg) pace(now time.Duration) {
 	l.mu.Lock()

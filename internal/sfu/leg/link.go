@@ -55,6 +55,7 @@ func (k *link) empty() bool {
 }
 
 func (k *link) feedback(l *Leg, now time.Duration, acks []ratecontrol.Ack) {
+	k.t.cfg.AckLog.Acks(now, k.receiver, l.sender.cfg.ID, acks)
 	k.mu.Lock()
 	k.rc.OnFeedback(l, now, acks)
 	k.mu.Unlock()
@@ -120,11 +121,16 @@ func streamsKbps(in []ratecontrol.Input) string {
 	return b.String()
 }
 
+// pace sends what the link's probe owes, or stops it once the link
+// queues under it.
 func (k *link) pace(now time.Duration) {
 	k.mu.Lock()
-	legs := slices.Clone(k.legs)
+	legs, padding := slices.Clone(k.legs), k.rc.Padding()
 	k.mu.Unlock()
 	for _, l := range legs {
+		if !padding {
+			l.stopProbe()
+		}
 		l.pace(now)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
 )
 
 // Config of a Table.
@@ -27,6 +28,8 @@ type Config struct {
 	// Now is CLOCK_MONOTONIC, the data plane's send log's clock (tests
 	// set their own).
 	Now func() time.Duration
+	// AckLog, if set, gets every transport-wide ack the links take.
+	AckLog *ratecontrol.AckLog
 }
 
 // Table holds the senders, their legs and the receivers' links, and runs

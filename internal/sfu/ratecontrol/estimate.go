@@ -98,6 +98,13 @@ func (e *Estimator) Estimate() (float64, bool) {
 // Usage is what the delay gradient last said.
 func (e *Estimator) Usage() Usage { return e.delay.usage }
 
+// Capacity is the link's capacity as the delivered rate at overuse shows
+// it (bits/s); false until the link queued, or once it delivered well
+// over it.
+func (e *Estimator) Capacity() (float64, bool) {
+	return 1000 * e.capacity.estimate, e.capacity.known
+}
+
 // Acked is what the receiver acknowledged taking lately, bits/s.
 func (e *Estimator) Acked() float64 { return e.acked.rate() }
 

@@ -2,6 +2,7 @@ package ratecontrol
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -25,10 +26,14 @@ type Link struct {
 	upSince    time.Duration // since when an up-move has fitted (REMB links)
 	proven     float64       // what the last successful probe showed, bits/s
 	provenAt   time.Duration
+	successes  int // probes in a row that showed more than the link's limit
 	probing    bool
 	next       time.Duration // no probe before
 	backoff    time.Duration
 	lastDown   time.Duration
+	lastUp     time.Duration
+	upBackoff  time.Duration // probes are wary this long after a move up that did not hold
+	wary       time.Duration // until then, probes go clearProbe over the limit or not at all
 	bucket     Bucket
 	budget     float64 // for the streams' media, bits/s, as last allocated
 }
@@ -38,16 +43,29 @@ const (
 	// headroom: the streams get this share of the estimate; the rest
 	// carries retransmissions and absorbs the estimate's noise.
 	headroom = 0.9
-	// ProbeLength is how long a probe's padding is sent: its second half
-	// is judged, after a shaper's burst allowance (tbf's bucket) drained.
-	ProbeLength = 800 * time.Millisecond
+	// ProbeLength is how long a probe's padding is sent (unless the link
+	// queues under it): its second half is judged, after a shaper's burst
+	// allowance (tbf's bucket) drained.
+	ProbeLength = time.Second
 	// provenFor: a probe's showing stands this long for moves up.
 	provenFor = 10 * time.Second
 	// REMB links move up after this long fitting.
 	rembHold       = 3 * time.Second
 	probeAfterDown = 2 * time.Second
-	probeBackoff   = time.Second
-	maxBackoff     = 4 * time.Second
+	// probeAfterUp: after a move up, the delay shows within this long
+	// whether the link carries it.
+	probeAfterUp = 500 * time.Millisecond
+	// upHeld: a move up followed by one down within this long did not
+	// hold: for upBackoff (from firstUpBackoff doubling up to
+	// maxUpBackoff) probes go clearProbe over the link's limit, further
+	// than a shaper's bucket lets through unseen (small probes it let
+	// through would lead up again and again), showing a link that cleared.
+	upHeld         = 5 * time.Second
+	clearProbe     = 1.5
+	firstUpBackoff = 4 * time.Second
+	maxUpBackoff   = 16 * time.Second
+	probeBackoff = time.Second
+	maxBackoff   = 4 * time.Second
 	// retransmitShare of the estimate is kept for retransmissions at least.
 	retransmitShare = 0.1
 	// pauseAfter: a stream whose lowest layer does not fit pauses after
@@ -59,13 +77,18 @@ const (
 	// ceilingFor: what a link was seen to carry when it overfilled holds
 	// probes near it this long.
 	ceilingFor = 20 * time.Second
-	// upGrace: after moving up, the first frames (a key frame, resuming)
-	// queue for a moment without cutting the estimate.
-	upGrace = 2 * time.Second
+	// upGrace: after resuming, its key frame queues for a moment without
+	// cutting the estimate.
+	upGrace = time.Second
+	// probeStep: a probe's goal over the link's known limit; after n
+	// successes in a row over it, probeStep^(n+1).
+	probeStep = 1.15
 )
 
 // NewLink is a link with no estimate yet: its streams go as they are.
-func NewLink() *Link { return &Link{est: NewEstimator(), backoff: probeBackoff} }
+func NewLink() *Link {
+	return &Link{est: NewEstimator(), backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld}
+}
 
 // Estimator is the link's send-side estimator.
 func (l *Link) Estimator() *Estimator { return l.est }
@@ -134,18 +157,22 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 	want := l.want(now, est, streams)
 	l.budget = headroom * est
 	up := false
+	// While the targets fit, none goes down: an allocation that would
+	// give another stream (a paused one) room waits for that stream's
+	// move up (moveUp moves both).
+	fits := Total(streams, l.targets) <= l.budget
 	for i := range in {
 		cur := l.targets[i]
 		switch {
 		case cur == EveryLayer && len(in[i].Rates) > 0:
 			l.move(i, want[i], fmt.Sprintf("first estimate %.0f kbit/s (%s)", est/1000, source), out)
-		case lower(want[i], cur):
+		case lower(want[i], cur) && !fits:
 			why := fmt.Sprintf("estimate %.0f kbit/s (%s) below what the layers need", est/1000, source)
 			if want[i] == Paused {
 				why = fmt.Sprintf("estimate %.0f kbit/s (%s): the lowest layer does not fit", est/1000, source)
 			}
 			l.move(i, want[i], why, out)
-			l.lastDown, l.proven = now, 0 // what a probe showed no longer holds
+			l.down(now)
 		case lower(cur, want[i]):
 			up = true
 		}
@@ -162,21 +189,13 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 // want is the allocation of est: within the headroom; but a stream keeps
 // its lowest layer while the link's capacity has room for it (the
 // estimate's recent peak: an estimate saws between 85% of the capacity
-// and it; or what the link was measured to carry, by a probe or when it
-// last overfilled), and pauses
-// only when that has lasted pauseAfter (a pause costs a key frame and
-// shows; a dip of the estimate should not). A link losing more than a
-// tenth is overfilled now: what it delivers is what it carries, and a
-// stream that does not fit in that pauses at once.
+// and it), and pauses only when that has lasted pauseAfter (a pause costs
+// a key frame and shows; a dip of the estimate should not). A link losing
+// more than a tenth is overfilled now: what it delivers is what it
+// carries, and a stream that does not fit in that pauses at once.
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	want := Allocate(headroom*est, streams)
 	capacity := l.peak(now, est)
-	if now-l.ceilingAt < ceilingFor {
-		capacity = max(capacity, l.ceiling) // measured: what the link delivered overfilled
-	}
-	if now-l.provenAt < provenFor {
-		capacity = max(capacity, l.proven)
-	}
 	overfilled := l.est.Loss() > lossHigh
 	if overfilled {
 		l.peaks = l.peaks[:0] // what it carried before is not what it carries now
@@ -235,17 +254,31 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 		if l.proven <= 0 || now-l.provenAt > provenFor {
 			return
 		}
-		shown := Allocate(headroom*l.proven, streams)
-		moved := false
-		for i := range want {
-			if t := lowest(want[i], shown[i]); lower(l.targets[i], t) {
-				l.move(i, t, fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000), out)
-				moved = true
+		// As far as the probe showed room: a stream may go down for
+		// another's move up (a paused one resuming takes a higher layer's
+		// room), never for nothing.
+		// (One allocation of the lower of the two, not the lower target of
+		// each allocation: an allocation is no monotone function of its
+		// budget, a paused stream's lowest layer can take a higher one's
+		// place.)
+		next := Allocate(headroom*min(est, l.proven), streams)
+		up := false
+		for i := range next {
+			up = up || lower(l.targets[i], next[i])
+		}
+		if !up {
+			return
+		}
+		for i, t := range next {
+			if t == l.targets[i] {
+				continue
 			}
+			if l.targets[i] == Paused {
+				l.est.Grace(now + upGrace)
+			}
+			l.move(i, t, fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000), out)
 		}
-		if moved {
-			l.est.Grace(now + upGrace)
-		}
+		l.up(now)
 	case "remb":
 		if l.upSince < 0 {
 			l.upSince = now
@@ -262,6 +295,15 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 	}
 }
 
+// up notes a move up: the next probe waits until the delay shows whether
+// the link carries it; one that held a while resets the back-off.
+func (l *Link) up(now time.Duration) {
+	if now-l.lastUp > upHeld && now-l.lastDown > upHeld {
+		l.upBackoff = firstUpBackoff
+	}
+	l.lastUp, l.next = now, max(l.next, now+probeAfterUp)
+}
+
 func lowest(a, b int) int {
 	if lower(a, b) {
 		return a
@@ -270,16 +312,21 @@ func lowest(a, b int) int {
 }
 
 // plan asks for a probe when a stream could go higher than the link has
-// shown it carries, on a leg that can send padding, no probe is under way
-// and the back-off is over. Its goal is what the streams need with one
-// layer more (the one the allocation would raise next), with the headroom
-// they leave, or more where the link's history allows: twice the last
-// success (as a slow start doubles), but no more than 15% over what the
-// link was seen to carry when it last overfilled or a probe failed, while
-// that is recent (a link that narrowed is not driven into loss again and
-// again; one that cleared shows it in a step or two).
+// shown it carries, on a leg that can send padding, no probe is under way,
+// the link is neither losing nor queueing, and the back-off is over. Its
+// goal is what the streams need with one layer more (the one the
+// allocation would raise next), with the headroom they leave; but where
+// the link has shown a limit (it overfilled, queued at a rate, or a probe
+// failed or succeeded there, lately) no more than probeStep over it: a
+// shaper's bucket lets a probe some way over its rate through unseen, and
+// a probe far over it fills the queue the media share. Successes in a
+// row over the limit (the link may have cleared) take longer steps (more
+// than a layer if need be); after three, or with no limit known, goals
+// double as a slow start does (a probe stops once the link queues under
+// it).
 func (l *Link) plan(now time.Duration, in []Input, streams []Stream, source string) *ProbePlan {
-	if source != "twcc" || l.probing || now < l.next || now-l.lastDown < probeAfterDown {
+	if source != "twcc" || l.probing || now < l.next || now-l.lastDown < probeAfterDown ||
+		l.est.Loss() > lossLow || l.est.Usage() == Overuse {
 		return nil
 	}
 	leg := slices.IndexFunc(in, func(s Input) bool { return s.CanProbe })
@@ -287,10 +334,15 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, source stri
 	if leg < 0 || cur >= full {
 		return nil
 	}
-	goal := Total(streams, stepUp(streams, l.targets)) / headroom * 1.05
+	goal := Total(streams, stepUp(streams, l.targets)) / headroom
+	limit := l.limit(now)
 	switch {
-	case l.ceiling > 0 && now-l.ceilingAt < ceilingFor:
-		goal = min(goal, 1.15*l.ceiling)
+	case limit > 0 && now < l.wary:
+		goal = min(max(goal, clearProbe*limit), full/headroom)
+	case limit > 0 && l.successes == 0:
+		goal = min(max(goal, limit), probeStep*limit, full/headroom) // up to the limit at once: it carried that
+	case limit > 0 && l.successes < 3:
+		goal = min(max(goal, math.Pow(probeStep, float64(1+l.successes))*limit), full/headroom)
 	case l.proven > 0 && now-l.provenAt < provenFor:
 		goal = max(goal, min(2*l.proven, full/headroom))
 	default:
@@ -329,7 +381,37 @@ func stepUp(streams []Stream, targets []int) []int {
 	return up
 }
 
-// judgeProbe takes the last probe's judgement once it is in.
+// limit is what the link lately showed it carries at most, as far as it
+// is known (0: nothing): the last probe's measure, what it delivered when
+// it last overfilled, the rate it queued at (the estimator's capacity).
+func (l *Link) limit(now time.Duration) float64 {
+	limit := 0.0
+	if now-l.ceilingAt < ceilingFor {
+		limit = l.ceiling
+	}
+	if c, ok := l.est.Capacity(); ok {
+		limit = max(limit, c)
+	}
+	return limit
+}
+
+// down notes a move down: what a probe showed no longer holds, what the
+// link delivered is its limit; a move up that did not hold (down within
+// upHeld) puts the next probe off, longer each time.
+func (l *Link) down(now time.Duration) {
+	l.lastDown, l.proven, l.successes = now, 0, 0
+	if acked := l.est.Acked(); acked > 0 {
+		l.ceiling, l.ceilingAt = acked, now
+	}
+	if now-l.lastUp < upHeld {
+		l.wary = now + l.upBackoff
+		l.upBackoff = min(2*l.upBackoff, maxUpBackoff)
+	}
+}
+
+// judgeProbe takes the last probe's judgement once it is in: what it
+// measured is the link's limit now, raised by a success, lowered by a
+// failure.
 func (l *Link) judgeProbe(now time.Duration) {
 	if !l.probing || l.est.Probing() {
 		return
@@ -337,13 +419,15 @@ func (l *Link) judgeProbe(now time.Duration) {
 	l.probing = false
 	r := l.est.LastProbe()
 	if r.Success {
-		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
-		if r.Measured > l.ceiling {
-			l.ceiling = 0 // the link carries more than it was seen to
+		if r.Measured > l.limit(now) {
+			l.successes++
 		}
+		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
+		l.ceiling, l.ceilingAt = max(l.ceiling, r.Measured), now
 		l.next = now
 		return
 	}
+	l.successes = 0
 	if r.Measured > 0 {
 		l.ceiling, l.ceilingAt = r.Measured, now
 	}
@@ -371,6 +455,11 @@ func (l *Link) Forget(i int) {
 		l.pauseSince = append(l.pauseSince[:i], l.pauseSince[i+1:]...)
 	}
 }
+
+// Padding says whether a planned probe's padding should go on: not once
+// the link queues under it (what it carries is shown already; more only
+// fills the queue the media share).
+func (l *Link) Padding() bool { return l.probing && !l.est.ProbeQueueing() }
 
 // Retransmit takes bytes from the retransmission budget: false when the
 // link has no room for them now (the receiver asks again). Before the

@@ -41,6 +41,10 @@ func (e *Estimator) Probe(from, until time.Duration, goal float64) {
 	e.probe, e.probeFrom, e.probeEnd = &probe{from: from, until: until, goal: goal}, from, until+probeDrain
 }
 
+// ProbeQueueing says whether the probe under way builds a queue: its
+// padding should stop (the link showed it carries less).
+func (e *Estimator) ProbeQueueing() bool { return e.probe != nil && e.probe.overuse }
+
 // Probing says whether a probe awaits its judgement.
 func (e *Estimator) Probing() bool { return e.probe != nil }
 
@@ -105,15 +109,13 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 	if r.Measured <= 0 {
 		return
 	}
-	// What the link carried is the estimate: up to it after a success, and
-	// after a failure too (a saturated link's arrival rate is its
-	// capacity; below it, the queue the probe built says it is near).
-	est := r.Measured
-	if !r.Success {
-		est *= beta
-	}
-	if !e.initialized || est > e.estimate || !r.Success {
-		e.estimate, e.initialized, e.state, e.lastChange = est, true, hold, now
+	// What the link carried is the estimate: up to it after a success;
+	// after a failure no more than it (a saturated link's arrival rate is
+	// its capacity), but not cut below it either: the queue was the
+	// probe's, and the media alone went through before it.
+	raises := r.Measured > e.estimate
+	if !e.initialized || raises && r.Success || !raises && !r.Success {
+		e.estimate, e.initialized, e.state, e.lastChange = r.Measured, true, hold, now
 	}
 	if e.lossCap > 0 && e.lossCap < r.Measured {
 		e.lossCap = r.Measured // what arrived whole was not lost

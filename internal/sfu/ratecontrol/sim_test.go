@@ -8,7 +8,8 @@ import (
 )
 
 // simLink is a receiver's downlink as tbf makes it: a token bucket of
-// rate bits/s feeding a queue that holds at most limit of delay (tail
+// rate bits/s holding up to burst bytes (a packet that finds tokens goes
+// at once) feeding a queue that holds at most limit of delay (tail
 // drop), then a fixed propagation delay. Packets come from one or more
 // legs (each a PeerConnection with its own transport-wide numbers); the
 // receiver records each leg's arrivals with pion/interceptor's
@@ -19,11 +20,14 @@ import (
 type simLink struct {
 	rate        func(now time.Duration) float64
 	limit, prop time.Duration
+	burst       float64 // bytes
 
 	busyUntil time.Duration // the bottleneck transmits the queue until then
+	tokens    float64       // bytes in the bucket at busyUntil
 	inflight  []simArrival
 	feedback  []simFeedback
 	legs      []*simLeg
+	sent      int
 	dropped   int
 }
 
@@ -61,13 +65,21 @@ func (l *simLink) send(now time.Duration, leg, size int) {
 	seq := lg.seq
 	lg.seq++
 	lg.sent[seq] = SentPacket{At: now, Size: size}
+	l.sent++
 	start := max(now, l.busyUntil)
 	if start-now > l.limit {
 		l.dropped++
 		return // the queue is full
 	}
-	tx := time.Duration(float64(8*size) / l.rate(now) * float64(time.Second))
-	l.busyUntil = start + tx
+	// Tokens gathered since the last packet left, up to the bucket.
+	rate := l.rate(now) / 8 // bytes/s
+	tokens := min(l.burst, l.tokens+rate*(start-l.busyUntil).Seconds())
+	if tokens >= float64(size) {
+		l.tokens, l.busyUntil = tokens-float64(size), start
+	} else {
+		l.tokens = 0
+		l.busyUntil = start + time.Duration((float64(size)-tokens)/rate*float64(time.Second))
+	}
 	l.inflight = append(l.inflight, simArrival{at: l.busyUntil + l.prop, leg: leg, seq: seq})
 }
 

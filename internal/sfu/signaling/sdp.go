@@ -69,6 +69,13 @@ type Media struct {
 	RTXSSRC        uint32
 }
 
+// HasFeedback says whether the chosen payload type negotiated the RTCP
+// feedback fb ("nack", "nack pli", "transport-cc", ...).
+func (m *Media) HasFeedback(fb string) bool {
+	want := strconv.Itoa(m.PayloadType) + " " + fb
+	return slices.ContainsFunc(m.Codec, func(a sdp.Attribute) bool { return a.Key == "rtcp-fb" && a.Value == want })
+}
+
 // DependencyDescriptorURI names the AV1 dependency descriptor extension.
 const DependencyDescriptorURI = "https://aomediacodec.github.io/av1-rtp-spec/#dependency-descriptor-rtp-header-extension"
 

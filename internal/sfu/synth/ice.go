@@ -133,8 +133,9 @@ func connect(conn *net.UDPConn, local localICE, remote *remoteICE) error {
 const consentEvery = 5 * time.Second
 
 // offer is ChromiumOffer made a virtual sender's: its ICE credentials and
-// SSRCs, no retransmission SSRCs.
-func offer(local localICE, s *Stream) (string, error) {
+// SSRCs, no retransmission SSRCs; plain, without NACKs and transport-wide
+// numbers (Config.Plain).
+func offer(local localICE, s *Stream, plain bool) (string, error) {
 	var sd sdp.SessionDescription
 	if err := sd.UnmarshalString(ChromiumOffer); err != nil {
 		return "", err
@@ -150,6 +151,9 @@ func offer(local localICE, s *Stream) (string, error) {
 			case "ice-ufrag", "ice-pwd", "ssrc", "ssrc-group", "candidate", "end-of-candidates":
 				continue
 			}
+			if plain && feedbackAttribute(a) {
+				continue
+			}
 			attrs = append(attrs, a)
 		}
 		md.Attributes = attrs
@@ -160,9 +164,24 @@ func offer(local localICE, s *Stream) (string, error) {
 	return string(b), err
 }
 
+// feedbackAttribute: NACKs and transport-wide congestion control (feedback
+// and the header extension).
+func feedbackAttribute(a sdp.Attribute) bool {
+	switch a.Key {
+	case "rtcp-fb":
+		_, fb, _ := strings.Cut(a.Value, " ")
+		return fb == "nack" || fb == "transport-cc"
+	case "extmap":
+		return strings.Contains(a.Value, transportCCURI)
+	}
+	return false
+}
+
+const transportCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+
 // answer accepts the SFU's receive offer: every section received, with
-// our ICE credentials.
-func answer(local localICE, offerSDP string) (string, error) {
+// our ICE credentials; with twcc, transport-cc feedback (Config.TWCC).
+func answer(local localICE, offerSDP string, twcc bool) (string, error) {
 	var o sdp.SessionDescription
 	if err := o.UnmarshalString(offerSDP); err != nil {
 		return "", fmt.Errorf("synth: the SFU's offer: %w", err)
@@ -181,7 +200,8 @@ func answer(local localICE, offerSDP string) (string, error) {
 		local.describe(md)
 		md.WithValueAttribute("mid", mid).WithPropertyAttribute("recvonly").WithPropertyAttribute("rtcp-mux")
 		for _, at := range om.Attributes {
-			if at.Key == "rtpmap" || at.Key == "fmtp" || at.Key == "extmap" {
+			if at.Key == "rtpmap" || at.Key == "fmtp" || at.Key == "extmap" ||
+				(twcc && at.Key == "rtcp-fb" && strings.HasSuffix(at.Value, " transport-cc")) {
 				md.Attributes = append(md.Attributes, at)
 			}
 		}

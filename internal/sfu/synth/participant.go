@@ -35,6 +35,15 @@ type Config struct {
 	// every stream it receives, in a REMB every estimateEvery, as a
 	// receiver on a link that narrow would.
 	Estimate float64
+	// TWCC: as a receiver, negotiate transport-wide congestion control as
+	// browsers do (the SFU numbers each replica for it; no feedback is
+	// sent, so its estimate of us shows no limit).
+	TWCC bool
+	// Plain: as a publisher, offer neither NACKs nor transport-wide
+	// numbers (nack, transport-cc and that header extension stripped), as
+	// a plain RTP sender: the SFU keeps no history of the stream and its
+	// receivers get no transport-wide numbers.
+	Plain bool
 }
 
 // Participant is one synthetic member of a room: it may publish a
@@ -200,7 +209,7 @@ func (p *Participant) Publish(s *Stream) error {
 	if err != nil {
 		return err
 	}
-	o, err := offer(local, s)
+	o, err := offer(local, s, p.cfg.Plain)
 	if err != nil {
 		return err
 	}
@@ -263,7 +272,7 @@ func (p *Participant) accept(o *streamOffer) error {
 	if err != nil {
 		return err
 	}
-	a, err := answer(local, o.sdp)
+	a, err := answer(local, o.sdp, p.cfg.TWCC)
 	if err != nil {
 		return err
 	}

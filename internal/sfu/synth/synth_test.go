@@ -83,7 +83,21 @@ func TestOfferIsOneTheSFUTakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := rec.NewStream(7)
-	o, err := offer(newLocalICE(), s)
+	for _, plain := range []bool{false, true} {
+		o, err := offer(newLocalICE(), s, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := signaling.ParsePublish(o, signaling.DefaultCodecs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		video := pub.Media[1]
+		if nack, twcc := video.HasFeedback("nack"), video.ExtensionID(signaling.TransportCCURI) != 0; nack == plain || twcc == plain {
+			t.Errorf("plain %v: nack %v, transport-wide numbers %v", plain, nack, twcc)
+		}
+	}
+	o, err := offer(newLocalICE(), s, false)
 	if err != nil {
 		t.Fatal(err)
 	}
