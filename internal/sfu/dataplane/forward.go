@@ -191,7 +191,7 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 			if send == nil {
 				send = f.writeTo
 			}
-			if err := send(paddingPacket(p, number), rc.From, rc.To); err != nil {
+			if err := send(PaddingPacket(p, number), rc.From, rc.To); err != nil {
 				f.count(CloneFailed, len(p))
 			} else {
 				f.count(PaddingUpcall, len(p))

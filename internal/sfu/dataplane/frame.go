@@ -147,11 +147,11 @@ func structureTargets(d []byte) uint8 {
 	return d[4]&0x1f + 1
 }
 
-// paddingPacket is what a receiver gets in place of a late packet of a
-// layer it does not get: the packet's fixed header (payload type,
+// PaddingPacket is what a receiver gets in place of a late packet of a
+// layer it does not get (or a retransmission of one): the packet's fixed header (payload type,
 // timestamp, SSRC) under the receiver's number, no marker, no extension,
 // and padding only, which libwebrtc counts as received and does not decode.
-func paddingPacket(rtp []byte, number uint16) []byte {
+func PaddingPacket(rtp []byte, number uint16) []byte {
 	const padding = 4
 	b := make([]byte, rtpHeaderLen+padding)
 	copy(b, rtp[:rtpHeaderLen])

@@ -93,6 +93,18 @@ func (l *kernelLeg) Original(number uint16) (uint16, bool) {
 	return rw.Original(number)
 }
 
+func (l *kernelLeg) FrameSent(frame uint16) (sent, known bool) {
+	var st sfuReplicaLayers
+	if l.removed.Load() || l.d.objs.ReplicaAdapt.Lookup(l.slot, &st) != nil {
+		return false, false
+	}
+	if st.Rw.Started == 0 {
+		return true, true
+	}
+	rw := rewriteState(&st.Rw)
+	return rw.Frame(frame)
+}
+
 func (l *kernelLeg) Send(p []byte, twccOff int) error {
 	if l.removed.Load() {
 		return errLegGone

@@ -121,7 +121,7 @@ func (d *DataPlane) readEvents(r *ringbuf.Reader) {
 			d.installStructure(ev.Sender, ev.Dd[:min(int(ev.Len), len(ev.Dd))])
 		case videoEventPadding:
 			from, to := replicaAddrs(&ev.R)
-			if d.sendPadding(paddingPacket(ev.Rtp[:], ev.Number), from, to) != nil {
+			if d.sendPadding(PaddingPacket(ev.Rtp[:], ev.Number), from, to) != nil {
 				d.slow[CloneFailed].add(len(ev.Rtp))
 			}
 		}

@@ -21,6 +21,11 @@ type Leg interface {
 	// was the number of a packet the receiver was sent or is owed; a
 	// receiver never adapted has the sender's numbers.
 	Original(number uint16) (uint16, bool)
+	// FrameSent says whether the receiver was sent frame's packets (false:
+	// its layer was dropped, or the receiver's video paused), while the
+	// leg remembers the frame (known); a receiver never adapted gets every
+	// frame.
+	FrameSent(frame uint16) (sent, known bool)
 	// Send sends p, a packet of the SFU's own (a retransmission, a probe),
 	// from the leg's SFU address to its receiver. With transport-wide
 	// numbers, the two bytes at twccOff (> 0) take the leg's next one,

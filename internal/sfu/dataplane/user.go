@@ -512,6 +512,15 @@ func (l *userLeg) Original(number uint16) (uint16, bool) {
 	return l.r.adapt.RW.Original(number)
 }
 
+func (l *userLeg) FrameSent(frame uint16) (sent, known bool) {
+	l.r.mu.Lock()
+	defer l.r.mu.Unlock()
+	if l.r.adapt.RW.Started == 0 {
+		return true, true
+	}
+	return l.r.adapt.RW.Frame(frame)
+}
+
 func (l *userLeg) Send(p []byte, twccOff int) error {
 	if l.r.removed.Load() {
 		return errLegGone

@@ -185,6 +185,18 @@ func (l *Leg) retransmit(numbers []uint16) {
 			l.count(func(c *Retransmissions) { c.Asked++ })
 			continue
 		}
+		if frame, ok := l.sender.frameOf(orig); ok {
+			if sent, known := l.dp.FrameSent(frame); known && !sent {
+				// A late packet of a layer the receiver does not get took
+				// the number kept for it as padding, which was lost: it
+				// gets padding again, as the data plane sent it.
+				if l.mayResend(n, now, 16) {
+					_ = l.dp.Send(dataplane.PaddingPacket(orig, n), 0)
+				}
+				l.count(func(c *Retransmissions) { c.NotOwed++ })
+				continue
+			}
+		}
 		if !l.mayResend(n, now, len(orig)) {
 			continue
 		}

@@ -97,11 +97,14 @@ type fakeLeg struct {
 	mu       sync.Mutex
 	target   int
 	original func(uint16) (uint16, bool)
+	dropped  map[uint16]bool // frames not sent
 	sent     [][]byte
 	twcc     bool
 	next     uint16
 	log      map[uint16]dataplane.Sent
 }
+
+func (l *fakeLeg) FrameSent(f uint16) (bool, bool) { return !l.dropped[f], true }
 
 func (l *fakeLeg) SetTarget(t int) error {
 	l.mu.Lock()
@@ -266,6 +269,38 @@ func TestNACKsAnsweredFromTheHistory(t *testing.T) {
 	st := table.Status()
 	if st[0].Retransmissions.Sent != 2 || st[0].Retransmissions.NotOwed != 1 || st[0].Retransmissions.Asked != 1 || st[0].Retransmissions.Repeated != 1 {
 		t.Errorf("A's counts %+v", st[0].Retransmissions)
+	}
+}
+
+// A number kept for a late packet of a layer the receiver does not get
+// was filled with padding; NACKed (the padding lost), it gets padding
+// again under that number, never the dropped layer's packet.
+func TestNACKForADroppedLayerGetsPadding(t *testing.T) {
+	table, plane, s, now := newTable(t)
+	const ddID = 12
+	s.cfg.Sources[0].DDExt = ddID
+	for seq := uint16(100); seq < 104; seq++ {
+		h := rtp.Header{Version: 2, PayloadType: 45, SequenceNumber: seq, Timestamp: 3000, SSRC: videoSSRC, Extension: true, ExtensionProfile: 0xBEDE}
+		must(t, h.SetExtension(ddID, []byte{0x80, 0x01, byte(seq)})) // frame 0x0100 + seq
+		b, err := (&rtp.Packet{Header: h, Payload: bytes.Repeat([]byte{1}, 200)}).Marshal()
+		must(t, err)
+		plane.history[seq] = b
+	}
+	legA := plane.legs[recvA]
+	legA.dropped = map[uint16]bool{0x0100 + 102: true}
+	*now += time.Second
+	must(t, table.cfg.Routes.Feedback(recvA, nack(101, 102)))
+	sent := legA.packets()
+	if len(sent) != 2 {
+		t.Fatalf("A got %d packets, want 2", len(sent))
+	}
+	var pad rtp.Packet
+	must(t, pad.Unmarshal(sent[1]))
+	if pad.SequenceNumber != 102 || pad.SSRC != videoSSRC || !pad.Padding || len(pad.Payload) != 0 || len(sent[1]) != 16 {
+		t.Errorf("102 (a dropped layer's) answered with %d bytes: %+v", len(sent[1]), pad.Header)
+	}
+	if st := table.Status()[0].Retransmissions; st.Sent != 1 || st.NotOwed != 1 {
+		t.Errorf("A's counts %+v, want 1 sent, 1 not owed", st)
 	}
 }
 

@@ -1,6 +1,7 @@
 package leg
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -24,6 +25,20 @@ type SenderConfig struct {
 	// VideoSSRC is its video's SSRC (0: none): key frames and
 	// retransmissions are asked for it.
 	VideoSSRC uint32
+}
+
+// frameOf is the frame number of video packet p (its dependency
+// descriptor's), if it is the sender's video and carries one.
+func (s *Sender) frameOf(p []byte) (uint16, bool) {
+	for _, src := range s.cfg.Sources {
+		if src.SSRC != s.cfg.VideoSSRC || src.DDExt == 0 || len(p) < 12 || binary.BigEndian.Uint32(p[8:]) != src.SSRC {
+			continue
+		}
+		if off, n := dataplane.ExtensionOffset(p, src.DDExt); n >= 3 {
+			return binary.BigEndian.Uint16(p[off+1:]), true
+		}
+	}
+	return 0, false
 }
 
 // Sender is one publisher's stream in the data plane and what the SFU asks

@@ -21,19 +21,18 @@ type Link struct {
 	pauseSince []time.Duration // per stream: since when its lowest layer has not fitted (-1: it fits)
 	peaks      []timedRate     // the estimate's recent values (peak)
 	capacity   float64         // what the link carries, as the last round saw it
-	ceiling    float64         // what it carried when it last overfilled or a probe failed
-	ceilingAt  time.Duration
 	upSince    time.Duration // since when an up-move has fitted (REMB links)
 	proven     float64       // what the last successful probe showed, bits/s
 	provenAt   time.Duration
-	successes  int // probes in a row that showed more than the link's limit
+	successes  int // probes in a row that succeeded
+	measured   float64 // what the last probe measured, bits/s
+	measuredAt time.Duration
 	probing    bool
 	next       time.Duration // no probe before
 	backoff    time.Duration
 	lastDown   time.Duration
 	lastUp     time.Duration
-	upBackoff  time.Duration // probes are wary this long after a move up that did not hold
-	wary       time.Duration // until then, probes go clearProbe over the limit or not at all
+	upBackoff  time.Duration // probes wait this long after a move up that did not hold
 	bucket     Bucket
 	budget     float64 // for the streams' media, bits/s, as last allocated
 }
@@ -56,32 +55,33 @@ const (
 	// whether the link carries it.
 	probeAfterUp = 500 * time.Millisecond
 	// upHeld: a move up followed by one down within this long did not
-	// hold: for upBackoff (from firstUpBackoff doubling up to
-	// maxUpBackoff) probes go clearProbe over the link's limit, further
-	// than a shaper's bucket lets through unseen (small probes it let
-	// through would lead up again and again), showing a link that cleared.
+	// hold: the next probe waits upBackoff (from firstUpBackoff doubling
+	// up to maxUpBackoff; probes a shaper's bucket let through would lead
+	// up again and again).
 	upHeld         = 5 * time.Second
-	clearProbe     = 1.5
 	firstUpBackoff = 4 * time.Second
-	maxUpBackoff   = 16 * time.Second
+	maxUpBackoff   = 8 * time.Second
 	probeBackoff = time.Second
 	maxBackoff   = 4 * time.Second
 	// retransmitShare of the estimate is kept for retransmissions at least.
 	retransmitShare = 0.1
 	// pauseAfter: a stream whose lowest layer does not fit pauses after
 	// this long.
-	pauseAfter = 3 * time.Second
+	pauseAfter = 2500 * time.Millisecond
 	// peakWindow: what the link carries is the peak of its estimate over
 	// this long.
-	peakWindow = 5 * time.Second
-	// ceilingFor: what a link was seen to carry when it overfilled holds
-	// probes near it this long.
-	ceilingFor = 20 * time.Second
+	peakWindow = 3 * time.Second
 	// upGrace: after resuming, its key frame queues for a moment without
 	// cutting the estimate.
 	upGrace = time.Second
-	// probeStep: a probe's goal over the link's known limit; after n
-	// successes in a row over it, probeStep^(n+1).
+	// resumeMargin: a paused stream resumes where the probe showed this
+	// much more than it needs.
+	resumeMargin = 1.25
+	// probeStep: a probe's goal over the estimate, or over what the last
+	// probe measured if less and within measuredFor (an estimate creeps
+	// up while nothing queues); after n successes in a row,
+	// probeStep^(n+1).
+	measuredFor = 20 * time.Second
 	probeStep = 1.15
 )
 
@@ -183,24 +183,27 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 		l.upSince = -1
 	}
 	l.bucket.SetRate(now, max(l.capacity-Total(streams, l.targets), retransmitShare*l.capacity))
-	return out, l.plan(now, in, streams, source)
+	return out, l.plan(now, in, streams, est, source)
 }
 
 // want is the allocation of est: within the headroom; but a stream keeps
 // its lowest layer while the link's capacity has room for it (the
-// estimate's recent peak: an estimate saws between 85% of the capacity
-// and it), and pauses only when that has lasted pauseAfter (a pause costs
+// estimate's recent peak, or what the link delivered when the delay last
+// cut it, lately: an estimate saws between 85% of the capacity and it),
+// and pauses only when that has lasted pauseAfter (a pause costs
 // a key frame and shows; a dip of the estimate should not). A link losing
 // more than a tenth is overfilled now: what it delivers is what it
 // carries, and a stream that does not fit in that pauses at once.
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	want := Allocate(headroom*est, streams)
 	capacity := l.peak(now, est)
+	if acked, at := l.est.LastCut(); acked > 0 && now-at < peakWindow+pauseAfter {
+		capacity = max(capacity, acked) // the estimate was cut below what the link carried
+	}
 	overfilled := l.est.Loss() > lossHigh
 	if overfilled {
 		l.peaks = l.peaks[:0] // what it carried before is not what it carries now
 		capacity = max(est, 0.95*l.est.Acked())
-		l.ceiling, l.ceilingAt = capacity, now
 	}
 	l.capacity = capacity
 	tight := Allocate(capacity, streams)
@@ -261,7 +264,17 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 		// each allocation: an allocation is no monotone function of its
 		// budget, a paused stream's lowest layer can take a higher one's
 		// place.)
-		next := Allocate(headroom*min(est, l.proven), streams)
+		budget := headroom * min(est, l.proven)
+		next := Allocate(budget, streams)
+		// A paused stream resumes only with resumeMargin to spare: its key
+		// frame comes at once, and a probe a shaper's bucket let through
+		// would have it pause again (another key frame) a moment later.
+		strict := Allocate(budget/resumeMargin, streams)
+		for i := range next {
+			if l.targets[i] == Paused && strict[i] == Paused {
+				next[i] = Paused
+			}
+		}
 		up := false
 		for i := range next {
 			up = up || lower(l.targets[i], next[i])
@@ -315,16 +328,17 @@ func lowest(a, b int) int {
 // shown it carries, on a leg that can send padding, no probe is under way,
 // the link is neither losing nor queueing, and the back-off is over. Its
 // goal is what the streams need with one layer more (the one the
-// allocation would raise next), with the headroom they leave; but where
-// the link has shown a limit (it overfilled, queued at a rate, or a probe
-// failed or succeeded there, lately) no more than probeStep over it: a
-// shaper's bucket lets a probe some way over its rate through unseen, and
-// a probe far over it fills the queue the media share. Successes in a
-// row over the limit (the link may have cleared) take longer steps (more
-// than a layer if need be); after three, or with no limit known, goals
-// double as a slow start does (a probe stops once the link queues under
-// it).
-func (l *Link) plan(now time.Duration, in []Input, streams []Stream, source string) *ProbePlan {
+// allocation would raise next), with the headroom they leave, but no more
+// than probeStep over the estimate or the last probe's measure: a
+// shaper's bucket lets a probe some
+// way over its rate through unseen, and a probe far over it fills the
+// queue the media share before the feedback shows it. (What the link
+// delivered when it overfilled is no bound: a bucket's burst and the
+// queue draining are in it.) Successes in a row take longer steps
+// (more than a layer if need be; the link may have cleared): after two,
+// goals double as a slow start does. A probe stops once the link queues
+// under it.
+func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64, source string) *ProbePlan {
 	if source != "twcc" || l.probing || now < l.next || now-l.lastDown < probeAfterDown ||
 		l.est.Loss() > lossLow || l.est.Usage() == Overuse {
 		return nil
@@ -335,18 +349,17 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, source stri
 		return nil
 	}
 	goal := Total(streams, stepUp(streams, l.targets)) / headroom
-	limit := l.limit(now)
+	base := est
+	if l.measured > 0 && now-l.measuredAt < measuredFor {
+		base = min(base, l.measured)
+	}
 	switch {
-	case limit > 0 && now < l.wary:
-		goal = min(max(goal, clearProbe*limit), full/headroom)
-	case limit > 0 && l.successes == 0:
-		goal = min(max(goal, limit), probeStep*limit, full/headroom) // up to the limit at once: it carried that
-	case limit > 0 && l.successes < 3:
-		goal = min(max(goal, math.Pow(probeStep, float64(1+l.successes))*limit), full/headroom)
-	case l.proven > 0 && now-l.provenAt < provenFor:
-		goal = max(goal, min(2*l.proven, full/headroom))
+	case l.successes == 0:
+		goal = min(goal, probeStep*base)
+	case l.successes < 2:
+		goal = min(max(goal, math.Pow(probeStep, float64(1+l.successes))*base), full/headroom)
 	default:
-		goal = max(goal, min(1.5*cur, full)/headroom)
+		goal = max(goal, min(2*base, full/headroom))
 	}
 	if goal <= cur || (l.proven >= goal && now-l.provenAt < time.Second) {
 		return nil // nothing to show, or shown a moment ago
@@ -381,56 +394,35 @@ func stepUp(streams []Stream, targets []int) []int {
 	return up
 }
 
-// limit is what the link lately showed it carries at most, as far as it
-// is known (0: nothing): the last probe's measure, what it delivered when
-// it last overfilled, the rate it queued at (the estimator's capacity).
-func (l *Link) limit(now time.Duration) float64 {
-	limit := 0.0
-	if now-l.ceilingAt < ceilingFor {
-		limit = l.ceiling
-	}
-	if c, ok := l.est.Capacity(); ok {
-		limit = max(limit, c)
-	}
-	return limit
-}
-
-// down notes a move down: what a probe showed no longer holds, what the
-// link delivered is its limit; a move up that did not hold (down within
-// upHeld) puts the next probe off, longer each time.
+// down notes a move down: what a probe showed no longer holds; a move up
+// that did not hold (down within upHeld) puts the next probe off, longer
+// each time.
 func (l *Link) down(now time.Duration) {
 	l.lastDown, l.proven, l.successes = now, 0, 0
-	if acked := l.est.Acked(); acked > 0 {
-		l.ceiling, l.ceilingAt = acked, now
-	}
 	if now-l.lastUp < upHeld {
-		l.wary = now + l.upBackoff
+		l.next = max(l.next, now+l.upBackoff)
 		l.upBackoff = min(2*l.upBackoff, maxUpBackoff)
 	}
 }
 
-// judgeProbe takes the last probe's judgement once it is in: what it
-// measured is the link's limit now, raised by a success, lowered by a
-// failure.
+// judgeProbe takes the last probe's judgement once it is in (the
+// estimator has set the estimate to what it measured).
 func (l *Link) judgeProbe(now time.Duration) {
 	if !l.probing || l.est.Probing() {
 		return
 	}
 	l.probing = false
 	r := l.est.LastProbe()
+	if r.Measured > 0 {
+		l.measured, l.measuredAt = r.Measured, now
+	}
 	if r.Success {
-		if r.Measured > l.limit(now) {
-			l.successes++
-		}
+		l.successes++
 		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
-		l.ceiling, l.ceilingAt = max(l.ceiling, r.Measured), now
 		l.next = now
 		return
 	}
 	l.successes = 0
-	if r.Measured > 0 {
-		l.ceiling, l.ceilingAt = r.Measured, now
-	}
 	l.next = now + l.backoff
 	l.backoff = min(2*l.backoff, maxBackoff)
 }
