@@ -74,6 +74,9 @@ const (
 	// upGrace: after resuming, its key frame queues for a moment without
 	// cutting the estimate.
 	upGrace = time.Second
+	// holdShare: a stream keeps its lowest layer while this share of the
+	// link's capacity has room for it (retransmissions need the rest).
+	holdShare = 0.95
 	// resumeMargin: a paused stream resumes where the probe showed this
 	// much more than it needs.
 	resumeMargin = 1.25
@@ -206,7 +209,7 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 		capacity = max(est, 0.95*l.est.Acked())
 	}
 	l.capacity = capacity
-	tight := Allocate(capacity, streams)
+	tight := Allocate(holdShare*capacity, streams)
 	for i := range want {
 		if want[i] == Paused && tight[i] != Paused {
 			want[i] = tight[i]
@@ -329,8 +332,9 @@ func lowest(a, b int) int {
 // the link is neither losing nor queueing, and the back-off is over. Its
 // goal is what the streams need with one layer more (the one the
 // allocation would raise next), with the headroom they leave, but no more
-// than probeStep over the estimate or the last probe's measure: a
-// shaper's bucket lets a probe some
+// than probeStep over the estimate or the last probe's measure (or what
+// the link carries now, if more: an estimate cut below it would never
+// let a probe go over what is sent): a shaper's bucket lets a probe some
 // way over its rate through unseen, and a probe far over it fills the
 // queue the media share before the feedback shows it. (What the link
 // delivered when it overfilled is no bound: a bucket's burst and the
@@ -353,6 +357,7 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	if l.measured > 0 && now-l.measuredAt < measuredFor {
 		base = min(base, l.measured)
 	}
+	base = max(base, cur) // what it carries now, whatever the estimate says
 	switch {
 	case l.successes == 0:
 		goal = min(goal, probeStep*base)
