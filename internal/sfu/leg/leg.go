@@ -347,10 +347,10 @@ func (l *Leg) input() ratecontrol.Input {
 	return in
 }
 
-// startProbe sends padding at rate bits/s on this leg for the probe's length.
-func (l *Leg) startProbe(now time.Duration, rate float64) {
+// startProbe sends padding at rate bits/s on this leg for length.
+func (l *Leg) startProbe(now time.Duration, rate float64, length time.Duration) {
 	l.mu.Lock()
-	l.probe = probeState{rate: rate, until: now + ratecontrol.ProbeLength, last: now}
+	l.probe = probeState{rate: rate, until: now + length, last: now}
 	l.mu.Unlock()
 }
 

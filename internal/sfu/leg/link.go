@@ -101,8 +101,9 @@ func (k *link) round(now time.Duration) {
 		legs[i].apply(d)
 	}
 	if plan != nil {
-		legs[plan.Stream].startProbe(now, plan.Rate)
-		k.t.cfg.Log.Debug("probe", "receiver", k.receiver, "goal_kbps", int(plan.Goal/1000), "padding_kbps", int(plan.Rate/1000))
+		legs[plan.Stream].startProbe(now, plan.Rate, plan.Length)
+		k.t.cfg.Log.Debug("probe", "receiver", k.receiver, "goal_kbps", int(plan.Goal/1000), "padding_kbps", int(plan.Rate/1000),
+			"length", plan.Length)
 	}
 }
 

@@ -117,18 +117,29 @@ func (e *Estimator) LastCut() (float64, time.Duration) { return e.overuseAcked, 
 func (e *Estimator) Acked() float64 { return e.acked.rate() }
 
 // Loss is the share of packets reported lost over the last second.
-func (e *Estimator) Loss() float64 {
-	lost := 0
+func (e *Estimator) Loss() float64 { return e.LossSince(0) }
+
+// LossSince is Loss among the packets sent at or after sent (0 with fewer
+// than lossMinSince of them: too few to tell).
+func (e *Estimator) LossSince(sent time.Duration) float64 {
+	lost, n := 0, 0
 	for _, s := range e.recent {
+		if s.sent < sent {
+			continue
+		}
+		n++
 		if !s.received {
 			lost++
 		}
 	}
-	if len(e.recent) == 0 {
+	if n == 0 || sent > 0 && n < lossMinSince {
 		return 0
 	}
-	return float64(lost) / float64(len(e.recent))
+	return float64(lost) / float64(n)
 }
+
+// lossMinSince: LossSince tells nothing from fewer packets.
+const lossMinSince = 10
 
 // RTT is the round trip the feedback shows (default 200 ms).
 func (e *Estimator) RTT() time.Duration { return e.rtt }

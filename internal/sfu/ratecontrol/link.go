@@ -21,10 +21,10 @@ type Link struct {
 	pauseSince []time.Duration // per stream: since when its lowest layer has not fitted (-1: it fits)
 	peaks      []timedRate     // the estimate's recent values (peak)
 	capacity   float64         // what the link carries, as the last round saw it
-	upSince    time.Duration // since when an up-move has fitted (REMB links)
-	proven     float64       // what the last successful probe showed, bits/s
+	upSince    time.Duration   // since when an up-move has fitted (REMB links)
+	proven     float64         // what the last successful probe showed, bits/s
 	provenAt   time.Duration
-	successes  int // probes in a row that succeeded
+	successes  int     // probes in a row that succeeded
 	measured   float64 // what the last probe measured, bits/s
 	measuredAt time.Duration
 	probing    bool
@@ -33,6 +33,7 @@ type Link struct {
 	lastDown   time.Duration
 	lastUp     time.Duration
 	upBackoff  time.Duration // probes wait this long after a move up that did not hold
+	failedUp   time.Duration // when one last did not
 	bucket     Bucket
 	budget     float64 // for the streams' media, bits/s, as last allocated
 }
@@ -55,14 +56,18 @@ const (
 	// whether the link carries it.
 	probeAfterUp = 500 * time.Millisecond
 	// upHeld: a move up followed by one down within this long did not
-	// hold: the next probe waits upBackoff (from firstUpBackoff doubling
-	// up to maxUpBackoff; probes a shaper's bucket let through would lead
-	// up again and again).
-	upHeld         = 5 * time.Second
-	firstUpBackoff = 4 * time.Second
-	maxUpBackoff   = 8 * time.Second
-	probeBackoff = time.Second
-	maxBackoff   = 4 * time.Second
+	// hold (a probe a shaper's bucket let through led it): the next probe
+	// waits upBackoff (from firstUpBackoff doubling up to maxUpBackoff),
+	// and for retryFor the first probe of a run lasts retryProbeLength,
+	// long enough for the bucket to drain under a step's excess (8 kB
+	// under 15% of 200 kbit/s: 2 s), stopped once the link queues.
+	upHeld           = 5 * time.Second
+	firstUpBackoff   = 2 * time.Second
+	maxUpBackoff     = 4 * time.Second
+	retryFor         = 20 * time.Second
+	retryProbeLength = 3 * time.Second
+	probeBackoff     = time.Second
+	maxBackoff       = 4 * time.Second
 	// retransmitShare of the estimate is kept for retransmissions at least.
 	retransmitShare = 0.1
 	// pauseAfter: a stream whose lowest layer does not fit pauses after
@@ -85,12 +90,13 @@ const (
 	// up while nothing queues); after n successes in a row,
 	// probeStep^(n+1).
 	measuredFor = 20 * time.Second
-	probeStep = 1.15
+	probeStep   = 1.15
 )
 
 // NewLink is a link with no estimate yet: its streams go as they are.
 func NewLink() *Link {
-	return &Link{est: NewEstimator(), backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld}
+	return &Link{est: NewEstimator(), backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld,
+		failedUp: -retryFor}
 }
 
 // Estimator is the link's send-side estimator.
@@ -121,11 +127,12 @@ type Decision struct {
 }
 
 // ProbePlan asks the caller to send padding at Rate bits/s on top of the
-// media for ProbeLength on leg Stream; Goal is the total the link is
-// probed at.
+// media for Length on leg Stream (while Link.Padding says so); Goal is the
+// total the link is probed at.
 type ProbePlan struct {
 	Stream     int
 	Rate, Goal float64
+	Length     time.Duration
 }
 
 // Estimate is the link's estimate and where it comes from ("twcc",
@@ -191,19 +198,25 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 
 // want is the allocation of est: within the headroom; but a stream keeps
 // its lowest layer while the link's capacity has room for it (the
-// estimate's recent peak, or what the link delivered when the delay last
-// cut it, lately: an estimate saws between 85% of the capacity and it),
-// and pauses only when that has lasted pauseAfter (a pause costs
+// estimate's recent peak, what the link delivered when the delay last cut
+// it or under the last probe, lately: an estimate saws between 85% of the
+// capacity and it, and a loss cut takes it lower), and pauses only when
+// that has lasted pauseAfter (a pause costs
 // a key frame and shows; a dip of the estimate should not). A link losing
 // more than a tenth is overfilled now: what it delivers is what it
 // carries, and a stream that does not fit in that pauses at once.
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	want := Allocate(headroom*est, streams)
 	capacity := l.peak(now, est)
-	if acked, at := l.est.LastCut(); acked > 0 && now-at < peakWindow+pauseAfter {
+	if acked, at := l.est.LastCut(); acked > 0 && now-at < measuredFor {
 		capacity = max(capacity, acked) // the estimate was cut below what the link carried
 	}
-	overfilled := l.est.Loss() > lossHigh
+	if l.measured > 0 && now-l.measuredAt < measuredFor {
+		capacity = max(capacity, l.measured) // what the last probe saw arrive
+	}
+	// (Of what was sent since the last move down: the loss that move
+	// answered is not counted again.)
+	overfilled := l.est.LossSince(l.lastDown) > lossHigh
 	if overfilled {
 		l.peaks = l.peaks[:0] // what it carried before is not what it carries now
 		capacity = max(est, 0.95*l.est.Acked())
@@ -369,9 +382,13 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	if goal <= cur || (l.proven >= goal && now-l.provenAt < time.Second) {
 		return nil // nothing to show, or shown a moment ago
 	}
+	length := ProbeLength
+	if l.successes == 0 && now-l.failedUp < retryFor {
+		length = retryProbeLength
+	}
 	l.probing = true
-	l.est.Probe(now, now+ProbeLength, goal)
-	return &ProbePlan{Stream: leg, Rate: goal - cur, Goal: goal}
+	l.est.Probe(now, now+length, goal)
+	return &ProbePlan{Stream: leg, Rate: goal - cur, Goal: goal, Length: length}
 }
 
 // stepUp is targets with one layer more for the stream the allocation
@@ -405,6 +422,7 @@ func stepUp(streams []Stream, targets []int) []int {
 func (l *Link) down(now time.Duration) {
 	l.lastDown, l.proven, l.successes = now, 0, 0
 	if now-l.lastUp < upHeld {
+		l.failedUp = now
 		l.next = max(l.next, now+l.upBackoff)
 		l.upBackoff = min(2*l.upBackoff, maxUpBackoff)
 	}

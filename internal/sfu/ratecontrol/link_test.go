@@ -16,7 +16,7 @@ func twoStreams() []Input {
 // linkSim runs a Link in a closed loop over a simulated downlink: every
 // 250 ms a round sets the targets, each stream's leg sends what its
 // target costs (and its feedback comes on its own), and a planned probe's
-// padding goes on the probing leg for ProbeLength.
+// padding goes on the probing leg for its length.
 type linkSim struct {
 	t       *testing.T
 	link    *Link
@@ -69,7 +69,7 @@ func (s *linkSim) run(d time.Duration) {
 			s.targets[i] = d.Target
 		}
 		if plan != nil {
-			s.padding, s.padLeg, s.padEnd = plan.Rate, plan.Stream, now+ProbeLength
+			s.padding, s.padLeg, s.padEnd = plan.Rate, plan.Stream, now+plan.Length
 		}
 		if testing.Verbose() {
 			est, _, _ := s.link.Estimate(s.in)
