@@ -39,9 +39,6 @@ type Estimator struct {
 	probeFrom time.Duration // the last probe's first send time
 	probeEnd  time.Duration // the queue it built drains until then
 	grace     time.Duration // a stream's move up goes through until then
-	// What the link delivered when the delay last cut the estimate.
-	overuseAcked float64
-	overuseAt    time.Duration
 }
 
 // Grace holds the delay-based estimate (not the loss-based one) until
@@ -107,11 +104,6 @@ func (e *Estimator) Usage() Usage { return e.delay.usage }
 func (e *Estimator) Capacity() (float64, bool) {
 	return 1000 * e.capacity.estimate, e.capacity.known
 }
-
-// LastCut is what the link delivered (bits/s) when the delay last cut the
-// estimate, and when: the link's capacity then (the estimate is cut to
-// beta of it).
-func (e *Estimator) LastCut() (float64, time.Duration) { return e.overuseAcked, e.overuseAt }
 
 // Acked is what the receiver acknowledged taking lately, bits/s.
 func (e *Estimator) Acked() float64 { return e.acked.rate() }
@@ -221,7 +213,6 @@ func (e *Estimator) updateRate(now time.Duration) {
 			next = e.estimate
 		}
 		e.capacity.overuse(acked)
-		e.overuseAcked, e.overuseAt = acked, now
 		e.estimate, e.initialized = max(next, minEstimate), true
 		e.state, e.lastChange, e.lastDecr = hold, now, now
 	}

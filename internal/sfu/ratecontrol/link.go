@@ -88,9 +88,12 @@ const (
 	// probeStep: a probe's goal over the estimate, or over what the last
 	// probe measured if less and within measuredFor (an estimate creeps
 	// up while nothing queues); after n successes in a row,
-	// probeStep^(n+1).
-	measuredFor = 20 * time.Second
-	probeStep   = 1.15
+	// probeStep^(n+1), n at most maxProbeSteps (no doubling: two probes a
+	// shaper's bucket let through in a row happen, and a probe at twice
+	// the link fills its queue before the feedback stops it).
+	maxProbeSteps = 3
+	measuredFor   = 20 * time.Second
+	probeStep     = 1.15
 )
 
 // NewLink is a link with no estimate yet: its streams go as they are.
@@ -198,21 +201,19 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 
 // want is the allocation of est: within the headroom; but a stream keeps
 // its lowest layer while the link's capacity has room for it (the
-// estimate's recent peak, what the link delivered when the delay last cut
-// it or under the last probe, lately: an estimate saws between 85% of the
-// capacity and it, and a loss cut takes it lower), and pauses only when
-// that has lasted pauseAfter (a pause costs
+// estimate's recent peak, what the link delivers now or did under the
+// last probe: an estimate saws between 85% of the capacity and it, and a
+// loss cut takes it lower), and pauses only when that has lasted
+// pauseAfter (a pause costs
 // a key frame and shows; a dip of the estimate should not). A link losing
 // more than a tenth is overfilled now: what it delivers is what it
 // carries, and a stream that does not fit in that pauses at once.
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	want := Allocate(headroom*est, streams)
 	capacity := l.peak(now, est)
-	if acked, at := l.est.LastCut(); acked > 0 && now-at < measuredFor {
-		capacity = max(capacity, acked) // the estimate was cut below what the link carried
-	}
-	if l.measured > 0 && now-l.measuredAt < measuredFor {
-		capacity = max(capacity, l.measured) // what the last probe saw arrive
+	capacity = max(capacity, l.est.Acked()) // what it delivers now (all of it, when it queues)
+	if l.measured > 0 && now-l.measuredAt < measuredFor && l.measuredAt > l.lastDown {
+		capacity = max(capacity, l.measured) // what the last probe saw arrive, since the last move down
 	}
 	// (Of what was sent since the last move down: the loss that move
 	// answered is not counted again.)
@@ -352,9 +353,8 @@ func lowest(a, b int) int {
 // queue the media share before the feedback shows it. (What the link
 // delivered when it overfilled is no bound: a bucket's burst and the
 // queue draining are in it.) Successes in a row take longer steps
-// (more than a layer if need be; the link may have cleared): after two,
-// goals double as a slow start does. A probe stops once the link queues
-// under it.
+// (more than a layer if need be; the link may have cleared): 15%, 32%,
+// 52%, then 75% each. A probe stops once the link queues under it.
 func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64, source string) *ProbePlan {
 	if source != "twcc" || l.probing || now < l.next || now-l.lastDown < probeAfterDown ||
 		l.est.Loss() > lossLow || l.est.Usage() == Overuse {
@@ -374,10 +374,9 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	switch {
 	case l.successes == 0:
 		goal = min(goal, probeStep*base)
-	case l.successes < 2:
-		goal = min(max(goal, math.Pow(probeStep, float64(1+l.successes))*base), full/headroom)
 	default:
-		goal = max(goal, min(2*base, full/headroom))
+		step := math.Pow(probeStep, float64(1+min(l.successes, maxProbeSteps)))
+		goal = min(max(goal, step*base), full/headroom)
 	}
 	if goal <= cur || (l.proven >= goal && now-l.provenAt < time.Second) {
 		return nil // nothing to show, or shown a moment ago
