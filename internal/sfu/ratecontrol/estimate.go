@@ -200,6 +200,12 @@ func (e *Estimator) updateRate(now time.Duration) {
 	}
 	switch e.state {
 	case increase:
+		if e.Loss() > lossLow {
+			// A full queue shows no delay gradient, only loss: between 2%
+			// and 10% the estimate holds (GoogCC's loss-based rule).
+			e.lastChange = now
+			break
+		}
 		e.increase(now, acked)
 	case decrease:
 		if e.initialized && now-e.lastDecr < min(max(e.rtt, 10*time.Millisecond), 200*time.Millisecond) {

@@ -24,6 +24,8 @@ type Link struct {
 	upSince    time.Duration   // since when an up-move has fitted (REMB links)
 	proven     float64         // what the last successful probe showed, bits/s
 	provenAt   time.Duration
+	provenLong bool    // by a long probe (retryProbeLength)
+	probeLong  bool    // the probe under way is one
 	successes  int     // probes in a row that succeeded
 	measured   float64 // what the last probe measured, bits/s
 	measuredAt time.Duration
@@ -60,7 +62,8 @@ const (
 	// waits upBackoff (from firstUpBackoff doubling up to maxUpBackoff),
 	// and for retryFor the first probe of a run lasts retryProbeLength,
 	// long enough for the bucket to drain under a step's excess (8 kB
-	// under 15% of 200 kbit/s: 2 s), stopped once the link queues.
+	// under 15% of 200 kbit/s: 2 s), stopped once the link queues. A probe
+	// for a paused stream's resumption is as long.
 	upHeld           = 5 * time.Second
 	firstUpBackoff   = 2 * time.Second
 	maxUpBackoff     = 4 * time.Second
@@ -283,13 +286,16 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 		// place.)
 		budget := headroom * min(est, l.proven)
 		next := Allocate(budget, streams)
-		// A paused stream resumes only with resumeMargin to spare: its key
-		// frame comes at once, and a probe a shaper's bucket let through
-		// would have it pause again (another key frame) a moment later.
-		strict := Allocate(budget/resumeMargin, streams)
-		for i := range next {
-			if l.targets[i] == Paused && strict[i] == Paused {
-				next[i] = Paused
+		// A paused stream resumes only on a long probe's showing (one a
+		// shaper's bucket cannot carry), or with resumeMargin to spare:
+		// its key frame comes at once, and a showing the bucket made would
+		// have it pause again (another key frame) a moment later.
+		if !l.provenLong {
+			strict := Allocate(budget/resumeMargin, streams)
+			for i := range next {
+				if l.targets[i] == Paused && strict[i] == Paused {
+					next[i] = Paused
+				}
 			}
 		}
 		up := false
@@ -382,12 +388,22 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		return nil // nothing to show, or shown a moment ago
 	}
 	length := ProbeLength
-	if l.successes == 0 && now-l.failedUp < retryFor {
+	if l.successes == 0 && now-l.failedUp < retryFor || resumes(l.targets, stepUp(streams, l.targets)) {
 		length = retryProbeLength
 	}
-	l.probing = true
+	l.probing, l.probeLong = true, length > ProbeLength
 	l.est.Probe(now, now+length, goal)
 	return &ProbePlan{Stream: leg, Rate: goal - cur, Goal: goal, Length: length}
+}
+
+// resumes says whether next resumes a stream paused in targets.
+func resumes(targets, next []int) bool {
+	for i := range targets {
+		if targets[i] == Paused && next[i] != Paused {
+			return true
+		}
+	}
+	return false
 }
 
 // stepUp is targets with one layer more for the stream the allocation
@@ -440,7 +456,7 @@ func (l *Link) judgeProbe(now time.Duration) {
 	}
 	if r.Success {
 		l.successes++
-		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
+		l.proven, l.provenAt, l.provenLong, l.backoff = r.Measured, now, l.probeLong, probeBackoff
 		l.next = now
 		return
 	}
