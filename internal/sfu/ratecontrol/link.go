@@ -24,7 +24,7 @@ type Link struct {
 	upSince    time.Duration   // since when an up-move has fitted (REMB links)
 	proven     float64         // what the last successful probe showed, bits/s
 	provenAt   time.Duration
-	provenLong bool    // by a long probe (retryProbeLength)
+	provenLong bool    // by a long probe (retryProbeLength), or a run of successes after one
 	probeLong  bool    // the probe under way is one
 	successes  int     // probes in a row that succeeded
 	measured   float64 // what the last probe measured, bits/s
@@ -62,8 +62,8 @@ const (
 	// waits upBackoff (from firstUpBackoff doubling up to maxUpBackoff),
 	// and for retryFor the first probe of a run lasts retryProbeLength,
 	// long enough for the bucket to drain under a step's excess (8 kB
-	// under 15% of 200 kbit/s: 2 s), stopped once the link queues. A probe
-	// for a paused stream's resumption is as long.
+	// under 15% of 200 kbit/s: 2 s), stopped once the link queues. The
+	// first probe of a run for a paused stream's resumption is as long.
 	upHeld           = 5 * time.Second
 	firstUpBackoff   = 2 * time.Second
 	maxUpBackoff     = 4 * time.Second
@@ -388,7 +388,7 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		return nil // nothing to show, or shown a moment ago
 	}
 	length := ProbeLength
-	if l.successes == 0 && now-l.failedUp < retryFor || resumes(l.targets, stepUp(streams, l.targets)) {
+	if l.successes == 0 && (now-l.failedUp < retryFor || resumes(l.targets, stepUp(streams, l.targets))) {
 		length = retryProbeLength
 	}
 	l.probing, l.probeLong = true, length > ProbeLength
@@ -456,7 +456,10 @@ func (l *Link) judgeProbe(now time.Duration) {
 	}
 	if r.Success {
 		l.successes++
-		l.proven, l.provenAt, l.provenLong, l.backoff = r.Measured, now, l.probeLong, probeBackoff
+		// A run of successes that began with a long probe is as good
+		// as long: the bucket was drained.
+		l.provenLong = l.probeLong || l.provenLong && l.successes > 1
+		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
 		l.next = now
 		return
 	}
