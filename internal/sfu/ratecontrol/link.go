@@ -24,7 +24,7 @@ type Link struct {
 	upSince    time.Duration   // since when an up-move has fitted (REMB links)
 	proven     float64         // what the last successful probe showed, bits/s
 	provenAt   time.Duration
-	provenLong bool    // by a long probe (retryProbeLength), or a run of successes after one
+	provenLong bool    // by a long probe (retryProbeLength)
 	probeLong  bool    // the probe under way is one
 	successes  int     // probes in a row that succeeded
 	measured   float64 // what the last probe measured, bits/s
@@ -62,8 +62,9 @@ const (
 	// waits upBackoff (from firstUpBackoff doubling up to maxUpBackoff),
 	// and for retryFor the first probe of a run lasts retryProbeLength,
 	// long enough for the bucket to drain under a step's excess (8 kB
-	// under 15% of 200 kbit/s: 2 s), stopped once the link queues. The
-	// first probe of a run for a paused stream's resumption is as long.
+	// under 15% of 200 kbit/s: 2 s), stopped once the link queues. A probe
+	// for a paused stream's resumption is as long, and goes for what the
+	// stream's lowest layer needs at once.
 	upHeld           = 5 * time.Second
 	firstUpBackoff   = 2 * time.Second
 	maxUpBackoff     = 4 * time.Second
@@ -377,7 +378,10 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		base = min(base, l.measured)
 	}
 	base = max(base, cur) // what it carries now, whatever the estimate says
+	resume := resumes(l.targets, stepUp(streams, l.targets))
 	switch {
+	case resume:
+		// One lowest layer more, on a long probe: the step is what it is.
 	case l.successes == 0:
 		goal = min(goal, probeStep*base)
 	default:
@@ -388,7 +392,7 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		return nil // nothing to show, or shown a moment ago
 	}
 	length := ProbeLength
-	if l.successes == 0 && (now-l.failedUp < retryFor || resumes(l.targets, stepUp(streams, l.targets))) {
+	if resume || l.successes == 0 && now-l.failedUp < retryFor {
 		length = retryProbeLength
 	}
 	l.probing, l.probeLong = true, length > ProbeLength
@@ -456,9 +460,7 @@ func (l *Link) judgeProbe(now time.Duration) {
 	}
 	if r.Success {
 		l.successes++
-		// A run of successes that began with a long probe is as good
-		// as long: the bucket was drained.
-		l.provenLong = l.probeLong || l.provenLong && l.successes > 1
+		l.provenLong = l.probeLong
 		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
 		l.next = now
 		return
