@@ -37,32 +37,7 @@ type Link struct {
 	upBackoff  time.Duration // probes wait this long after a move up that did not hold
 	failedUp   time.Duration // when one last did not
 	bucket     Bucket
-	budget     float64   // for the streams' media, bits/s, as last allocated
-	carried    recentMax // what the streams' targets took while the link neither queued nor lost
-}
-
-// recentMax is the highest of the rates added in the last carriedFor.
-type recentMax struct{ rates []timedRate }
-
-func (r *recentMax) add(now time.Duration, bps float64) {
-	r.rates = append(r.rates, timedRate{now, bps})
-	i := 0
-	for i < len(r.rates) && now-r.rates[i].at > carriedFor {
-		i++
-	}
-	r.rates = r.rates[i:]
-}
-
-func (r *recentMax) reset() { r.rates = r.rates[:0] }
-
-func (r *recentMax) max(now time.Duration) float64 {
-	m := 0.0
-	for _, x := range r.rates {
-		if now-x.at <= carriedFor {
-			m = max(m, x.bps)
-		}
-	}
-	return m
+	budget     float64 // for the streams' media, bits/s, as last allocated
 }
 
 // Link constants.
@@ -88,8 +63,7 @@ const (
 	// and for retryFor the first probe of a run lasts retryProbeLength,
 	// long enough for the bucket to drain under a step's excess (8 kB
 	// under 15% of 200 kbit/s: 2 s), stopped once the link queues. A probe
-	// for a paused stream's resumption is as long, and goes for what the
-	// stream's lowest layer needs at once.
+	// for a paused stream's resumption is as long.
 	upHeld           = 5 * time.Second
 	firstUpBackoff   = 2 * time.Second
 	maxUpBackoff     = 4 * time.Second
@@ -108,8 +82,6 @@ const (
 	// upGrace: after resuming, its key frame queues for a moment without
 	// cutting the estimate.
 	upGrace = time.Second
-	// carriedFor: what the link carried, calm, this long ago shows room.
-	carriedFor = 5 * time.Second
 	// holdShare: a stream keeps its lowest layer while this share of the
 	// link's capacity has room for it (retransmissions need the rest).
 	holdShare = 0.95
@@ -226,11 +198,6 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 	} else {
 		l.upSince = -1
 	}
-	if l.est.Usage() != Overuse && l.est.Loss() < lossLow {
-		l.carried.add(now, Total(streams, l.targets))
-	} else {
-		l.carried.reset()
-	}
 	l.bucket.SetRate(now, max(l.capacity-Total(streams, l.targets), retransmitShare*l.capacity))
 	return out, l.plan(now, in, streams, est, source)
 }
@@ -238,9 +205,9 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 // want is the allocation of est: within the headroom; but a stream keeps
 // its lowest layer while the link's capacity has room for it (the
 // estimate's recent peak, what the link delivers now or did under the
-// last probe, what it carried lately without queueing or loss: an
-// estimate saws between 85% of the capacity and it, and a loss cut takes
-// it lower), and pauses only when that has lasted pauseAfter (a pause costs
+// last probe: an estimate saws between 85% of the capacity and it, and a
+// loss cut takes it lower), and pauses only when that has lasted
+// pauseAfter (a pause costs
 // a key frame and shows; a dip of the estimate should not). A link losing
 // more than a tenth is overfilled now: what it delivers is what it
 // carries, and a stream that does not fit in that pauses at once.
@@ -248,7 +215,6 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	want := Allocate(headroom*est, streams)
 	capacity := l.peak(now, est)
 	capacity = max(capacity, l.est.Acked()) // what it delivers now (all of it, when it queues)
-	capacity = max(capacity, l.carried.max(now)/holdShare) // what it carried lately, calm, it carries
 	if l.measured > 0 && now-l.measuredAt < measuredFor && l.measuredAt > l.lastDown {
 		capacity = max(capacity, l.measured) // what the last probe saw arrive, since the last move down
 	}
@@ -308,16 +274,7 @@ type timedRate struct {
 func (l *Link) moveUp(now time.Duration, est float64, source string, streams []Stream, want []int, out []Decision) {
 	switch source {
 	case "twcc":
-		showed, why := 0.0, ""
-		if l.proven > 0 && now-l.provenAt < provenFor {
-			showed, why = headroom*min(est, l.proven), fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000)
-		}
-		if c := l.carried.max(now); c > showed {
-			// What the link carried a moment ago, without queueing or
-			// loss, it carries: a stream may take what another left.
-			showed, why = c, fmt.Sprintf("the link carried %.0f kbit/s", c/1000)
-		}
-		if showed <= 0 {
+		if l.proven <= 0 || now-l.provenAt > provenFor {
 			return
 		}
 		// As far as the probe showed room: a stream may go down for
@@ -327,13 +284,14 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 		// each allocation: an allocation is no monotone function of its
 		// budget, a paused stream's lowest layer can take a higher one's
 		// place.)
-		next := Allocate(showed, streams)
+		budget := headroom * min(est, l.proven)
+		next := Allocate(budget, streams)
 		// A paused stream resumes only on a long probe's showing (one a
 		// shaper's bucket cannot carry), or with resumeMargin to spare:
 		// its key frame comes at once, and a showing the bucket made would
 		// have it pause again (another key frame) a moment later.
-		if !l.provenLong && showed > l.carried.max(now) {
-			strict := Allocate(showed/resumeMargin, streams)
+		if !l.provenLong {
+			strict := Allocate(budget/resumeMargin, streams)
 			for i := range next {
 				if l.targets[i] == Paused && strict[i] == Paused {
 					next[i] = Paused
@@ -354,7 +312,7 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 			if l.targets[i] == Paused {
 				l.est.Grace(now + upGrace)
 			}
-			l.move(i, t, why, out)
+			l.move(i, t, fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000), out)
 		}
 		l.up(now)
 	case "remb":
@@ -419,10 +377,7 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		base = min(base, l.measured)
 	}
 	base = max(base, cur) // what it carries now, whatever the estimate says
-	resume := resumes(l.targets, stepUp(streams, l.targets))
 	switch {
-	case resume:
-		// One lowest layer more, on a long probe: the step is what it is.
 	case l.successes == 0:
 		goal = min(goal, probeStep*base)
 	default:
@@ -433,7 +388,7 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		return nil // nothing to show, or shown a moment ago
 	}
 	length := ProbeLength
-	if resume || l.successes == 0 && now-l.failedUp < retryFor {
+	if l.successes == 0 && now-l.failedUp < retryFor || resumes(l.targets, stepUp(streams, l.targets)) {
 		length = retryProbeLength
 	}
 	l.probing, l.probeLong = true, length > ProbeLength
@@ -501,8 +456,7 @@ func (l *Link) judgeProbe(now time.Duration) {
 	}
 	if r.Success {
 		l.successes++
-		l.provenLong = l.probeLong
-		l.proven, l.provenAt, l.backoff = r.Measured, now, probeBackoff
+		l.proven, l.provenAt, l.provenLong, l.backoff = r.Measured, now, l.probeLong, probeBackoff
 		l.next = now
 		return
 	}
