@@ -67,7 +67,7 @@ const (
 	upHeld           = 5 * time.Second
 	firstUpBackoff   = 2 * time.Second
 	maxUpBackoff     = 4 * time.Second
-	retryFor         = 20 * time.Second
+	retryFor         = 10 * time.Second
 	retryProbeLength = 3 * time.Second
 	probeBackoff     = time.Second
 	maxBackoff       = 4 * time.Second
@@ -382,7 +382,9 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		goal = min(goal, probeStep*base)
 	default:
 		step := math.Pow(probeStep, float64(1+min(l.successes, maxProbeSteps)))
-		goal = min(max(goal, step*base), full/headroom)
+		// (Up to a little over what the top needs: a probe's measure
+		// comes out a little under its goal, and must still show room.)
+		goal = min(max(goal, step*base), full/headroom*1.05)
 	}
 	if goal <= cur || (l.proven >= goal && now-l.provenAt < time.Second) {
 		return nil // nothing to show, or shown a moment ago
