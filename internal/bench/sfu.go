@@ -57,9 +57,9 @@ func SFUs() []SFU {
 			plane: "ebpf", plain: true},
 		{Name: "ebrtc-sfu-user-plain", Describe: "ebrtc sfu --dataplane user, a publisher without NACKs and transport-cc: no history, no transport-wide numbers",
 			plane: "user", plain: true},
-		{Name: "ebrtc-sfu-ebpf-ra", Describe: "ebrtc sfu --dataplane ebpf, every other receiver adapted to the lowest temporal layer (REMB 100 kbit/s)",
+		{Name: "ebrtc-sfu-ebpf-ra", Describe: "ebrtc sfu --dataplane ebpf, every other receiver adapted to the lowest temporal layer (REMB 160 kbit/s)",
 			plane: "ebpf", adapted: true},
-		{Name: "ebrtc-sfu-user-ra", Describe: "ebrtc sfu --dataplane user, every other receiver adapted to the lowest temporal layer (REMB 100 kbit/s)",
+		{Name: "ebrtc-sfu-user-ra", Describe: "ebrtc sfu --dataplane user, every other receiver adapted to the lowest temporal layer (REMB 160 kbit/s)",
 			plane: "user", adapted: true},
 		{Name: "janus", Describe: "Janus 1.1.2 VideoRoom (Debian), no_webrtc_encryption, ICE-lite, a thread per handle"},
 	}
@@ -292,9 +292,12 @@ func (sut *sfuUnderTest) layersDropped() (uint64, error) {
 	return uint64(m.SFUOutcome(dataplane.LayerDropped.String())), err
 }
 
-// adaptedEstimate is what an adapted receiver reports: below the captured
-// stream's lowest temporal layer, so it gets only that.
-const adaptedEstimate = 100e3
+// adaptedEstimate is what an adapted receiver reports: 90% of it (the
+// link's headroom) carries the captured stream's lowest temporal layer
+// and its audio (71 and 51 kbit/s on the wire) but not the next layer
+// (127 kbit/s with its base), so it gets only the lowest, renumbered
+// (under 100 kbit/s, where issue 11 had it, its video would pause).
+const adaptedEstimate = 160e3
 
 func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 	if s.janus() {
@@ -466,7 +469,7 @@ func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResul
 		sfuProgress(o, "%-15s saturated: %.0f replicas/s sent (%.0f delivered), core %.0f%% busy, %.0f ns/replica", res.Name,
 			res.SaturatedReplicasPPS, res.SaturatedDeliveredPPS, 100*res.SaturatedCoreBusy, res.RelayCoreNsPerReplica)
 	}
-	return searchReplicas(e, pub, tmpl[len(tmpl)-size:], ports, o, res, sentReplicas)
+	return searchReplicas(e, pub, tmpl[len(tmpl)-size:], ports, o, res, sentReplicas, sut.layersDropped)
 }
 
 // skew is the first-to-last spread of each RTP packet's arrival over the
@@ -564,7 +567,7 @@ func replicaTemplate(tb *testbed.Testbed, pub *synth.Participant, stream *synth.
 // drops (one veth ring, 256 frames, for every receiver) is reported
 // beside it, not charged to the SFU.
 func searchReplicas(e *env, pub *synth.Participant, payload []byte, ports map[netip.AddrPort]uint16, o SFUOptions, res *SFUResult,
-	sentReplicas func() (uint64, error)) error {
+	sentReplicas, dropped func() (uint64, error)) error {
 	lt, err := newLiveTraffic(e.tb)
 	if err != nil {
 		return err
@@ -577,20 +580,25 @@ func searchReplicas(e *env, pub *synth.Participant, payload []byte, ports map[ne
 	fanout := float64(len(ports))
 	// A rate whose loss is within o.MaxLoss passes: the SFU replicated it.
 	return rateSearch(e.ctx, o.StartRate, o.MaxRate, o.Steps, func(rate float64) (bool, bool, error) {
-		before, err := sentReplicas()
-		if err != nil {
+		before, err1 := sentReplicas()
+		droppedBefore, err2 := dropped()
+		if err := errors.Join(err1, err2); err != nil {
 			return false, false, err
 		}
 		t, err := pacedTrial(e, lt, conn, sfu, payload, rate, o.Trial)
 		if err != nil {
 			return false, false, err
 		}
-		after, err := sentReplicas()
-		if err != nil {
+		after, err1 := sentReplicas()
+		droppedAfter, err2 := dropped()
+		if err := errors.Join(err1, err2); err != nil {
 			return false, false, err
 		}
 		replicated := after - before
-		loss := 1 - float64(replicated)/(float64(t.sent)*fanout)
+		// Replicas left out on purpose (adapted receivers: under the
+		// trial's rate their links pause even the lowest layer) are not
+		// lost.
+		loss := 1 - float64(replicated+droppedAfter-droppedBefore)/(float64(t.sent)*fanout)
 		farLoss := 1 - float64(t.delivered)/float64(max(replicated, 1))
 		limited := float64(t.sent) < 0.97*rate*o.Trial.Seconds()
 		sfuProgress(o, "%-15s %8.0f packets/s in: %9.0f replicas/s out, loss %.3f%% (then %.3f%% at the far end)%s", res.Name, rate,
