@@ -162,6 +162,10 @@ type saturation struct {
 	sent, delivered uint64
 	duration        time.Duration
 	relayNs         uint64
+	// nextNumber is the number xdp_send would have given the next frame
+	// (numbered senders): what it gave is not sent, as an interrupted
+	// run is run again whole and counted once.
+	nextNumber uint16
 }
 
 // saturate runs the in-kernel generator over every flow, both directions,
@@ -238,8 +242,12 @@ func saturateWith(e *env, senders []*liveSender, ports map[netip.AddrPort]uint16
 	if sunkAfter == sunkBefore {
 		return nil, errors.New("saturation trial: nothing delivered")
 	}
+	var next uint32
+	if err := lt.objs.NextNumber.Get(&next); err != nil {
+		return nil, err
+	}
 	return &saturation{sent: sent.Load(), delivered: sunkAfter - sunkBefore, duration: elapsed,
-		relayNs: after.relayNsSince(before)}, nil
+		relayNs: after.relayNsSince(before), nextNumber: uint16(next)}, nil
 }
 
 // templates builds each flow's frames as its sockets would send them, from

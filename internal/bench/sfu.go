@@ -455,7 +455,7 @@ func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResul
 		if err != nil {
 			return err
 		}
-		binary.BigEndian.PutUint16(tmpl[seqAt:], first+uint16(sat.sent))
+		binary.BigEndian.PutUint16(tmpl[seqAt:], sat.nextNumber)
 		after, err := sentReplicas()
 		if err != nil {
 			return err

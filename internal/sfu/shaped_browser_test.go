@@ -24,9 +24,10 @@ import (
 //
 //   - P3 decodes every stream at 3 fps or more after the first 8 s, no
 //     freeze longer than a second, fewer than a NACK a second per stream;
-//   - nobody else notices: every other receiver keeps its frame rate and
-//     bytes, freezes never, and gets not one duplicate (packetsLost never
-//     falls); the senders' targets are not lowered;
+//   - nobody else notices: every other receiver keeps its share of what
+//     the sender sends (frames and bytes), freezes never, and gets not
+//     one duplicate (packetsLost never falls); the senders' targets are
+//     not lowered;
 //   - lifted, P3 is back at the full frame rate within 10 s;
 //   - at 1% loss, no freezes.
 //
@@ -35,10 +36,15 @@ import (
 // and resumes with the link. Which is which the test works out itself,
 // from what each sender's lowest layer and audio carry on the wire (the
 // data plane's counters, in the SFU's status) against the shaper's rate
-// at 90%: every stream whose lowest layer fits beside the audio of all
+// at 80%: every stream whose lowest layer fits beside the audio of all
 // (cheapest first) must play at 3 fps or more; one that does not fit
 // may pause. (At 35% of AV1 at 250 kbit/s, a T0 of about 80 kbit/s and
-// Opus of about 55 on the wire a stream, neither fits.)
+// Opus of about 55 on the wire a stream, neither fits.) 80%: the SFU
+// gives the media 90% of an estimate that sits at 85-100% of a full link
+// (the rest is retransmissions' and the estimate's noise), and the rates
+// read once at the shaping move by a tenth over the phase (Opus, the
+// encoder); between 80% and 95% a stream may play or pause. (At 90% the
+// test had the SFU keep a link 94% full of media in one run.)
 //
 // Cases: AV1 at 35% and VP8 at 60% on the eBPF data plane, AV1 at 45% on
 // the user-space one, AV1 at 70% on the eBPF one (where both lowest layers
@@ -110,17 +116,22 @@ func shapedReceiver(t *testing.T, c shapedCase) {
 		t.Errorf("shaped: P3 played %d or more streams %.0f%% of the judged window, want 80%% (the link carries %d lowest layers)",
 			fit.streams, 100*share, fit.streams)
 	}
-	// Nobody else notices: P1 and P2 receiving each other and P3.
+	// Nobody else notices: P1 and P2 receiving each other and P3 get
+	// what the sender sends, as before the shaping (against the sender's
+	// own output over the same phase: an encoder short of CPU on this
+	// machine changes its rate on its own).
 	for p := range 2 {
 		for q := range 3 {
 			if p == q {
 				continue
 			}
 			before, during := unshaped.Inbound(p, ids[q]), shaped.Inbound(p, ids[q])
-			if during.FPS < 0.9*before.FPS || during.Freezes > 0 || during.Pauses > 0 ||
-				during.Kbps < 0.8*before.Kbps || during.Kbps > 1.25*before.Kbps {
-				t.Errorf("shaped: P%d from P%d at %.1f fps, %.0f kbit/s, %v freezes; before %.1f fps, %.0f kbit/s",
-					p+1, q+1, during.FPS, during.Kbps, during.Freezes, before.FPS, before.Kbps)
+			sentBefore, sent := unshaped.Outbound(q), shaped.Outbound(q)
+			fps, kbps := during.FPS/max(sent.FPS, 1), during.Kbps/max(sent.VideoKbps, 1)
+			fpsBefore, kbpsBefore := before.FPS/max(sentBefore.FPS, 1), before.Kbps/max(sentBefore.VideoKbps, 1)
+			if fps < 0.9*fpsBefore || during.Freezes > 0 || during.Pauses > 0 || kbps < 0.8*kbpsBefore || kbps > 1.25*kbpsBefore {
+				t.Errorf("shaped: P%d from P%d at %.1f fps, %.0f kbit/s of the %.1f and %.0f sent, %v freezes; before %.1f fps, %.0f kbit/s of %.1f and %.0f",
+					p+1, q+1, during.FPS, during.Kbps, sent.FPS, sent.VideoKbps, during.Freezes, before.FPS, before.Kbps, sentBefore.FPS, sentBefore.VideoKbps)
 			}
 			if dups := res.duplicates(p, ids[q]); dups != "" {
 				t.Errorf("P%d from P%d got duplicates (packetsLost fell): %s", p+1, q+1, dups)
@@ -136,6 +147,10 @@ func shapedReceiver(t *testing.T, c shapedCase) {
 	}
 }
 
+// fitShare is the share of the shaper's rate a stream's lowest layer has
+// to fit in (beside all the audio) for the test to demand it plays.
+const fitShare = 0.8
+
 // fitting is how many of P3's streams' lowest layers the shaper carries
 // beside all their audio, and the figures it was worked out from.
 type fitting struct {
@@ -144,8 +159,8 @@ type fitting struct {
 }
 
 // fits works out fitting for a shaper of kbit from the SFU's status: the
-// senders' lowest layers and audio, on the wire, cheapest first, at 90%
-// of the shaper (the rest is retransmissions' and the estimate's).
+// senders' lowest layers and audio, on the wire, cheapest first, at
+// fitShare of the shaper.
 func (f *fitting) fits(b *rateBed, ids [3]string, kbit int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -164,7 +179,7 @@ func (f *fitting) fits(b *rateBed, ids [3]string, kbit int) error {
 	if len(lowest) != 2 {
 		return fmt.Errorf("the SFU's status has the layers of %d senders, want 2", len(lowest))
 	}
-	left := 0.9*float64(kbit*1000) - audio[0] - audio[1]
+	left := fitShare*float64(kbit*1000) - audio[0] - audio[1]
 	slices.Sort(lowest)
 	for _, l := range lowest {
 		if l <= left {
@@ -172,8 +187,8 @@ func (f *fitting) fits(b *rateBed, ids [3]string, kbit int) error {
 			f.streams++
 		}
 	}
-	f.why = fmt.Sprintf("lowest layers %.0f and %.0f kbit/s, audio %.0f and %.0f, 90%% of the shaper %.0f", lowest[0]/1000, lowest[1]/1000,
-		audio[0]/1000, audio[1]/1000, 0.9*float64(kbit))
+	f.why = fmt.Sprintf("lowest layers %.0f and %.0f kbit/s, audio %.0f and %.0f, %.0f%% of the shaper %.0f", lowest[0]/1000, lowest[1]/1000,
+		audio[0]/1000, audio[1]/1000, 100*fitShare, fitShare*float64(kbit))
 	return nil
 }
 

@@ -63,6 +63,7 @@ type Sender struct {
 	totalRate   float64
 	videoRate   float64
 	otherRate   float64 // besides the video's layers: its audio
+	otherFloor  ratecontrol.Floor
 	lastTargets int
 	lastREMB    time.Duration
 	rembSent    float64
@@ -273,9 +274,13 @@ func (s *Sender) observe(now time.Duration) {
 		s.videoRate = s.targets[n-1] * videoOverhead
 	}
 	// What the stream sends besides its video's layers (its audio): kept
-	// from before while a new structure's rates are measured.
+	// from before while a new structure's rates are measured, and the
+	// lowest of the last otherWindow (a key frame, a new structure's
+	// first windows, make the difference jump for a moment: the audio did
+	// not).
 	if n := len(s.targets); n == s.lastTargets && s.videoRate > 0 {
-		s.otherRate = max(s.totalRate-s.videoRate, 0)
+		s.otherFloor.Window = otherWindow
+		s.otherRate = s.otherFloor.Add(now, max(s.totalRate-s.videoRate, 0))
 	}
 	s.lastTargets = len(s.targets)
 }
@@ -287,6 +292,7 @@ func (s *Sender) observe(now time.Duration) {
 const (
 	wireOverhead  = 14 + 20 + 8
 	videoOverhead = 1.04
+	otherWindow   = 5 * time.Second
 )
 
 // stream is the sender's stream as a link's allocation sees it.

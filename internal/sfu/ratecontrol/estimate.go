@@ -15,8 +15,9 @@ import (
 // CLOCK_MONOTONIC (the data plane's send log); arrivals are on the
 // receiver's clock and only their differences count.
 type Estimator struct {
-	delay *delayDetector
-	acked ackedRate
+	delay  *delayDetector
+	acked  ackedRate
+	delays recentDelays // for a probe's queue
 
 	estimate    float64 // bits/s
 	initialized bool
@@ -158,6 +159,9 @@ func (e *Estimator) OnAcks(now time.Duration, acks []Ack) {
 		newest = max(newest, a.Sent)
 		e.acked.add(a)
 		e.delay.add(a)
+		if e.probe == nil {
+			e.delays.add(a) // (a probe's delays are its own)
+		}
 	}
 	if newest > 0 && now > newest {
 		// Feedback comes every 50-100 ms: the smallest round trip seen lately.

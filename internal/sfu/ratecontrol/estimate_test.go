@@ -91,3 +91,33 @@ func TestProbe(t *testing.T) {
 		}
 	}
 }
+
+// A probe over a shaper (tbf: an 8 kB bucket, 200 ms of queue) stops
+// once it has queued 50 ms, long before the queue drops the media that
+// shares it, and measures the shaper's rate from what its queue drained
+// at; the same probe without the stop overfills the queue.
+func TestProbeStopsAtItsQueue(t *testing.T) {
+	for _, stop := range []bool{true, false} {
+		link := newSimLink(constant(300e3), 1)
+		link.burst = 8192
+		s := newSimSender(link, NewEstimator())
+		s.run(0, 3*time.Second, constant(200e3), nil)
+		from, until := 3*time.Second, 4*time.Second
+		s.est.Probe(from, until, 500e3)
+		s.run(from, until, func(time.Duration) float64 {
+			if stop && s.est.ProbeQueueing() {
+				return 200e3
+			}
+			return 500e3
+		}, nil)
+		s.run(until, until+2*time.Second, constant(200e3), nil)
+		r := s.est.LastProbe()
+		t.Logf("stop %v: %+v, %d of %d dropped", stop, r, link.dropped, link.sent)
+		if stop && (r.Success || r.Measured < 0.85*300e3 || r.Measured > 1.05*300e3 || link.dropped > 0) {
+			t.Errorf("a probe at 500 kbit/s over a 300 kbit/s shaper: %+v, %d packets dropped", r, link.dropped)
+		}
+		if !stop && link.dropped == 0 {
+			t.Errorf("without the stop nothing was dropped: the test shows nothing")
+		}
+	}
+}

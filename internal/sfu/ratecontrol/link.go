@@ -19,6 +19,7 @@ type Link struct {
 	merge      merge
 	targets    []int
 	pauseSince []time.Duration // per stream: since when its lowest layer has not fitted (-1: it fits)
+	fitSince   []time.Duration // per stream: since when it has fitted again (-1: it does not)
 	peaks      []timedRate     // the estimate's recent values (peak)
 	capacity   float64         // what the link carries, as the last round saw it
 	upSince    time.Duration   // since when an up-move has fitted (REMB links)
@@ -45,6 +46,12 @@ const (
 	// headroom: the streams get this share of the estimate; the rest
 	// carries retransmissions and absorbs the estimate's noise.
 	headroom = 0.9
+	// upShare: a move up takes the streams to this share of what a probe
+	// showed, no more: a probe shows the link carries at least its goal,
+	// which may be all it carries, and streams moved up to 90% of that sit
+	// on the edge a key frame tips (up at 85%, down past 90% of the
+	// estimate or 95% of the capacity: a band between the two).
+	upShare = 0.85
 	// ProbeLength is how long a probe's padding is sent (unless the link
 	// queues under it): its second half is judged, after a shaper's burst
 	// allowance (tbf's bucket) drained.
@@ -70,12 +77,15 @@ const (
 	retryFor         = 10 * time.Second
 	retryProbeLength = 3 * time.Second
 	probeBackoff     = time.Second
-	maxBackoff       = 4 * time.Second
+	maxBackoff       = 2 * time.Second // (a failed probe stops at 50 ms of queue: it costs little)
 	// retransmitShare of the estimate is kept for retransmissions at least.
 	retransmitShare = 0.1
 	// pauseAfter: a stream whose lowest layer does not fit pauses after
 	// this long.
 	pauseAfter = 2500 * time.Millisecond
+	// refitAfter: a stream that has not fitted fits again once it has for
+	// this long.
+	refitAfter = time.Second
 	// peakWindow: what the link carries is the peak of its estimate over
 	// this long.
 	peakWindow = 3 * time.Second
@@ -97,6 +107,7 @@ const (
 	maxProbeSteps = 3
 	measuredFor   = 20 * time.Second
 	probeStep     = 1.15
+	measureMargin = 1.05
 )
 
 // NewLink is a link with no estimate yet: its streams go as they are.
@@ -177,6 +188,7 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 	// give another stream (a paused one) room waits for that stream's
 	// move up (moveUp moves both).
 	fits := Total(streams, l.targets) <= l.budget
+	pausing := false
 	for i := range in {
 		cur := l.targets[i]
 		switch {
@@ -189,9 +201,13 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 			}
 			l.move(i, want[i], why, out)
 			l.down(now)
+			pausing = pausing || want[i] == Paused
 		case lower(cur, want[i]):
 			up = true
 		}
+	}
+	if pausing {
+		l.resumeInItsPlace(now, streams, out)
 	}
 	if up {
 		l.moveUp(now, est, source, streams, want, out)
@@ -210,7 +226,9 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 // pauseAfter (a pause costs
 // a key frame and shows; a dip of the estimate should not). A link losing
 // more than a tenth is overfilled now: what it delivers is what it
-// carries, and a stream that does not fit in that pauses at once.
+// carries, and a stream that does not fit in that pauses at once; one
+// losing more than 2% is full: what it delivers is what it carries, and a
+// stream that does not fit pauses after pauseAfter.
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	want := Allocate(headroom*est, streams)
 	capacity := l.peak(now, est)
@@ -220,10 +238,17 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	}
 	// (Of what was sent since the last move down: the loss that move
 	// answered is not counted again.)
-	overfilled := l.est.LossSince(l.lastDown) > lossHigh
-	if overfilled {
+	loss := l.est.LossSince(l.lastDown)
+	overfilled := loss > lossHigh
+	switch {
+	case overfilled:
 		l.peaks = l.peaks[:0] // what it carried before is not what it carries now
 		capacity = max(est, 0.95*l.est.Acked())
+	case loss > lossLow:
+		// Losing a little: full, what arrives is what it carries (a
+		// stream that does not fit in that pauses after pauseAfter; the
+		// estimate holds at such a loss, its peak tells nothing).
+		capacity = max(est, l.est.Acked())
 	}
 	l.capacity = capacity
 	tight := Allocate(holdShare*capacity, streams)
@@ -231,10 +256,24 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 		if want[i] == Paused && tight[i] != Paused {
 			want[i] = tight[i]
 		}
-		if want[i] != Paused || l.targets[i] == Paused {
-			l.pauseSince[i] = -1
+		if l.targets[i] == Paused {
+			l.pauseSince[i], l.fitSince[i] = -1, -1
 			continue
 		}
+		if want[i] != Paused {
+			// Fitting for a round is no end to not fitting: the capacity
+			// reads high for a moment (a shaper's bucket passing a burst
+			// in what arrives), and a link overfilled by a few percent
+			// would hold two lowest layers for good.
+			if l.fitSince[i] < 0 {
+				l.fitSince[i] = now
+			}
+			if now-l.fitSince[i] >= refitAfter {
+				l.pauseSince[i] = -1
+			}
+			continue
+		}
+		l.fitSince[i] = -1
 		if l.pauseSince[i] < 0 {
 			l.pauseSince[i] = now
 		}
@@ -284,7 +323,7 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 		// each allocation: an allocation is no monotone function of its
 		// budget, a paused stream's lowest layer can take a higher one's
 		// place.)
-		budget := headroom * min(est, l.proven)
+		budget := upShare * min(est, l.proven)
 		next := Allocate(budget, streams)
 		// A paused stream resumes only on a long probe's showing (one a
 		// shaper's bucket cannot carry), or with resumeMargin to spare:
@@ -301,6 +340,12 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 		up := false
 		for i := range next {
 			up = up || lower(l.targets[i], next[i])
+			if next[i] == Paused && l.targets[i] != Paused {
+				// Never a picture for another's: the one showing would
+				// pause (its receiver sees it go) and the other start with
+				// a key frame, for no more video than before.
+				return
+			}
 		}
 		if !up {
 			return
@@ -328,6 +373,31 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 			}
 		}
 		l.upSince = -1
+	}
+}
+
+// resumeInItsPlace gives the room a stream's pause leaves to a stream
+// paused before whose lowest layer fits it (one whose lowest layer costs
+// more than it did, a sender's new structure, pauses; another's cheaper
+// one can show): the link carried the one pausing until now, so no probe
+// need show it. Its lowest layer only, as far as 95% of the link's
+// capacity has room beside the targets now.
+func (l *Link) resumeInItsPlace(now time.Duration, streams []Stream, out []Decision) {
+	for i := range streams {
+		streams[i].Current = l.targets[i]
+	}
+	next := slices.Clone(l.targets)
+	for i := range streams {
+		if l.targets[i] != Paused || out[i].Reason != "" {
+			continue // showing, or pausing now
+		}
+		next[i] = 0
+		if Total(streams, next) > holdShare*l.capacity {
+			next[i] = Paused
+			continue
+		}
+		l.est.Grace(now + upGrace)
+		l.move(i, 0, fmt.Sprintf("room a pause left, of %.0f kbit/s", l.capacity/1000), out)
 	}
 }
 
@@ -371,26 +441,32 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	if leg < 0 || cur >= full {
 		return nil
 	}
-	goal := Total(streams, stepUp(streams, l.targets)) / headroom
+	// One layer more, with the headroom (and a little over: a probe's
+	// measure comes out a little under its goal, and must still show room).
+	goal := Total(streams, stepUp(streams, l.targets)) / upShare * measureMargin
 	base := est
 	if l.measured > 0 && now-l.measuredAt < measuredFor {
 		base = min(base, l.measured)
 	}
 	base = max(base, cur) // what it carries now, whatever the estimate says
+	next := stepUp(streams, l.targets)
 	switch {
+	case resumes(l.targets, next):
+		// To what a paused stream's resumption needs, at once: a probe
+		// stops at 50 ms of queue (a failure costs no media), and steps
+		// towards it would take their 3 s each.
+		goal = min(goal, full/upShare*measureMargin)
 	case l.successes == 0:
 		goal = min(goal, probeStep*base)
 	default:
 		step := math.Pow(probeStep, float64(1+min(l.successes, maxProbeSteps)))
-		// (Up to a little over what the top needs: a probe's measure
-		// comes out a little under its goal, and must still show room.)
-		goal = min(max(goal, step*base), full/headroom*1.05)
+		goal = min(max(goal, step*base), full/upShare*measureMargin)
 	}
 	if goal <= cur || (l.proven >= goal && now-l.provenAt < time.Second) {
 		return nil // nothing to show, or shown a moment ago
 	}
 	length := ProbeLength
-	if l.successes == 0 && now-l.failedUp < retryFor || resumes(l.targets, stepUp(streams, l.targets)) {
+	if l.successes == 0 && now-l.failedUp < retryFor || resumes(l.targets, next) {
 		length = retryProbeLength
 	}
 	l.probing, l.probeLong = true, length > ProbeLength
@@ -475,9 +551,9 @@ func (l *Link) move(i, target int, reason string, out []Decision) {
 // resize keeps a target per stream; a new stream starts as it is.
 func (l *Link) resize(in []Input) {
 	for len(l.targets) < len(in) {
-		l.targets, l.pauseSince = append(l.targets, EveryLayer), append(l.pauseSince, -1)
+		l.targets, l.pauseSince, l.fitSince = append(l.targets, EveryLayer), append(l.pauseSince, -1), append(l.fitSince, -1)
 	}
-	l.targets, l.pauseSince = l.targets[:len(in)], l.pauseSince[:len(in)]
+	l.targets, l.pauseSince, l.fitSince = l.targets[:len(in)], l.pauseSince[:len(in)], l.fitSince[:len(in)]
 }
 
 // Forget drops stream i's place (its leg left): the others move up one.
@@ -485,6 +561,7 @@ func (l *Link) Forget(i int) {
 	if i < len(l.targets) {
 		l.targets = append(l.targets[:i], l.targets[i+1:]...)
 		l.pauseSince = append(l.pauseSince[:i], l.pauseSince[i+1:]...)
+		l.fitSince = append(l.fitSince[:i], l.fitSince[i+1:]...)
 	}
 }
 

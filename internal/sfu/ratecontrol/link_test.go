@@ -2,6 +2,7 @@ package ratecontrol
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -157,6 +158,7 @@ func TestLinkOnATokenBucket(t *testing.T) {
 		{"AV1 at 70%", Stream{Rates: []float64{82e3, 147e3, 250e3}, Other: 55e3}, 355e3, 0},
 		{"VP8 at 60%", Stream{Rates: []float64{55e3, 93e3, 168e3}, Other: 55e3}, 209e3, 1},
 		{"AV1 at 45%", Stream{Rates: []float64{78e3, 147e3, 250e3}, Other: 55e3}, 226e3, 1},
+		{"AV1 at 35%", Stream{Rates: []float64{78e3, 147e3, 250e3}, Other: 55e3}, 176e3, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			capacity := 2e6
@@ -221,5 +223,59 @@ func TestAllocate(t *testing.T) {
 	}
 	if got := Allocate(10e3, []Stream{{Full: 300e3}}); got[0] != EveryLayer {
 		t.Errorf("a stream that cannot be adapted: %v", got)
+	}
+}
+
+// A move up never pauses a stream that shows video to resume another:
+// where a probe shows room for one lowest layer only, and the paused
+// stream's is the cheaper, the one showing keeps its picture.
+func TestMoveUpKeepsThePictureShowing(t *testing.T) {
+	l := NewLink()
+	showing := Stream{Rates: []float64{83e3, 150e3, 250e3}, Other: 55e3, Current: 0}
+	paused := Stream{Rates: []float64{78e3, 145e3, 245e3}, Other: 55e3, Current: Paused}
+	streams := []Stream{showing, paused}
+	l.targets, l.pauseSince = []int{0, Paused}, []time.Duration{-1, -1}
+	now := 10 * time.Second
+	l.proven, l.provenAt, l.provenLong = 211e3, now, true // 90%: audio and one lowest layer, the paused one's
+	out := make([]Decision, 2)
+	l.moveUp(now, 211e3, "twcc", streams, []int{0, 0}, out)
+	if l.targets[0] != 0 || l.targets[1] != Paused || out[0].Reason != "" || out[1].Reason != "" {
+		t.Errorf("targets %v after %+v, want [0 %d] unmoved", l.targets, out, Paused)
+	}
+	l.proven = 320e3 // room for both lowest layers
+	l.moveUp(now, 320e3, "twcc", streams, []int{0, 0}, out)
+	if l.targets[0] != 0 || l.targets[1] != 0 {
+		t.Errorf("with room for both: targets %v, want [0 0]", l.targets)
+	}
+}
+
+// Where one stream shows and the other is paused (AV1 at 45%), and the
+// showing one's sender switches to L1T2 (its lowest layer now costs half
+// its rate, more than the link has room for): it pauses, and the other,
+// whose lowest layer fits, shows in its place at once, without waiting
+// for a probe: one stream shows all along but for a moment.
+func TestPauseLeavesRoomForAnother(t *testing.T) {
+	capacity := 2e6
+	av1 := Stream{Rates: []float64{78e3, 147e3, 250e3}, Other: 55e3}
+	in := []Input{{Stream: av1, CanProbe: true}, {Stream: av1, CanProbe: true}}
+	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
+	s.run(5 * time.Second)
+	capacity = 226e3
+	s.run(10 * time.Second)
+	showing := slices.IndexFunc(s.targets, func(tg int) bool { return tg != Paused })
+	if showing < 0 || s.targets[1-showing] != Paused {
+		t.Fatalf("at 226 kbit/s: targets %v, want one stream showing and one paused", s.targets)
+	}
+	s.in[showing].Rates = []float64{125e3, 250e3}
+	none, other := 0, false
+	for range 40 { // 10 s
+		s.run(250 * time.Millisecond)
+		if !slices.ContainsFunc(s.targets, func(tg int) bool { return tg != Paused }) {
+			none++
+		}
+		other = other || s.targets[1-showing] != Paused
+	}
+	if !other || none > 2 || s.targets[showing] != Paused {
+		t.Errorf("after the switch: targets %v, the other showed %v, %d quarter-seconds with no video; moves %q", s.targets, other, none, s.moves)
 	}
 }

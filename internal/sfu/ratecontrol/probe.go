@@ -1,6 +1,9 @@
 package ratecontrol
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // A probe is what the link carries when the SFU sends more than it does
 // now (padding on top of the media) for a while: the packets sent in the
@@ -30,7 +33,53 @@ type probe struct {
 	firstArrivedSize          int
 	overuse                   bool
 	past                      bool // an ack sent after until came in: the window's feedback is complete
+	// The queue it builds: one-way delay over base (the lowest of the
+	// second before it), in a row of queuedRun packets over
+	// probeQueueLimit, stops it.
+	base   time.Duration
+	queued int
+	// stopped: when its padding stopped for the queue (0: it did not);
+	// what was sent from then on is the media alone, and is not judged.
+	stopped time.Duration
+	// queue, longest: the packets arriving queued (delayed over
+	// queuedDelay) in a row now, and the longest such row: a queue drains
+	// at the link's rate, a shaper's bucket or not.
+	queue, longest arrivals
 }
+
+// arrivals is packets' arrival: a rate.
+type arrivals struct {
+	n, bytes    int
+	first, last time.Duration
+	firstSize   int
+}
+
+func (r *arrivals) add(a Ack) {
+	if r.n == 0 || a.Arrived < r.first {
+		r.first, r.firstSize = a.Arrived, a.Size
+	}
+	r.last = max(r.last, a.Arrived)
+	r.n++
+	r.bytes += a.Size
+}
+
+// rate is bits/s (0: too few to tell).
+func (r *arrivals) rate() float64 {
+	if r.n < minProbePackets || r.last <= r.first {
+		return 0
+	}
+	return float64(8*(r.bytes-r.firstSize)) / (r.last - r.first).Seconds()
+}
+
+// A probe stops once it has built probeQueueLimit of queue (queuedRun
+// packets in a row delayed that much more than before it): well before a
+// shaper's queue (tbf's latency 200ms, a home router's) drops the media
+// that shares it, and long after one late packet.
+const (
+	probeQueueLimit = 50 * time.Millisecond
+	queuedRun       = 2
+	queuedDelay     = 10 * time.Millisecond
+)
 
 // minProbePackets: fewer tell nothing.
 const minProbePackets = 5
@@ -38,7 +87,7 @@ const minProbePackets = 5
 // Probe starts judging the packets sent in [from, until) as a probe at
 // goal bits/s; a probe still being judged is dropped.
 func (e *Estimator) Probe(from, until time.Duration, goal float64) {
-	e.probe, e.probeFrom, e.probeEnd = &probe{from: from, until: until, goal: goal}, from, until+probeDrain
+	e.probe, e.probeFrom, e.probeEnd = &probe{from: from, until: until, goal: goal, base: e.delays.min()}, from, until+probeDrain
 }
 
 // ProbeQueueing says whether the probe under way builds a queue: its
@@ -56,9 +105,27 @@ func (p *probe) add(a Ack) {
 		p.past = true
 		return
 	}
+	if a.Received && a.Sent >= p.from && p.base != noDelay {
+		queue := a.Arrived - a.Sent - p.base
+		if queue > queuedDelay {
+			p.queue.add(a)
+		} else {
+			p.queue = arrivals{}
+		}
+		if p.queue.n > p.longest.n {
+			p.longest = p.queue
+		}
+		if queue > probeQueueLimit {
+			p.queued++
+		} else {
+			p.queued = 0
+		}
+		p.overuse = p.overuse || p.queued >= queuedRun
+	}
 	// Judged on its second half: a shaper's token bucket lets the first
-	// part through at the line's rate, whatever the shaper's.
-	if a.Sent < p.from+(p.until-p.from)/2 {
+	// part through at the line's rate, whatever the shaper's. Not on what
+	// was sent after the padding stopped: the media alone.
+	if a.Sent < p.from+(p.until-p.from)/2 || p.stopped > 0 && a.Sent >= p.stopped {
 		return
 	}
 	if p.packets == 0 || a.Sent < p.firstSent {
@@ -90,6 +157,9 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 	if e.delay.usage == Overuse && now >= p.from {
 		p.overuse = true
 	}
+	if p.overuse && p.stopped == 0 {
+		p.stopped = now // Link.Padding stops it
+	}
 	if !p.past && now < p.until+time.Second {
 		return
 	}
@@ -104,6 +174,11 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 		}
 		r.Success = !p.overuse && r.Measured >= 0.9*p.goal
 	}
+	if q := p.longest.rate(); p.stopped > 0 && q > 0 {
+		// Stopped for its queue: the link carries what that queue drained
+		// at (what the second half saw may be the media alone).
+		r.Measured, r.Success = 0.95*q, false
+	}
 	e.last = r
 	e.probeEnd = now + probeDrain
 	if r.Measured <= 0 {
@@ -112,10 +187,16 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 	// What the link carried is the estimate: up to it after a success;
 	// after a failure no more than it (a saturated link's arrival rate is
 	// its capacity), but not cut below it either: the queue was the
-	// probe's, and the media alone went through before it.
+	// probe's, and the media alone went through before it. Nor by more
+	// than a delay-based cut would (beta): a measure can be wrong (jitter
+	// taken for a queue), a cut too far costs layers; a link that carries
+	// less than that shows it in the media's own delay.
 	raises := r.Measured > e.estimate
-	if !e.initialized || raises && r.Success || !raises && !r.Success {
+	switch {
+	case !e.initialized || raises && r.Success:
 		e.estimate, e.initialized, e.state, e.lastChange = r.Measured, true, hold, now
+	case !raises && !r.Success:
+		e.estimate, e.state, e.lastChange = max(r.Measured, beta*e.estimate), hold, now
 	}
 	if e.lossCap > 0 && e.lossCap < r.Measured {
 		e.lossCap = r.Measured // what arrived whole was not lost
@@ -125,3 +206,35 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 // probeDrain: after a probe is judged, the queue it built drains this long
 // (its delay is no congestion).
 const probeDrain = 300 * time.Millisecond
+
+// recentDelays is the one-way delays (arrival less send time: an offset
+// between the clocks in it, the same for all) of the packets sent over
+// the last delayWindow.
+type recentDelays struct {
+	samples []timedDelay
+}
+
+type timedDelay struct{ sent, delay time.Duration }
+
+const (
+	delayWindow = time.Second
+	noDelay     = time.Duration(math.MaxInt64)
+)
+
+func (r *recentDelays) add(a Ack) {
+	r.samples = append(r.samples, timedDelay{a.Sent, a.Arrived - a.Sent})
+	i := 0
+	for i < len(r.samples) && a.Sent-r.samples[i].sent > delayWindow {
+		i++
+	}
+	r.samples = r.samples[i:]
+}
+
+// min is the lowest delay of the window (noDelay: none).
+func (r *recentDelays) min() time.Duration {
+	low := noDelay
+	for _, s := range r.samples {
+		low = min(low, s.delay)
+	}
+	return low
+}

@@ -66,3 +66,26 @@ func (r *Rates) roll(now time.Duration, targets int) {
 		r.start = now
 	}
 }
+
+// Floor is the lowest of a rate's values over Window: for a rate measured
+// as a difference (a stream's audio as its whole less its video's layers),
+// which a key frame or a new structure's first windows inflate for a
+// moment but never lower.
+type Floor struct {
+	Window  time.Duration
+	samples []timedRate
+}
+
+// Add takes the rate's value at now and says the lowest over the window.
+func (f *Floor) Add(now time.Duration, bps float64) float64 {
+	i := 0
+	for i < len(f.samples) && now-f.samples[i].at >= f.Window {
+		i++
+	}
+	f.samples = append(f.samples[i:], timedRate{now, bps})
+	low := bps
+	for _, s := range f.samples {
+		low = min(low, s.bps)
+	}
+	return low
+}
