@@ -283,13 +283,15 @@ type sfuUnderTest struct {
 }
 
 // layersDropped is how many replicas the SFU left out on purpose (rate
-// adaptation): 0 for an SFU that does not say.
+// adaptation): layers dropped, and what a receiver whose video resumed
+// was held from while it waits for a key frame (the trials' template is
+// none); 0 for an SFU that does not say.
 func (sut *sfuUnderTest) layersDropped() (uint64, error) {
 	if sut.metrics == nil || !sut.adapted {
 		return 0, nil
 	}
 	m, err := sut.metrics()
-	return uint64(m.SFUOutcome(dataplane.LayerDropped.String())), err
+	return uint64(m.SFUOutcome(dataplane.LayerDropped.String()) + m.SFUOutcome(dataplane.Gated.String())), err
 }
 
 // adaptedEstimate is what an adapted receiver reports: 90% of it (the

@@ -26,6 +26,7 @@ func TestSFUBenchSmoke(t *testing.T) {
 	o := QuickSFUOptions()
 	o.Fanout, o.Trial, o.Steps, o.MeetingSize, o.RampStep, o.RampMax = 4, 300*time.Millisecond, 2, 3, 500*time.Millisecond, 6
 	o.Isolate, o.Hosts = true, 2
+	o.Progress = testWriter{t}
 	rep, err := RunSFU(context.Background(), bin, o)
 	if err != nil {
 		t.Fatal(err)
@@ -97,4 +98,12 @@ func TestRateSearch(t *testing.T) {
 	if _, n := run(1e9, 200000, 4000); n != 3 {
 		t.Errorf("a trial that says stop at 4,000: %d trials", n)
 	}
+}
+
+// testWriter logs what the benchmark says of its progress.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
 }
