@@ -338,6 +338,29 @@ func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 		replicaLength: func(n int) uint16 { return uint16(n) }}, nil
 }
 
+// outcomes is ebrtc sfu's data plane outcomes (nil for another SFU).
+func (sut *sfuUnderTest) outcomes() map[string]float64 {
+	if sut.metrics == nil {
+		return nil
+	}
+	m, err := sut.metrics()
+	if err != nil {
+		return nil
+	}
+	return sfuOutcomes(m)
+}
+
+// outcomesSince is what changed between two outcome snapshots.
+func outcomesSince(before, after map[string]float64) map[string]float64 {
+	d := map[string]float64{}
+	for k, v := range after {
+		if n := v - before[k]; n > 0 {
+			d[k] = n
+		}
+	}
+	return d
+}
+
 // logOutcomes logs ebrtc sfu's data plane outcomes.
 func (sut *sfuUnderTest) logOutcomes(e *env, when string) {
 	if sut.metrics == nil {
@@ -471,7 +494,7 @@ func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResul
 		sfuProgress(o, "%-15s saturated: %.0f replicas/s sent (%.0f delivered), core %.0f%% busy, %.0f ns/replica", res.Name,
 			res.SaturatedReplicasPPS, res.SaturatedDeliveredPPS, 100*res.SaturatedCoreBusy, res.RelayCoreNsPerReplica)
 	}
-	return searchReplicas(e, pub, tmpl[len(tmpl)-size:], ports, o, res, sentReplicas, sut.layersDropped)
+	return searchReplicas(e, pub, tmpl[len(tmpl)-size:], ports, o, res, sentReplicas, sut.layersDropped, sut.outcomes)
 }
 
 // skew is the first-to-last spread of each RTP packet's arrival over the
@@ -569,7 +592,7 @@ func replicaTemplate(tb *testbed.Testbed, pub *synth.Participant, stream *synth.
 // drops (one veth ring, 256 frames, for every receiver) is reported
 // beside it, not charged to the SFU.
 func searchReplicas(e *env, pub *synth.Participant, payload []byte, ports map[netip.AddrPort]uint16, o SFUOptions, res *SFUResult,
-	sentReplicas, dropped func() (uint64, error)) error {
+	sentReplicas, dropped func() (uint64, error), outcomes func() map[string]float64) error {
 	lt, err := newLiveTraffic(e.tb)
 	if err != nil {
 		return err
@@ -582,6 +605,7 @@ func searchReplicas(e *env, pub *synth.Participant, payload []byte, ports map[ne
 	fanout := float64(len(ports))
 	// A rate whose loss is within o.MaxLoss passes: the SFU replicated it.
 	return rateSearch(e.ctx, o.StartRate, o.MaxRate, o.Steps, func(rate float64) (bool, bool, error) {
+		outBefore := outcomes()
 		before, err1 := sentReplicas()
 		droppedBefore, err2 := dropped()
 		if err := errors.Join(err1, err2); err != nil {
@@ -606,6 +630,7 @@ func searchReplicas(e *env, pub *synth.Participant, payload []byte, ports map[ne
 		sfuProgress(o, "%-15s %8.0f packets/s in: %9.0f replicas/s out, loss %.3f%% (then %.3f%% at the far end)%s", res.Name, rate,
 			float64(replicated)/t.duration.Seconds(), 100*max(0, loss), 100*max(0, farLoss), map[bool]string{true: " (sender short)", false: ""}[limited])
 		if loss > o.MaxLoss {
+			sfuProgress(o, "%-15s what the data plane did with the trial's datagrams: %v", res.Name, outcomesSince(outBefore, outcomes()))
 			return false, false, nil
 		}
 		if replicas := float64(replicated) / t.duration.Seconds(); replicas > res.OneCoreMaxLossFreeReplicasPPS {
@@ -643,6 +668,11 @@ func pacedTrial(e *env, lt *liveTraffic, conn *net.UDPConn, to netip.AddrPort, p
 	if err != nil {
 		return nil, err
 	}
+	// A timestamp of its own (a frame later than the last trial's): the
+	// SFU drops a packet whose number and timestamp it holds as a
+	// duplicate, and the generator's frames before it carried the
+	// template's, under numbers that wrapped.
+	binary.BigEndian.PutUint32(payload[4:], binary.BigEndian.Uint32(payload[4:])+3000)
 	pc := ipv4.NewPacketConn(conn)
 	batch := make([]ipv4.Message, 64)
 	dst := net.UDPAddrFromAddrPort(to)
