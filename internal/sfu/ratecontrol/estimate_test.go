@@ -74,7 +74,7 @@ func TestProbe(t *testing.T) {
 		before, _ := s.est.Estimate()
 		from := 3 * time.Second
 		until := from + 500*time.Millisecond
-		s.est.Probe(from, until, c.goal)
+		s.est.Probe(from, until, c.goal, 200e3)
 		s.run(from, until, constant(c.goal), nil)
 		s.run(until, until+2*time.Second, constant(200e3), nil)
 		r := s.est.LastProbe()
@@ -103,7 +103,7 @@ func TestProbeStopsAtItsQueue(t *testing.T) {
 		s := newSimSender(link, NewEstimator())
 		s.run(0, 3*time.Second, constant(200e3), nil)
 		from, until := 3*time.Second, 4*time.Second
-		s.est.Probe(from, until, 500e3)
+		s.est.Probe(from, until, 500e3, 200e3)
 		s.run(from, until, func(time.Duration) float64 {
 			if stop && s.est.ProbeQueueing() {
 				return 200e3

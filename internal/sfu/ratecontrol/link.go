@@ -470,7 +470,7 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		length = retryProbeLength
 	}
 	l.probing, l.probeLong = true, length > ProbeLength
-	l.est.Probe(now, now+length, goal)
+	l.est.Probe(now, now+length, goal, cur)
 	return &ProbePlan{Stream: leg, Rate: goal - cur, Goal: goal, Length: length}
 }
 

@@ -24,6 +24,7 @@ type ProbeResult struct {
 type probe struct {
 	from, until time.Duration // send times of the packets it covers
 	goal        float64
+	sending     float64 // the media's rate when it began
 	// What came back of them.
 	packets, received         int
 	sentBytes, recvBytes      int
@@ -85,9 +86,12 @@ const (
 const minProbePackets = 5
 
 // Probe starts judging the packets sent in [from, until) as a probe at
-// goal bits/s; a probe still being judged is dropped.
-func (e *Estimator) Probe(from, until time.Duration, goal float64) {
-	e.probe, e.probeFrom, e.probeEnd = &probe{from: from, until: until, goal: goal, base: e.delays.min()}, from, until+probeDrain
+// goal bits/s over media at sending bits/s (which the link carried, not
+// losing nor queueing, when the probe began); a probe still being judged
+// is dropped.
+func (e *Estimator) Probe(from, until time.Duration, goal, sending float64) {
+	e.probe = &probe{from: from, until: until, goal: goal, sending: sending, base: e.delays.min()}
+	e.probeFrom, e.probeEnd = from, until+probeDrain
 }
 
 // ProbeQueueing says whether the probe under way builds a queue: its
@@ -196,7 +200,9 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 	case !e.initialized || raises && r.Success:
 		e.estimate, e.initialized, e.state, e.lastChange = r.Measured, true, hold, now
 	case !raises && !r.Success:
-		e.estimate, e.state, e.lastChange = max(r.Measured, beta*e.estimate), hold, now
+		// (Nor below what the media took before it without a queue: a
+		// delay that jitters, a receiver short of CPU, is no link.)
+		e.estimate, e.state, e.lastChange = max(r.Measured, beta*e.estimate, p.sending), hold, now
 	}
 	if e.lossCap > 0 && e.lossCap < r.Measured {
 		e.lossCap = r.Measured // what arrived whole was not lost
