@@ -99,10 +99,24 @@ func newFlow(t *testing.T, tb *testbed.Testbed, f flowSpec) (*testbed.TURNClient
 // exchange sends n datagrams each way at 10k/s, without loss.
 func exchange(t *testing.T, c *testbed.TURNClient, peer *net.UDPConn, n int) {
 	t.Helper()
-	if res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, n, 200, 10000); err != nil || res.Lost() != 0 || res.Corrupt != 0 {
+	exchangeLosing(t, c, peer, n, 0)
+}
+
+// exchangeByCoturn is exchange where coturn relays in user space: at
+// 10,000 datagrams a second on the loaded 2-core VM it drops one or two
+// in some runs (2 of 5,000 in one), which is coturn's, not a relay that
+// stopped; a thousandth is allowed. The fast path is allowed none.
+func exchangeByCoturn(t *testing.T, c *testbed.TURNClient, peer *net.UDPConn, n int) {
+	t.Helper()
+	exchangeLosing(t, c, peer, n, n/1000)
+}
+
+func exchangeLosing(t *testing.T, c *testbed.TURNClient, peer *net.UDPConn, n, lost int) {
+	t.Helper()
+	if res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, n, 200, 10000); err != nil || res.Lost() > lost || res.Corrupt != 0 {
 		t.Fatalf("client to peer: %v %v", res, err)
 	}
-	if res, err := testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, n, 200, 10000); err != nil || res.Lost() != 0 || res.Corrupt != 0 {
+	if res, err := testbed.ExchangeAt(peer, net.UDPAddrFromAddrPort(c.RelayAddr()), c.Relay, n, 200, 10000); err != nil || res.Lost() > lost || res.Corrupt != 0 {
 		t.Fatalf("peer to client: %v %v", res, err)
 	}
 }

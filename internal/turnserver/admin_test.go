@@ -37,10 +37,13 @@ func TestAdminAndTop(t *testing.T) {
 	if a.User != user || a.Relay != c.RelayAddr() || len(a.Channels) != 1 || !a.Channels[0].Offload {
 		t.Fatalf("allocation: %+v", a)
 	}
-	if ch := a.Channels[0]; ch.Fast.ToPeer.Packets < 2000 || ch.Fast.ToClient.Packets < 1000 || ch.Fast.ToPeer.Bytes < 2000*200 {
+	// (A datagram right after the bind may still take the slow path while
+	// the channel's fast-path entry goes in: 1 of 2,000 did in one loaded
+	// run. The exchange itself lost nothing.)
+	if ch := a.Channels[0]; ch.Fast.ToPeer.Packets < 1990 || ch.Fast.ToClient.Packets < 995 || ch.Fast.ToPeer.Bytes < 1990*200 {
 		t.Errorf("channel's fast-path counters: %+v", ch.Fast)
 	}
-	if u := st.Users[0]; u.Name != user || u.Allocations != 1 || u.Fast.ToPeer.Packets < 2000 || u.Slow.ToPeer.Packets == 0 {
+	if u := st.Users[0]; u.Name != user || u.Allocations != 1 || u.Fast.ToPeer.Packets < 1990 || u.Slow.ToPeer.Packets == 0 {
 		t.Errorf("user (the channel was bound on the slow path first): %+v", u)
 	}
 
