@@ -103,10 +103,11 @@ type replicaBatch struct {
 	msgs []ipv4.Message
 	to   []replicaState
 	bufs [][]byte
+	sent []bool // per message, after send
 }
 
 func newReplicaBatch() *replicaBatch {
-	b := &replicaBatch{msgs: make([]ipv4.Message, 0, MaxFanout), bufs: make([][]byte, MaxFanout)}
+	b := &replicaBatch{msgs: make([]ipv4.Message, 0, MaxFanout), bufs: make([][]byte, MaxFanout), sent: make([]bool, MaxFanout)}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, 0, 1500)
 	}
@@ -212,16 +213,36 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 }
 
 // send sends one socket's run of replicas and counts what went.
+// sendEach sends msgs in as few sendmmsg calls as it can and marks in sent
+// which went: sendmmsg stops at a message that fails (one receiver's route
+// or queue), and the replicas after it, other receivers', go on in the
+// next call rather than with it.
+func sendEach(c *mediaConn, msgs []ipv4.Message, sent []bool) {
+	clear(sent)
+	if c == nil {
+		return
+	}
+	for start := 0; start < len(msgs); {
+		n, _ := c.batch.WriteBatch(msgs[start:], 0)
+		n = max(n, 0)
+		for k := start; k < start+n; k++ {
+			sent[k] = true
+		}
+		start += n + 1 // past the one that failed
+	}
+}
+
 func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
 	if len(b.msgs) == 0 {
 		return
 	}
-	sent := 0
-	if c := f.conns[via]; c != nil {
-		sent, _ = c.batch.WriteBatch(b.msgs, 0)
+	if len(b.sent) < len(b.msgs) {
+		b.sent = make([]bool, len(b.msgs))
 	}
+	sent := b.sent[:len(b.msgs)]
+	sendEach(f.conns[via], b.msgs, sent)
 	for k, r := range b.to {
-		if k >= sent {
+		if !sent[k] {
 			f.count(CloneFailed, len(pi.p))
 			continue
 		}
