@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -19,13 +20,17 @@ type NS struct {
 	Name string
 }
 
-// New creates a namespace named prefix-<random>, with loopback up.
+// New creates a namespace named prefix-<pid>-<random>, with loopback up.
+// Namespaces of the prefix whose creating process is gone (a test binary
+// killed, or timed out, before its cleanup ran) are deleted first: the pid
+// in the name says whose each is.
 func New(prefix string) (*NS, error) {
+	SweepOrphans(prefix)
 	var b [3]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	ns := &NS{Name: prefix + "-" + hex.EncodeToString(b[:])}
+	ns := &NS{Name: fmt.Sprintf("%s-%d-%s", prefix, os.Getpid(), hex.EncodeToString(b[:]))}
 	if err := IP("netns", "add", ns.Name); err != nil {
 		return nil, err
 	}
@@ -34,6 +39,40 @@ func New(prefix string) (*NS, error) {
 		return nil, err
 	}
 	return ns, nil
+}
+
+// SweepOrphans deletes the namespaces New made with prefix whose process
+// no longer runs, and says which.
+func SweepOrphans(prefix string) []string {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return nil
+	}
+	var gone []string
+	for _, e := range entries {
+		pid, ok := ownerPID(e.Name(), prefix)
+		if !ok || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		if (&NS{Name: e.Name()}).Delete() == nil {
+			gone = append(gone, e.Name())
+		}
+	}
+	return gone
+}
+
+// ownerPID is the pid in a name New gave (prefix-<pid>-<random>).
+func ownerPID(name, prefix string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix+"-")
+	if !ok {
+		return 0, false
+	}
+	pid, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(pid)
+	return n, err == nil && n > 0
 }
 
 // Delete removes the namespace; the kernel removes its interfaces with it.
