@@ -163,8 +163,9 @@ type saturation struct {
 	duration        time.Duration
 	relayNs         uint64
 	// nextNumber is the number xdp_send would have given the next frame
-	// (numbered senders): what it gave is not sent, as an interrupted
-	// run is run again whole and counted once.
+	// (numbered senders), read from its counter: sent undercounts what it
+	// numbered (a run interrupted by a signal is run again whole and
+	// counted once).
 	nextNumber uint16
 }
 

@@ -212,7 +212,6 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 	return out
 }
 
-// send sends one socket's run of replicas and counts what went.
 // sendEach sends msgs in as few sendmmsg calls as it can and marks in sent
 // which went: sendmmsg stops at a message that fails (one receiver's route
 // or queue), and the replicas after it, other receivers', go on in the
@@ -232,6 +231,7 @@ func sendEach(c *mediaConn, msgs []ipv4.Message, sent []bool) {
 	}
 }
 
+// send sends one socket's run of replicas and counts what went.
 func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
 	if len(b.msgs) == 0 {
 		return

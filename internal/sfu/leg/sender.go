@@ -62,8 +62,8 @@ type Sender struct {
 	targets     []float64 // per decode target, bits/s
 	totalRate   float64
 	videoRate   float64
-	otherRate   float64 // besides the video's layers: its audio
-	otherFloor  ratecontrol.Floor
+	otherRate   float64            // besides the video's layers: its audio
+	otherFloor  ratecontrol.Window // otherRate's recent values: it is the lowest
 	lastTargets int
 	lastREMB    time.Duration
 	rembSent    float64
@@ -82,7 +82,8 @@ func (t *Table) AddSender(cfg SenderConfig) (*Sender, error) {
 	if err := t.cfg.Plane.SetStream(cfg.From, cfg.Sources, nil); err != nil {
 		return nil, err
 	}
-	s := &Sender{t: t, cfg: cfg, lastPLI: map[uint32]time.Duration{}, asked: map[uint16]time.Duration{}}
+	s := &Sender{t: t, cfg: cfg, lastPLI: map[uint32]time.Duration{}, asked: map[uint16]time.Duration{},
+		otherFloor: ratecontrol.Window{Span: otherWindow}}
 	if slices.ContainsFunc(cfg.Sources, func(src dataplane.Source) bool { return src.TWCCExt != 0 }) {
 		if log, err := t.cfg.Plane.Arrivals(cfg.From); err == nil {
 			s.arrivals, s.recorder = log, twcc.NewRecorder(sfuSSRC)
@@ -279,8 +280,8 @@ func (s *Sender) observe(now time.Duration) {
 	// first windows, make the difference jump for a moment: the audio did
 	// not).
 	if n := len(s.targets); n == s.lastTargets && s.videoRate > 0 {
-		s.otherFloor.Window = otherWindow
-		s.otherRate = s.otherFloor.Add(now, max(s.totalRate-s.videoRate, 0))
+		s.otherFloor.Add(now, max(s.totalRate-s.videoRate, 0))
+		s.otherRate, _ = s.otherFloor.Min()
 	}
 	s.lastTargets = len(s.targets)
 }

@@ -17,7 +17,7 @@ import (
 type Estimator struct {
 	delay  *delayDetector
 	acked  ackedRate
-	delays recentDelays // for a probe's queue
+	delays Window // one-way delays by send time, for a probe's queue (lowestDelay)
 
 	estimate    float64 // bits/s
 	initialized bool
@@ -78,7 +78,7 @@ type lossSample struct {
 
 // NewEstimator has no estimate until its feedback shows the link's limit.
 func NewEstimator() *Estimator {
-	return &Estimator{delay: newDelayDetector(), rtt: defaultRTT, capacity: linkCapacity{variance: 0.4}}
+	return &Estimator{delay: newDelayDetector(), rtt: defaultRTT, capacity: linkCapacity{variance: 0.4}, delays: Window{Span: delayWindow}}
 }
 
 // Estimate is the estimate in bits/s; false until the feedback has shown
@@ -159,8 +159,8 @@ func (e *Estimator) OnAcks(now time.Duration, acks []Ack) {
 		newest = max(newest, a.Sent)
 		e.acked.add(a)
 		e.delay.add(a)
-		if e.probe == nil {
-			e.delays.add(a) // (a probe's delays are its own)
+		if e.probe == nil { // (a probe's delays are its own)
+			e.delays.Add(a.Sent, float64(a.Arrived-a.Sent))
 		}
 	}
 	if newest > 0 && now > newest {

@@ -20,7 +20,7 @@ type Link struct {
 	targets    []int
 	pauseSince []time.Duration // per stream: since when its lowest layer has not fitted (-1: it fits)
 	fitSince   []time.Duration // per stream: since when it has fitted again (-1: it does not)
-	peaks      []timedRate     // the estimate's recent values (peak)
+	peaks      Window          // the estimate's recent values (peak)
 	capacity   float64         // what the link carries, as the last round saw it
 	upSince    time.Duration   // since when an up-move has fitted (REMB links)
 	proven     float64         // what the last successful probe showed, bits/s
@@ -112,7 +112,7 @@ const (
 
 // NewLink is a link with no estimate yet: its streams go as they are.
 func NewLink() *Link {
-	return &Link{est: NewEstimator(), backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld,
+	return &Link{est: NewEstimator(), peaks: Window{Span: peakWindow}, backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld,
 		failedUp: -retryFor}
 }
 
@@ -242,7 +242,7 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	overfilled := loss > lossHigh
 	switch {
 	case overfilled:
-		l.peaks = l.peaks[:0] // what it carried before is not what it carries now
+		l.peaks.Reset() // what it carried before is not what it carries now
 		capacity = max(est, 0.95*l.est.Acked())
 	case loss > lossLow:
 		// Losing a little: full, what arrives is what it carries (a
@@ -289,22 +289,9 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 
 // peak is the highest estimate of the last peakWindow (est now included).
 func (l *Link) peak(now time.Duration, est float64) float64 {
-	l.peaks = append(l.peaks, timedRate{now, est})
-	i := 0
-	for i < len(l.peaks) && now-l.peaks[i].at > peakWindow {
-		i++
-	}
-	l.peaks = l.peaks[i:]
-	p := est
-	for _, r := range l.peaks {
-		p = max(p, r.bps)
-	}
+	l.peaks.Add(now, est)
+	p, _ := l.peaks.Max()
 	return p
-}
-
-type timedRate struct {
-	at  time.Duration
-	bps float64
 }
 
 // moveUp takes the streams up towards want where the link showed it
@@ -383,9 +370,6 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 // need show it. Its lowest layer only, as far as 95% of the link's
 // capacity has room beside the targets now.
 func (l *Link) resumeInItsPlace(now time.Duration, streams []Stream, out []Decision) {
-	for i := range streams {
-		streams[i].Current = l.targets[i]
-	}
 	next := slices.Clone(l.targets)
 	for i := range streams {
 		if l.targets[i] != Paused || out[i].Reason != "" {
@@ -443,13 +427,13 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	}
 	// One layer more, with the headroom (and a little over: a probe's
 	// measure comes out a little under its goal, and must still show room).
-	goal := Total(streams, stepUp(streams, l.targets)) / upShare * measureMargin
+	next := stepUp(streams, l.targets)
+	goal := Total(streams, next) / upShare * measureMargin
 	base := est
 	if l.measured > 0 && now-l.measuredAt < measuredFor {
 		base = min(base, l.measured)
 	}
 	base = max(base, cur) // what it carries now, whatever the estimate says
-	next := stepUp(streams, l.targets)
 	switch {
 	case resumes(l.targets, next):
 		// To what a paused stream's resumption needs, at once: a probe

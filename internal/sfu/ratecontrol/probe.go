@@ -26,14 +26,12 @@ type probe struct {
 	goal        float64
 	sending     float64 // the media's rate when it began
 	// What came back of them.
-	packets, received         int
-	sentBytes, recvBytes      int
-	firstSent, lastSent       time.Duration
-	lastSentSize              int
-	firstArrived, lastArrived time.Duration
-	firstArrivedSize          int
-	overuse                   bool
-	past                      bool // an ack sent after until came in: the window's feedback is complete
+	packets, sentBytes  int
+	firstSent, lastSent time.Duration
+	lastSentSize        int
+	received            arrivals
+	overuse             bool
+	past                bool // an ack sent after until came in: the window's feedback is complete
 	// The queue it builds: one-way delay over base (the lowest of the
 	// second before it), in a row of queuedRun packets over
 	// probeQueueLimit, stops it.
@@ -90,7 +88,7 @@ const minProbePackets = 5
 // losing nor queueing, when the probe began); a probe still being judged
 // is dropped.
 func (e *Estimator) Probe(from, until time.Duration, goal, sending float64) {
-	e.probe = &probe{from: from, until: until, goal: goal, sending: sending, base: e.delays.min()}
+	e.probe = &probe{from: from, until: until, goal: goal, sending: sending, base: e.lowestDelay()}
 	e.probeFrom, e.probeEnd = from, until+probeDrain
 }
 
@@ -140,15 +138,9 @@ func (p *probe) add(a Ack) {
 	}
 	p.packets++
 	p.sentBytes += a.Size
-	if !a.Received {
-		return
+	if a.Received {
+		p.received.add(a)
 	}
-	if p.received == 0 || a.Arrived < p.firstArrived {
-		p.firstArrived, p.firstArrivedSize = a.Arrived, a.Size
-	}
-	p.lastArrived = max(p.lastArrived, a.Arrived)
-	p.received++
-	p.recvBytes += a.Size
 }
 
 // judgeProbe ends a probe whose feedback is in (or overdue): a success
@@ -169,9 +161,8 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 	}
 	e.probe = nil
 	r := ProbeResult{Goal: p.goal, At: now}
-	if p.packets >= minProbePackets && p.received >= minProbePackets && p.lastSent > p.firstSent && p.lastArrived > p.firstArrived {
+	if recv := p.received.rate(); p.packets >= minProbePackets && recv > 0 && p.lastSent > p.firstSent {
 		send := float64(8*(p.sentBytes-p.lastSentSize)) / (p.lastSent - p.firstSent).Seconds()
-		recv := float64(8*(p.recvBytes-p.firstArrivedSize)) / (p.lastArrived - p.firstArrived).Seconds()
 		r.Measured = min(send, recv)
 		if recv < 0.9*send {
 			r.Measured = 0.95 * recv // the link saturated: it carries what arrived
@@ -213,34 +204,20 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 // (its delay is no congestion).
 const probeDrain = 300 * time.Millisecond
 
-// recentDelays is the one-way delays (arrival less send time: an offset
-// between the clocks in it, the same for all) of the packets sent over
-// the last delayWindow.
-type recentDelays struct {
-	samples []timedDelay
-}
+// noDelay: no one-way delay known.
+const noDelay = time.Duration(math.MaxInt64)
 
-type timedDelay struct{ sent, delay time.Duration }
+// delayWindow: a probe's queue is its packets' one-way delay (arrival less
+// send time, an offset between the clocks in it, the same for all) over
+// the lowest of this long before it.
+const delayWindow = time.Second
 
-const (
-	delayWindow = time.Second
-	noDelay     = time.Duration(math.MaxInt64)
-)
-
-func (r *recentDelays) add(a Ack) {
-	r.samples = append(r.samples, timedDelay{a.Sent, a.Arrived - a.Sent})
-	i := 0
-	for i < len(r.samples) && a.Sent-r.samples[i].sent > delayWindow {
-		i++
+// lowestDelay is the lowest one-way delay of the packets sent over the
+// last delayWindow (noDelay: none).
+func (e *Estimator) lowestDelay() time.Duration {
+	d, ok := e.delays.Min()
+	if !ok {
+		return noDelay
 	}
-	r.samples = r.samples[i:]
-}
-
-// min is the lowest delay of the window (noDelay: none).
-func (r *recentDelays) min() time.Duration {
-	low := noDelay
-	for _, s := range r.samples {
-		low = min(low, s.delay)
-	}
-	return low
+	return time.Duration(d)
 }

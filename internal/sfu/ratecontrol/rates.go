@@ -67,25 +67,50 @@ func (r *Rates) roll(now time.Duration, targets int) {
 	}
 }
 
-// Floor is the lowest of a rate's values over Window: for a rate measured
-// as a difference (a stream's audio as its whole less its video's layers),
-// which a key frame or a new structure's first windows inflate for a
-// moment but never lower.
-type Floor struct {
-	Window  time.Duration
+// Window keeps a value's samples over its last Span, for their lowest
+// (a stream's audio as its whole less its video's layers, which a key
+// frame or a new structure's first windows inflate for a moment but never
+// lower; a probe's one-way delay before it) or highest (a link's recent
+// estimate).
+type Window struct {
+	Span    time.Duration
 	samples []timedRate
 }
 
-// Add takes the rate's value at now and says the lowest over the window.
-func (f *Floor) Add(now time.Duration, bps float64) float64 {
+type timedRate struct {
+	at time.Duration
+	v  float64
+}
+
+// Add takes the value at at, dropping what is older than Span before it.
+func (w *Window) Add(at time.Duration, v float64) {
 	i := 0
-	for i < len(f.samples) && now-f.samples[i].at >= f.Window {
+	for i < len(w.samples) && at-w.samples[i].at > w.Span {
 		i++
 	}
-	f.samples = append(f.samples[i:], timedRate{now, bps})
-	low := bps
-	for _, s := range f.samples {
-		low = min(low, s.bps)
+	w.samples = append(w.samples[i:], timedRate{at, v})
+}
+
+// Reset forgets every sample.
+func (w *Window) Reset() { w.samples = w.samples[:0] }
+
+// Min is the lowest sample (false: none).
+func (w *Window) Min() (float64, bool) {
+	return w.extreme(func(a, b float64) float64 { return min(a, b) })
+}
+
+// Max is the highest sample (false: none).
+func (w *Window) Max() (float64, bool) {
+	return w.extreme(func(a, b float64) float64 { return max(a, b) })
+}
+
+func (w *Window) extreme(pick func(float64, float64) float64) (float64, bool) {
+	if len(w.samples) == 0 {
+		return 0, false
 	}
-	return low
+	v := w.samples[0].v
+	for _, s := range w.samples[1:] {
+		v = pick(v, s.v)
+	}
+	return v, true
 }

@@ -34,14 +34,18 @@ func TestRatesPerDecodeTarget(t *testing.T) {
 // Chromium's L1T3 cadence, T0 T2 T1 T2, as the targets each frame is in.
 var l1t3 = [][]bool{{true, true, true}, {false, false, true}, {false, true, true}, {false, false, true}}
 
-// A floor keeps the lowest value of its window: a jump for a moment (a
-// key frame counted as audio) does not show; a lasting change does, once
-// the window is past.
-func TestFloor(t *testing.T) {
-	f := Floor{Window: 5 * time.Second}
+// A window's lowest ignores a jump for a moment (a key frame counted as
+// audio); a lasting change shows once the window is past.
+func TestWindowMin(t *testing.T) {
+	f := Window{Span: 5 * time.Second}
 	at := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-	if got := f.Add(0, 55e3); got != 55e3 {
-		t.Fatalf("first value 55000: floor %v", got)
+	low := func(now, v float64) float64 {
+		f.Add(at(now), v)
+		m, _ := f.Min()
+		return m
+	}
+	if got := low(0, 55e3); got != 55e3 {
+		t.Fatalf("first value 55000: lowest %v", got)
 	}
 	for _, c := range []struct {
 		at, bps, want float64
@@ -49,8 +53,11 @@ func TestFloor(t *testing.T) {
 		{1, 56e3, 55e3}, {2, 83e3, 55e3}, {3, 80e3, 55e3}, {4.5, 60e3, 55e3},
 		{5.5, 60e3, 56e3}, {7.5, 60e3, 60e3}, {8, 40e3, 40e3},
 	} {
-		if got := f.Add(at(c.at), c.bps); got != c.want {
-			t.Errorf("at %vs, %v: floor %v, want %v", c.at, c.bps, got, c.want)
+		if got := low(c.at, c.bps); got != c.want {
+			t.Errorf("at %vs, %v: lowest %v, want %v", c.at, c.bps, got, c.want)
 		}
+	}
+	if hi, _ := f.Max(); hi != 80e3 { // (at 8 s, the 80000 of 3 s is 5 s old: in)
+		t.Errorf("highest %v, want 80000", hi)
 	}
 }
