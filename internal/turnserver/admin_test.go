@@ -74,8 +74,8 @@ func TestAdminAndTop(t *testing.T) {
 
 	m := metrics(t, r)
 	fast := `ebrtc_turn_user_packets_total{direction="client_to_peer",path="fast",user="` + user + `"}`
-	if m[fast] < 5000 {
-		t.Errorf("%s = %v, want >= 5000", fast, m[fast])
+	if m[fast] < 4975 { // the 2,000 and 3,000 sent, at 99.5% as above (4,998 in one loaded run)
+		t.Errorf("%s = %v, want >= 4975", fast, m[fast])
 	}
 	alloc := `ebrtc_turn_allocation_packets_total{client="` + a.Client.String() + `",direction="peer_to_client",path="fast",relay="` +
 		a.Relay.String() + `",user="` + user + `"}`
