@@ -1,6 +1,7 @@
 package sfu
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -67,6 +68,46 @@ func (b *rateBed) setMode(page int, mode string) {
 	_, _ = fmt.Fprintf(b.senders.stdin, "mode %d %s\n", page, mode)
 }
 
+// decisionLog is the SFU's debug log (its layer switches, probes and
+// estimates), written to EBRTC_SFU_DEBUG_LOG for a run looked into, and
+// printed when the test fails (CI keeps nothing else of a run).
+func decisionLog(t *testing.T) *slog.Logger {
+	var w io.Writer = &lockedBuffer{}
+	buf := w.(*lockedBuffer)
+	if path := os.Getenv("EBRTC_SFU_DEBUG_LOG"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		w = io.MultiWriter(f, buf)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the SFU's decisions:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// lockedBuffer is a bytes.Buffer for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func newRateBed(t *testing.T, configure func(*Config)) *rateBed {
 	testenv.RequireRoot(t)
 	for _, c := range []string{"chromium", "node", "tc", "nft"} {
@@ -107,14 +148,7 @@ func newRateBed(t *testing.T, configure func(*Config)) *rateBed {
 		b.acks = ratecontrol.NewAckLog(f)
 		cfg.AckLog = b.acks
 	}
-	if path := os.Getenv("EBRTC_SFU_DEBUG_LOG"); path != "" { // the SFU's decisions, for a run looked into
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		cfg.Log = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
+	cfg.Log = decisionLog(t)
 	go func() { done <- tb.Server.Do(func() error { return Run(ctx, cfg) }) }()
 	t.Cleanup(func() {
 		cancel()

@@ -228,7 +228,7 @@ func shapedPhases(share float64, fit *fitting) []ratePhase {
 				}, err
 		}, Report: func(b *rateBed) string {
 			out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
-			return strings.Join(strings.Fields(out), " ") + errString(err)
+			return strings.Join(strings.Fields(out), " ") + errString(err) + "; " + legsReport(b)
 		}},
 		{Name: "lifted", Duration: liftedTime},
 		{Name: "lossy", Duration: lossyTime, Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
@@ -239,9 +239,26 @@ func shapedPhases(share float64, fit *fitting) []ratePhase {
 			if m := regexp.MustCompile(`counter packets \d+ bytes \d+`).FindString(out); m != "" {
 				out = "dropped: " + m
 			}
-			return strings.Join(strings.Fields(out), " ") + errString(err)
+			return strings.Join(strings.Fields(out), " ") + errString(err) + "; " + legsReport(b)
 		}},
 	}
+}
+
+// legsReport is every leg as the SFU's status has it (cumulative):
+// target, link estimate, retransmissions.
+func legsReport(b *rateBed) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := admin.Fetch(ctx, b.admin)
+	if err != nil {
+		return "legs: " + err.Error()
+	}
+	var out []string
+	for _, l := range st.Legs {
+		out = append(out, fmt.Sprintf("%s->%s %s est %.0f kbit/s, retransmitted %d, asked of the sender %d, not sent %d",
+			l.Sender, l.Receiver, l.Target, l.EstimateBPS/1000, l.Retransmitted, l.AskedSender, l.NotSent))
+	}
+	return "legs: " + strings.Join(out, "; ")
 }
 
 // ids are the participants' ids as the phase's last samples say.

@@ -92,13 +92,24 @@ func (k *link) round(now time.Duration) {
 	prev := k.estBP
 	k.estBP, k.estBy, _ = k.rc.Estimate(in)
 	est, by, usage, loss := k.estBP, k.estBy, k.rc.Estimator().Usage(), k.rc.Estimator().Loss()
+	budget := k.rc.Budget()
 	k.mu.Unlock()
 	if prev == 0 && est > 0 || prev > 0 && (est < 0.8*prev || est > 1.25*prev) {
 		k.t.cfg.Log.Debug("link estimate", "receiver", k.receiver, "kbps", int(est/1000), "source", by, "usage", usage, "loss", loss,
 			"streams", streamsKbps(in))
 	}
+	moved := false
 	for i, d := range out {
+		moved = moved || d.Reason != ""
 		legs[i].apply(d)
+	}
+	if moved { // what the switches were decided on
+		targets := make([]string, len(out))
+		for i, d := range out {
+			targets[i] = targetName(d.Target)
+		}
+		k.t.cfg.Log.Debug("link allocation", "receiver", k.receiver, "kbps", int(est/1000), "source", by,
+			"budget_kbps", int(budget/1000), "targets", strings.Join(targets, "; "), "streams", streamsKbps(in))
 	}
 	if plan != nil {
 		legs[plan.Stream].startProbe(now, plan.Rate, plan.Length)

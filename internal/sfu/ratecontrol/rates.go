@@ -40,17 +40,7 @@ func (r *Rates) roll(now time.Duration, targets int) {
 		window = time.Second
 	}
 	if len(r.bytes) != targets {
-		// A new structure: its targets start from the old ones' rates
-		// (the lowest the same, the highest the whole stream) until a
-		// window of their own is in.
-		rate := make([]float64, targets)
-		if n := len(r.rate); n > 0 && targets > 0 {
-			for t := range rate {
-				rate[t] = r.rate[min(t, n-1)]
-			}
-			rate[targets-1] = r.rate[n-1]
-		}
-		r.bytes, r.rate, r.start = make([]float64, targets), rate, now
+		r.bytes, r.rate, r.start = make([]float64, targets), inherit(r.rate, targets), now
 		return
 	}
 	if elapsed := now - r.start; elapsed >= window {
@@ -65,6 +55,27 @@ func (r *Rates) roll(now time.Duration, targets int) {
 		}
 		r.start = now
 	}
+}
+
+// inherit is a new structure's targets' rates, from the old one's, until
+// windows of their own are in: counted from the top, the whole stream
+// the same, each target below it one frame rate down the old one's (a
+// sender's temporal layers come and go at the bottom: L1T2's lowest
+// target is L1T3's 7.5 fps one, not its 3.75 fps one, and costs twice
+// that); a target with none below it in the old structure starts at the
+// old lowest (more than it costs: a new structure's lowest layer read
+// low overfills a link whose lowest layers just fit until the windows
+// show it, seconds later).
+func inherit(old []float64, targets int) []float64 {
+	rate := make([]float64, targets)
+	n := len(old)
+	if n == 0 {
+		return rate
+	}
+	for t := range rate {
+		rate[t] = old[max(n-targets+t, 0)]
+	}
+	return rate
 }
 
 // Window keeps a value's samples over its last Span, for their lowest

@@ -31,6 +31,47 @@ func TestRatesPerDecodeTarget(t *testing.T) {
 	}
 }
 
+// A sender switching L1T3 -> L1T2 -> L1T3: the new structure's targets
+// start at the old ones of their frame rate (from the top), at once, and
+// the lowest of L1T2 is never read at what L1T3's lowest cost; once a
+// window is in, each is its own.
+func TestRatesAcrossAStructureChange(t *testing.T) {
+	var r Rates
+	var now time.Duration
+	run := func(seconds int, sizes []int, cadence [][]bool) {
+		totals := make([]uint64, len(cadence[0]))
+		for f := range 20 * seconds {
+			for t, present := range cadence[f%len(cadence)] {
+				if present {
+					totals[t] += uint64(sizes[f%len(sizes)])
+				}
+			}
+			r.Observe(now, totals)
+			now += 50 * time.Millisecond
+		}
+	}
+	l1t3Sizes := []int{4000, 1000, 2000, 1000} // 160, 240, 320 kbit/s
+	l1t2 := [][]bool{{true, true}, {false, true}}
+	l1t2Sizes := []int{5000, 1000} // 400, 480 kbit/s
+	run(10, l1t3Sizes, l1t3)
+	run(0, l1t2Sizes, l1t2)
+	totals := make([]uint64, 2)
+	r.Observe(now, totals) // the new structure's first count
+	if got := r.Bitrates(now); len(got) != 2 || !near(got[0], 240e3) || !near(got[1], 320e3) {
+		t.Fatalf("L1T2 just after L1T3 (160, 240, 320 kbit/s): %v, want L1T3's 7.5 and 15 fps targets (240, 320)", got)
+	}
+	run(10, l1t2Sizes, l1t2)
+	if got := r.Bitrates(now); !near(got[0], 400e3) || !near(got[1], 480e3) {
+		t.Errorf("L1T2 after 10 s: %v, want 400 and 480 kbit/s", got)
+	}
+	r.Observe(now, make([]uint64, 3))
+	if got := r.Bitrates(now); len(got) != 3 || !near(got[0], 400e3) || !near(got[1], 400e3) || !near(got[2], 480e3) {
+		t.Errorf("L1T3 just after L1T2 (400, 480 kbit/s): %v, want 400, 400, 480 (none below the lowest: the old lowest)", got)
+	}
+}
+
+func near(got, want float64) bool { return got >= 0.95*want && got <= 1.05*want }
+
 // Chromium's L1T3 cadence, T0 T2 T1 T2, as the targets each frame is in.
 var l1t3 = [][]bool{{true, true, true}, {false, false, true}, {false, true, true}, {false, false, true}}
 
