@@ -67,7 +67,7 @@ func TestOffloadCoturn(t *testing.T) {
 	}
 
 	// Removed, the fast path ends: coturn relays again (as without the
-	// offload: a thousandth lost at most).
+	// offload: exchangeByCoturn).
 	if out, err := exec.Command(bin, "offload", "remove", "--pin-dir", pins, "--state-file", state).CombinedOutput(); err != nil {
 		t.Fatalf("remove: %v\n%s", err, out)
 	}
