@@ -132,7 +132,8 @@ type Leg struct {
 	Frames         uint64  `json:"frames"` // video frames among them
 	// Retransmissions: NACKed packets sent from the SFU's history, asked
 	// of the sender (the SFU never got them), and not sent (a layer the
-	// receiver does not get; no room in its link then; resent already).
+	// receiver does not get; resent already or waiting; waited too long
+	// for room in its link, a key frame asked for instead).
 	Retransmitted uint64 `json:"retransmitted"`
 	AskedSender   uint64 `json:"asked_sender"`
 	NotSent       uint64 `json:"not_sent"`

@@ -49,6 +49,7 @@ type Leg struct {
 	cfg    LegConfig
 	dp     dataplane.Leg // nil until attached
 
+	repairMu sync.Mutex // taken before mu
 	mu       sync.Mutex
 	remb     float64 // the receiver's REMB for this leg, smoothed (bits/s)
 	reader   ratecontrol.FeedbackReader
@@ -58,8 +59,12 @@ type Leg struct {
 	reason   string // of the last move
 	switches map[string]uint64
 	resent   map[uint16]time.Duration // numbers retransmitted lately, when
-	counts   Retransmissions
-	probe    probeState
+	repairs  repairQueue              // numbers NACKed, waiting for room
+	// repairKeyAt: when a key frame was last asked for a burst the link's
+	// budget could not repair in time.
+	repairKeyAt time.Duration
+	counts      Retransmissions
+	probe       probeState
 }
 
 // Retransmissions is what became of the packets a receiver NACKed.
@@ -67,8 +72,11 @@ type Retransmissions struct {
 	Sent     uint64 // from the SFU's history
 	Asked    uint64 // not in the history: the sender was asked
 	NotOwed  uint64 // the receiver does not get their layer (or never had them)
-	Paced    uint64 // no room in the link's budget now (it asks again)
-	Repeated uint64 // retransmitted within the last round trip already
+	Paced    uint64 // waited for room in the link's budget (sent once there was, or superseded)
+	Repeated uint64 // retransmitted within the last round trip already, or waiting
+	// Superseded: waited longer than repairWithin for room, dropped for
+	// a key frame asked of the sender.
+	Superseded uint64
 }
 
 type probeState struct {
@@ -164,69 +172,165 @@ func (l *Leg) transportFeedback(fb *rtcp.TransportLayerCC) {
 }
 
 // retransmit answers a NACK (numbers: the receiver's): from the sender's
-// history, to this receiver only, what it is owed and the link has room
-// for; what the SFU never got is asked of the sender.
+// history, to this receiver only, what it is owed, oldest first as the
+// link's budget has room (repair); what the SFU never got is asked of the
+// sender.
 func (l *Leg) retransmit(numbers []uint16) {
 	if l.dp == nil {
 		return
 	}
-	t := l.sender.t
-	now := t.cfg.Now()
-	var ask []uint16
+	now := l.sender.t.cfg.Now()
+	l.mu.Lock()
 	for _, n := range numbers {
-		seq, owed := l.dp.Original(n)
-		if !owed {
-			l.count(func(c *Retransmissions) { c.NotOwed++ })
-			continue
-		}
-		orig, ok := t.cfg.Plane.Packet(l.sender.cfg.From, seq)
-		if !ok {
-			ask = append(ask, seq)
-			l.count(func(c *Retransmissions) { c.Asked++ })
-			continue
-		}
-		if frame, ok := l.sender.frameOf(orig); ok {
-			if sent, known := l.dp.FrameSent(frame); known && !sent {
-				// A late packet of a layer the receiver does not get took
-				// the number kept for it as padding, which was lost: it
-				// gets padding again, as the data plane sent it.
-				if l.mayResend(n, now, 16) {
-					_ = l.dp.Send(dataplane.PaddingPacket(orig, n), 0)
-				}
-				l.count(func(c *Retransmissions) { c.NotOwed++ })
-				continue
-			}
-		}
-		if !l.mayResend(n, now, len(orig)) {
-			continue
-		}
-		l.mu.Lock()
-		rtxSeq := l.rtxSeq
-		l.rtxSeq++
-		if len(orig) >= 8 {
-			l.lastTS = binary.BigEndian.Uint32(orig[4:])
-		}
-		l.mu.Unlock()
-		p, err := retransmission(orig, n, l.cfg.RTX, rtxSeq)
-		if err != nil {
-			continue
-		}
-		off, size := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
-		if size != 2 {
-			off = 0
-		}
-		if l.dp.Send(p, off) == nil {
-			l.count(func(c *Retransmissions) { c.Sent++ })
+		if !l.repairs.add(n, now) {
+			l.counts.Repeated++ // it waits already
 		}
 	}
-	if len(ask) > 0 {
-		l.sender.askFor(ask)
+	l.mu.Unlock()
+	l.repair(now)
+}
+
+// repair sends the waiting repairs the link's budget has room for, oldest
+// first. Where the oldest has waited longer than repairWithin, the budget
+// cannot repair the burst while it matters: the sender is asked for a key
+// frame instead (at most one a keyFrameRepairHold), and what waits is
+// dropped (superseded); not for a paused leg, whose repairs are padding
+// (resend).
+func (l *Leg) repair(now time.Duration) {
+	l.repairMu.Lock() // one drain at a time (a NACK's, the pacing's): the oldest goes once
+	defer l.repairMu.Unlock()
+	var ask []uint16
+	defer func() {
+		if len(ask) > 0 {
+			l.sender.askFor(ask)
+		}
+	}()
+	for {
+		l.mu.Lock()
+		if l.target != ratecontrol.Paused && l.repairs.overdue(now) {
+			l.counts.Superseded += uint64(l.repairs.clear())
+			keyFrame := now-l.repairKeyAt >= keyFrameRepairHold
+			if keyFrame {
+				l.repairKeyAt = now
+			}
+			l.mu.Unlock()
+			if keyFrame {
+				l.sender.keyFrame()
+			}
+			return
+		}
+		w, ok := l.repairs.oldest()
+		l.mu.Unlock()
+		if !ok {
+			return
+		}
+		outcome, seq := l.resend(w.number, now)
+		l.mu.Lock()
+		if outcome == noRoom {
+			l.counts.Paced += uint64(l.repairs.markPaced())
+			l.mu.Unlock()
+			return
+		}
+		if o, ok := l.repairs.oldest(); ok && o.number == w.number {
+			l.repairs.pop()
+		}
+		l.mu.Unlock()
+		if outcome == askSender {
+			ask = append(ask, seq)
+		}
 	}
 }
 
-// mayResend: number was not resent within the last round trip, and the
-// link's budget has room for it.
-func (l *Leg) mayResend(number uint16, now time.Duration, size int) bool {
+// keyFrameRepairHold: after asking for a key frame to repair a burst, the
+// receiver goes on NACKing the burst's packets until the key frame is in;
+// those are dropped without asking again for this long.
+const keyFrameRepairHold = time.Second
+
+// resendOutcome is what became of one NACKed number.
+type resendOutcome int
+
+const (
+	resent    resendOutcome = iota
+	notOwed                 // a layer the receiver does not get (padding again where the number held padding)
+	askSender               // not in the history: the sender is asked
+	noRoom                  // the link's budget has no room for it now
+	repeated                // resent within the last round trip already
+)
+
+// resend sends number n again (the sender's seq, for askSender): on RTX
+// where the receiver negotiated it, under its own number where it did not.
+func (l *Leg) resend(n uint16, now time.Duration) (resendOutcome, uint16) {
+	t := l.sender.t
+	seq, owed := l.dp.Original(n)
+	if !owed {
+		l.count(func(c *Retransmissions) { c.NotOwed++ })
+		return notOwed, 0
+	}
+	l.mu.Lock()
+	paused := l.target == ratecontrol.Paused
+	l.mu.Unlock()
+	orig, ok := t.cfg.Plane.Packet(l.sender.cfg.From, seq)
+	switch {
+	case !ok && paused:
+		l.count(func(c *Retransmissions) { c.NotOwed++ })
+		return notOwed, 0
+	case !ok:
+		l.count(func(c *Retransmissions) { c.Asked++ })
+		return askSender, seq
+	case paused || l.droppedFrame(orig):
+		// A late packet of a layer the receiver does not get took the
+		// number kept for it as padding, which was lost: it gets padding
+		// again, as the data plane sent it. Paused, the receiver gets
+		// padding for what it lost before the pause: its decoder starts
+		// again at the resumption's key frame, and Chromium, getting no
+		// more packets, NACKs a lost one every 100 ms until something
+		// comes under its number (11 s of it in a run).
+		if out := l.mayResend(n, now, 16); out != resent {
+			return out, 0
+		}
+		_ = l.dp.Send(dataplane.PaddingPacket(orig, n), 0)
+		l.count(func(c *Retransmissions) { c.NotOwed++ })
+		return notOwed, 0
+	}
+	if out := l.mayResend(n, now, len(orig)); out != resent {
+		return out, 0
+	}
+	l.mu.Lock()
+	rtxSeq := l.rtxSeq
+	l.rtxSeq++
+	if len(orig) >= 8 {
+		l.lastTS = binary.BigEndian.Uint32(orig[4:])
+	}
+	l.mu.Unlock()
+	p, err := retransmission(orig, n, l.cfg.RTX, rtxSeq)
+	if err != nil {
+		return notOwed, 0
+	}
+	off, size := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
+	if size != 2 {
+		off = 0
+	}
+	if l.dp.Send(p, off) == nil {
+		l.count(func(c *Retransmissions) { c.Sent++ })
+	}
+	return resent, 0
+}
+
+// droppedFrame says whether orig's frame is one the data plane did not
+// send the receiver (its layer was dropped).
+func (l *Leg) droppedFrame(orig []byte) bool {
+	frame, ok := l.sender.frameOf(orig)
+	if !ok {
+		return false
+	}
+	sent, known := l.dp.FrameSent(frame)
+	return known && !sent
+}
+
+// mayResend: number was not resent within the last round trip
+// (repeated), and the link's budget has room for size bytes (noRoom),
+// which it takes.
+func (l *Leg) mayResend(number uint16, now time.Duration, size int) resendOutcome {
 	rtt := 100 * time.Millisecond
 	if l.link != nil {
 		rtt = max(l.link.rtt(), 50*time.Millisecond)
@@ -236,12 +340,11 @@ func (l *Leg) mayResend(number uint16, now time.Duration, size int) bool {
 	if ok && now-at < rtt {
 		l.counts.Repeated++
 		l.mu.Unlock()
-		return false
+		return repeated
 	}
 	l.mu.Unlock()
 	if l.link != nil && !l.link.retransmit(now, size) { // the link's lock is never taken under the leg's
-		l.count(func(c *Retransmissions) { c.Paced++ })
-		return false
+		return noRoom
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -253,7 +356,7 @@ func (l *Leg) mayResend(number uint16, now time.Duration, size int) bool {
 			}
 		}
 	}
-	return true
+	return resent
 }
 
 func (l *Leg) count(f func(*Retransmissions)) {
@@ -361,8 +464,12 @@ func (l *Leg) stopProbe() {
 	l.mu.Unlock()
 }
 
-// pace sends the padding the leg's probe owes by now.
+// pace sends the repairs the link has room for now, and the padding the
+// leg's probe owes by now.
 func (l *Leg) pace(now time.Duration) {
+	if l.dp != nil {
+		l.repair(now)
+	}
 	l.mu.Lock()
 	p := &l.probe
 	if p.rate <= 0 || l.dp == nil {

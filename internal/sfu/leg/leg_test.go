@@ -14,6 +14,7 @@ import (
 	"github.com/pion/rtp"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
 )
 
 // fakePlane is a data plane that records: what each leg was sent, what
@@ -373,5 +374,134 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A burst of NACKs larger than the link's retransmission budget is not
+// refused: what has no room waits and goes, oldest first, as the budget
+// refills, each packet once however often the receiver NACKs it again;
+// what the budget cannot repair within repairWithin is dropped for one
+// key frame asked of the sender (not another for the same burst's
+// NACKs that follow).
+func TestRepairsWaitForRoom(t *testing.T) {
+	table, plane, _, now := newTable(t)
+	for seq := uint16(100); seq < 140; seq++ {
+		plane.history[seq] = media(t, seq)
+	}
+	routes := table.cfg.Routes
+	*now += time.Second
+	// B's link (no transport-cc): 16 kbit/s by its REMB; nothing else
+	// sent, so its retransmission budget is all of it (a bucket of 1,500
+	// bytes, 2,000 more a second).
+	must(t, routes.Feedback(recvB, []rtcp.Packet{&rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: 16e3, SSRCs: []uint32{videoSSRC}}}))
+	table.Round()
+	*now += time.Second // the budget fills
+	legB := plane.legs[recvB]
+	counts := func() Retransmissions {
+		for _, st := range table.Status() {
+			if st.Receiver == "B" {
+				return st.Retransmissions
+			}
+		}
+		return Retransmissions{}
+	}
+	var burst []uint16
+	for n := uint16(100); n < 140; n++ {
+		burst = append(burst, n)
+	}
+	plis := func() int {
+		n := 0
+		for _, b := range plane.toSender {
+			if pkts, err := rtcp.Unmarshal(b); err == nil {
+				if _, ok := pkts[0].(*rtcp.PictureLossIndication); ok {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	before := plis() // (one when the legs were added)
+	must(t, routes.Feedback(recvB, nack(burst...)))
+	first := len(legB.packets())
+	if first == 0 || first >= len(burst) {
+		t.Fatalf("%d of %d sent at once, want what a 1,500-byte budget holds", first, len(burst))
+	}
+	for range 20 { // 100 ms, the receiver NACKing everything again halfway
+		*now += 5 * time.Millisecond
+		table.Pace()
+		if *now%(50*time.Millisecond) == 0 {
+			must(t, routes.Feedback(recvB, nack(burst...)))
+		}
+	}
+	sent := legB.packets()
+	if len(sent) <= first {
+		t.Fatalf("nothing more sent as the budget refilled (%d)", len(sent))
+	}
+	for i, p := range sent {
+		if got := binary.BigEndian.Uint16(p[2:]); got != burst[i] { // (no RTX: under its own number)
+			t.Fatalf("retransmission %d is %d, want %d: oldest first, each once", i, got, burst[i])
+		}
+	}
+	if plis() != before {
+		t.Fatalf("a key frame asked for while the repairs went")
+	}
+	for range 60 { // 300 ms more: the oldest waiting is overdue
+		*now += 5 * time.Millisecond
+		table.Pace()
+	}
+	st := counts()
+	if plis() != before+1 || st.Superseded == 0 || st.Sent >= uint64(len(burst)) {
+		t.Fatalf("overdue: %d key frame requests, counts %+v; want one request, the rest superseded", plis()-before, st)
+	}
+	after := len(legB.packets())
+	must(t, routes.Feedback(recvB, nack(burst...))) // the receiver goes on NACKing until the key frame comes
+	for range 100 {
+		*now += 5 * time.Millisecond
+		table.Pace()
+	}
+	if plis() != before+1 {
+		t.Errorf("%d key frame requests for one burst", plis()-before)
+	}
+	t.Logf("%d sent at once, %d by the refills, %d superseded, %d after the key frame request; counts %+v",
+		first, after-first, st.Superseded, len(legB.packets())-after, counts())
+}
+
+// A paused leg's NACKs (for what its receiver lost before the pause) get
+// padding under their numbers: no video, and something under each number,
+// so that the receiver stops asking (Chromium NACKs a lost packet every
+// 100 ms while nothing newer comes). Nor is the sender asked for what the
+// SFU never got.
+func TestPausedLegNACKsGetPadding(t *testing.T) {
+	table, plane, s, now := newTable(t)
+	for seq := uint16(100); seq < 104; seq++ {
+		plane.history[seq] = media(t, seq)
+	}
+	*now += time.Second
+	var a *Leg
+	for _, l := range s.Legs() {
+		if l.cfg.Receiver == "A" {
+			a = l
+		}
+	}
+	a.apply(ratecontrol.Decision{Target: ratecontrol.Paused, Reason: "test"})
+	asked := len(plane.toSender)
+	must(t, table.cfg.Routes.Feedback(recvA, nack(100, 103, 120)))
+	sent := plane.legs[recvA].packets()
+	if len(sent) != 2 {
+		t.Fatalf("paused A got %d packets for 3 NACKed numbers (one never got), want 2", len(sent))
+	}
+	for i, n := range []uint16{100, 103} {
+		var p rtp.Packet
+		must(t, p.Unmarshal(sent[i]))
+		if p.SequenceNumber != n || p.SSRC != videoSSRC || !p.Padding || len(p.Payload) != 0 {
+			t.Errorf("paused A's answer to %d: %+v, %d bytes of payload; want padding under %d", n, p.Header, len(p.Payload), n)
+		}
+	}
+	for _, b := range plane.toSender[asked:] {
+		if pkts, err := rtcp.Unmarshal(b); err == nil {
+			if _, ok := pkts[0].(*rtcp.TransportLayerNack); ok {
+				t.Error("the sender was asked for a paused leg's packet")
+			}
+		}
 	}
 }

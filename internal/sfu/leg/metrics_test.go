@@ -20,13 +20,14 @@ func TestCollector(t *testing.T) {
 	must(t, table.cfg.Routes.Feedback(recvA, nack(50, 52, 53)))
 
 	summed := `
-# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (no room in its link's budget then), repeated (resent within the round trip).
+# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (resent within the round trip, or waiting), superseded (waited too long for room: a key frame asked for instead).
 # TYPE ebrtc_sfu_retransmissions_total counter
 ebrtc_sfu_retransmissions_total{result="asked"} 0
 ebrtc_sfu_retransmissions_total{result="not_owed"} 1
 ebrtc_sfu_retransmissions_total{result="paced"} 0
 ebrtc_sfu_retransmissions_total{result="repeated"} 0
 ebrtc_sfu_retransmissions_total{result="sent"} 2
+ebrtc_sfu_retransmissions_total{result="superseded"} 0
 `
 	if err := testutil.CollectAndCompare(NewCollector(table, "none"), strings.NewReader(summed), "ebrtc_sfu_retransmissions_total"); err != nil {
 		t.Error(err)
@@ -44,7 +45,7 @@ ebrtc_sfu_retransmissions_total{result="sent"} 2
 		t.Errorf("%d ebrtc_sfu_leg_target series, want one per leg (2)", n)
 	}
 	want := `
-# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (no room in its link's budget then), repeated (resent within the round trip).
+# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (resent within the round trip, or waiting), superseded (waited too long for room: a key frame asked for instead).
 # TYPE ebrtc_sfu_retransmissions_total counter
 `
 	for _, r := range []string{"A", "B"} {
@@ -52,7 +53,7 @@ ebrtc_sfu_retransmissions_total{result="sent"} 2
 		if r == "A" {
 			sent, notOwed = "2", "1"
 		}
-		for _, kv := range [][2]string{{"asked", "0"}, {"not_owed", notOwed}, {"paced", "0"}, {"repeated", "0"}, {"sent", sent}} {
+		for _, kv := range [][2]string{{"asked", "0"}, {"not_owed", notOwed}, {"paced", "0"}, {"repeated", "0"}, {"sent", sent}, {"superseded", "0"}} {
 			want += `ebrtc_sfu_retransmissions_total{receiver="` + r + `",result="` + kv[0] + `",room="r",sender="pub"} ` + kv[1] + "\n"
 		}
 	}

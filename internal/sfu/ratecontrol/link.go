@@ -35,6 +35,7 @@ type Link struct {
 	backoff    time.Duration
 	lastDown   time.Duration
 	lastUp     time.Duration
+	carried    float64       // what the streams cost before the last move up (the link carried that)
 	upBackoff  time.Duration // probes wait this long after a move up that did not hold
 	failedUp   time.Duration // when one last did not
 	bucket     Bucket
@@ -337,6 +338,7 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 		if !up {
 			return
 		}
+		l.carried = Total(streams, l.targets)
 		for i, t := range next {
 			if t == l.targets[i] {
 				continue
@@ -454,7 +456,16 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 		length = retryProbeLength
 	}
 	l.probing, l.probeLong = true, length > ProbeLength
-	l.est.Probe(now, now+length, goal, cur)
+	// A failed probe cuts the estimate no lower than what the media took
+	// without a queue before it: after a move up not yet held for upHeld,
+	// what they took before that (a move up a probe a shaper's bucket let
+	// through led may overfill the link, and the next probe's queue is
+	// then the media's as much as its own).
+	sending := cur
+	if now-l.lastUp < upHeld {
+		sending = min(cur, l.carried)
+	}
+	l.est.Probe(now, now+length, goal, sending)
 	return &ProbePlan{Stream: leg, Rate: goal - cur, Goal: goal, Length: length}
 }
 
