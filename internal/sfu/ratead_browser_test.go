@@ -68,43 +68,92 @@ func (b *rateBed) setMode(page int, mode string) {
 	_, _ = fmt.Fprintf(b.senders.stdin, "mode %d %s\n", page, mode)
 }
 
-// decisionLog is the SFU's debug log (its layer switches, probes and
-// estimates), written to EBRTC_SFU_DEBUG_LOG for a run looked into, and
-// printed when the test fails (CI keeps nothing else of a run).
+// decisionLog is the SFU's log for a rate test: everything at debug
+// level to EBRTC_SFU_DEBUG_LOG, for a run looked into; and its decisions
+// (layer switches, allocations, estimates, probes) and what it logs at
+// info or above kept, up to decisionLogMax, and printed if the test
+// fails (CI keeps nothing else of a run).
 func decisionLog(t *testing.T) *slog.Logger {
-	var w io.Writer = &lockedBuffer{}
-	buf := w.(*lockedBuffer)
+	buf := &lockedBuffer{max: decisionLogMax}
+	var full slog.Handler
 	if path := os.Getenv("EBRTC_SFU_DEBUG_LOG"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.Close() })
-		w = io.MultiWriter(f, buf)
+		full = slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the SFU's decisions:\n%s", buf.String())
 		}
 	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(decisionHandler{kept: slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}), full: full})
 }
 
-// lockedBuffer is a bytes.Buffer for concurrent writers.
+// decisionLogMax bounds what a failed test prints of the decision log.
+const decisionLogMax = 256 << 10
+
+// decisionHandler passes the SFU's decisions and its info and above to
+// kept, everything to full (if set).
+type decisionHandler struct{ kept, full slog.Handler }
+
+var decisionMessages = map[string]bool{"layer switch": true, "link allocation": true, "link estimate": true, "probe": true}
+
+func (h decisionHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h decisionHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.full != nil {
+		_ = h.full.Handle(ctx, r)
+	}
+	if r.Level >= slog.LevelInfo || decisionMessages[r.Message] {
+		return h.kept.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h decisionHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	out := decisionHandler{kept: h.kept.WithAttrs(as)}
+	if h.full != nil {
+		out.full = h.full.WithAttrs(as)
+	}
+	return out
+}
+
+func (h decisionHandler) WithGroup(name string) slog.Handler {
+	out := decisionHandler{kept: h.kept.WithGroup(name)}
+	if h.full != nil {
+		out.full = h.full.WithGroup(name)
+	}
+	return out
+}
+
+// lockedBuffer is a bytes.Buffer for concurrent writers, keeping at most
+// max bytes (what comes after is dropped, and said to be).
 type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	max       int
+	truncated bool
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.buf.Len()+len(p) > b.max {
+		b.truncated = true
+		return len(p), nil
+	}
 	return b.buf.Write(p)
 }
 
 func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.truncated {
+		return b.buf.String() + "(the rest dropped)\n"
+	}
 	return b.buf.String()
 }
 

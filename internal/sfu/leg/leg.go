@@ -60,22 +60,22 @@ type Leg struct {
 	switches map[string]uint64
 	resent   map[uint16]time.Duration // numbers retransmitted lately, when
 	repairs  repairQueue              // numbers NACKed, waiting for room
-	// repairKeyAt: when a key frame was last asked for a burst the link's
-	// budget could not repair in time.
-	repairKeyAt time.Duration
-	counts      Retransmissions
-	probe       probeState
+	counts   Retransmissions
+	probe    probeState
 }
 
 // Retransmissions is what became of the packets a receiver NACKed.
 type Retransmissions struct {
-	Sent     uint64 // from the SFU's history
-	Asked    uint64 // not in the history: the sender was asked
-	NotOwed  uint64 // the receiver does not get their layer (or never had them)
-	Paced    uint64 // waited for room in the link's budget (sent once there was, or superseded)
-	Repeated uint64 // retransmitted within the last round trip already, or waiting
-	// Superseded: waited longer than repairWithin for room, dropped for
-	// a key frame asked of the sender.
+	Sent    uint64 // from the SFU's history
+	Asked   uint64 // not in the history: the sender was asked
+	NotOwed uint64 // the receiver does not get their layer (or never had them)
+	// Paced and Repeated count what happened on the way too: a packet
+	// that waited for room is counted paced, then sent or superseded.
+	Paced    uint64 // waited for room in the link's budget
+	Repeated uint64 // NACKed again while waiting, or within a round trip of its retransmission
+	// Superseded: given up for a key frame asked of the sender (its
+	// burst could not be repaired within repairWithin; NACKed again while
+	// the key frame comes; the queue full).
 	Superseded uint64
 }
 
@@ -172,30 +172,54 @@ func (l *Leg) transportFeedback(fb *rtcp.TransportLayerCC) {
 }
 
 // retransmit answers a NACK (numbers: the receiver's): from the sender's
-// history, to this receiver only, what it is owed, oldest first as the
-// link's budget has room (repair); what the SFU never got is asked of the
-// sender.
+// history, to this receiver only, what it is owed; what needs no room in
+// the link's budget at once (padding, a NACK to the sender for what the
+// SFU never got), retransmissions of media oldest first as the budget
+// has room (repair).
 func (l *Leg) retransmit(numbers []uint16) {
 	if l.dp == nil {
 		return
 	}
 	now := l.sender.t.cfg.Now()
-	l.mu.Lock()
+	var ask []uint16
 	for _, n := range numbers {
-		if !l.repairs.add(n, now) {
+		l.mu.Lock()
+		switch {
+		case l.repairs.superseded(n, now):
+			l.counts.Superseded++
+			l.mu.Unlock()
+			continue
+		case l.repairs.in.has(n):
 			l.counts.Repeated++ // it waits already
+			l.mu.Unlock()
+			continue
+		}
+		l.mu.Unlock()
+		out, seq, size := l.resend(n, now, false)
+		switch out {
+		case askSender:
+			ask = append(ask, seq)
+		case noRoom:
+			l.mu.Lock()
+			if !l.repairs.add(n, now) {
+				l.counts.Superseded++ // the queue is full
+			} else {
+				l.repairs.waiting[len(l.repairs.waiting)-1].size = size
+			}
+			l.mu.Unlock()
 		}
 	}
-	l.mu.Unlock()
+	if len(ask) > 0 {
+		l.sender.askFor(ask)
+	}
 	l.repair(now)
 }
 
-// repair sends the waiting repairs the link's budget has room for, oldest
-// first. Where the oldest has waited longer than repairWithin, the budget
-// cannot repair the burst while it matters: the sender is asked for a key
-// frame instead (at most one a keyFrameRepairHold), and what waits is
-// dropped (superseded); not for a paused leg, whose repairs are padding
-// (resend).
+// repair sends the waiting retransmissions the link's budget has room
+// for, oldest first. Where the oldest has waited longer than
+// repairWithin, the budget cannot repair the burst while it matters: what
+// waits is given up (superseded) and the sender asked for a key frame
+// instead (at most one a keyFrameRepairHold; none for a paused leg).
 func (l *Leg) repair(now time.Duration) {
 	l.repairMu.Lock() // one drain at a time (a NACK's, the pacing's): the oldest goes once
 	defer l.repairMu.Unlock()
@@ -207,12 +231,10 @@ func (l *Leg) repair(now time.Duration) {
 	}()
 	for {
 		l.mu.Lock()
-		if l.target != ratecontrol.Paused && l.repairs.overdue(now) {
-			l.counts.Superseded += uint64(l.repairs.clear())
-			keyFrame := now-l.repairKeyAt >= keyFrameRepairHold
-			if keyFrame {
-				l.repairKeyAt = now
-			}
+		if l.repairs.overdue(now) {
+			keyFrame := l.target != ratecontrol.Paused &&
+				(l.repairs.givenAt == 0 || now-l.repairs.givenAt >= keyFrameRepairHold)
+			l.counts.Superseded += uint64(l.repairs.giveUp(now, keyFrame))
 			l.mu.Unlock()
 			if keyFrame {
 				l.sender.keyFrame()
@@ -224,27 +246,26 @@ func (l *Leg) repair(now time.Duration) {
 		if !ok {
 			return
 		}
-		outcome, seq := l.resend(w.number, now)
+		if w.size > 0 && l.link != nil && !l.link.retransmitFits(now, w.size) {
+			l.mu.Lock()
+			l.counts.Paced += uint64(l.repairs.markPaced())
+			l.mu.Unlock()
+			return // (no lookups while it cannot go)
+		}
+		out, seq, _ := l.resend(w.number, now, true)
 		l.mu.Lock()
-		if outcome == noRoom {
+		if out == noRoom {
 			l.counts.Paced += uint64(l.repairs.markPaced())
 			l.mu.Unlock()
 			return
 		}
-		if o, ok := l.repairs.oldest(); ok && o.number == w.number {
-			l.repairs.pop()
-		}
+		l.repairs.pop() // (only this drain removes: the oldest is still w)
 		l.mu.Unlock()
-		if outcome == askSender {
+		if out == askSender {
 			ask = append(ask, seq)
 		}
 	}
 }
-
-// keyFrameRepairHold: after asking for a key frame to repair a burst, the
-// receiver goes on NACKing the burst's packets until the key frame is in;
-// those are dropped without asking again for this long.
-const keyFrameRepairHold = time.Second
 
 // resendOutcome is what became of one NACKed number.
 type resendOutcome int
@@ -253,18 +274,21 @@ const (
 	resent    resendOutcome = iota
 	notOwed                 // a layer the receiver does not get (padding again where the number held padding)
 	askSender               // not in the history: the sender is asked
-	noRoom                  // the link's budget has no room for it now
+	noRoom                  // the link's budget has no room for it now (or it waits its turn)
 	repeated                // resent within the last round trip already
 )
 
-// resend sends number n again (the sender's seq, for askSender): on RTX
-// where the receiver negotiated it, under its own number where it did not.
-func (l *Leg) resend(n uint16, now time.Duration) (resendOutcome, uint16) {
+// resend sends number n again: on RTX where the receiver negotiated it,
+// under its own number where it did not; padding where the receiver does
+// not get its layer or its video is paused. A retransmission of media
+// goes only when media is set (in its turn), and takes its size, which
+// resend returns with noRoom; for askSender, the sender's seq.
+func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome, seq uint16, size int) {
 	t := l.sender.t
 	seq, owed := l.dp.Original(n)
 	if !owed {
 		l.count(func(c *Retransmissions) { c.NotOwed++ })
-		return notOwed, 0
+		return notOwed, 0, 0
 	}
 	l.mu.Lock()
 	paused := l.target == ratecontrol.Paused
@@ -273,10 +297,10 @@ func (l *Leg) resend(n uint16, now time.Duration) (resendOutcome, uint16) {
 	switch {
 	case !ok && paused:
 		l.count(func(c *Retransmissions) { c.NotOwed++ })
-		return notOwed, 0
+		return notOwed, 0, 0
 	case !ok:
 		l.count(func(c *Retransmissions) { c.Asked++ })
-		return askSender, seq
+		return askSender, seq, 0
 	case paused || l.droppedFrame(orig):
 		// A late packet of a layer the receiver does not get took the
 		// number kept for it as padding, which was lost: it gets padding
@@ -286,14 +310,18 @@ func (l *Leg) resend(n uint16, now time.Duration) (resendOutcome, uint16) {
 		// more packets, NACKs a lost one every 100 ms until something
 		// comes under its number (11 s of it in a run).
 		if out := l.mayResend(n, now, 16); out != resent {
-			return out, 0
+			return out, 0, 0
 		}
 		_ = l.dp.Send(dataplane.PaddingPacket(orig, n), 0)
 		l.count(func(c *Retransmissions) { c.NotOwed++ })
-		return notOwed, 0
+		return notOwed, 0, 0
 	}
-	if out := l.mayResend(n, now, len(orig)); out != resent {
-		return out, 0
+	size = len(orig) + rtxOverhead
+	if !media {
+		return noRoom, 0, size
+	}
+	if out := l.mayResend(n, now, size); out != resent {
+		return out, 0, size
 	}
 	l.mu.Lock()
 	rtxSeq := l.rtxSeq
@@ -304,17 +332,21 @@ func (l *Leg) resend(n uint16, now time.Duration) (resendOutcome, uint16) {
 	l.mu.Unlock()
 	p, err := retransmission(orig, n, l.cfg.RTX, rtxSeq)
 	if err != nil {
-		return notOwed, 0
+		l.count(func(c *Retransmissions) { c.NotOwed++ }) // not RTP: nothing to resend
+		return notOwed, 0, 0
 	}
-	off, size := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
-	if size != 2 {
+	off, n2 := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
+	if n2 != 2 {
 		off = 0
 	}
 	if l.dp.Send(p, off) == nil {
 		l.count(func(c *Retransmissions) { c.Sent++ })
 	}
-	return resent, 0
+	return resent, 0, size
 }
+
+// rtxOverhead: an RTX packet carries the original sequence number too.
+const rtxOverhead = 2
 
 // droppedFrame says whether orig's frame is one the data plane did not
 // send the receiver (its layer was dropped).

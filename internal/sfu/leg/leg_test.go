@@ -295,10 +295,12 @@ func TestNACKForADroppedLayerGetsPadding(t *testing.T) {
 	if len(sent) != 2 {
 		t.Fatalf("A got %d packets, want 2", len(sent))
 	}
+	// (The padding needs no room in the link's budget: it goes at once,
+	// the retransmission in its turn.)
 	var pad rtp.Packet
-	must(t, pad.Unmarshal(sent[1]))
-	if pad.SequenceNumber != 102 || pad.SSRC != videoSSRC || !pad.Padding || len(pad.Payload) != 0 || len(sent[1]) != 16 {
-		t.Errorf("102 (a dropped layer's) answered with %d bytes: %+v", len(sent[1]), pad.Header)
+	must(t, pad.Unmarshal(sent[0]))
+	if pad.SequenceNumber != 102 || pad.SSRC != videoSSRC || !pad.Padding || len(pad.Payload) != 0 || len(sent[0]) != 16 {
+		t.Errorf("102 (a dropped layer's) answered with %d bytes: %+v", len(sent[0]), pad.Header)
 	}
 	if st := table.Status()[0].Retransmissions; st.Sent != 1 || st.NotOwed != 1 {
 		t.Errorf("A's counts %+v, want 1 sent, 1 not owed", st)
@@ -462,6 +464,15 @@ func TestRepairsWaitForRoom(t *testing.T) {
 	if plis() != before+1 {
 		t.Errorf("%d key frame requests for one burst", plis()-before)
 	}
+	wasSent := map[uint16]bool{}
+	for _, p := range legB.packets()[:after] {
+		wasSent[binary.BigEndian.Uint16(p[2:])] = true
+	}
+	for _, p := range legB.packets()[after:] {
+		if n := binary.BigEndian.Uint16(p[2:]); !wasSent[n] {
+			t.Errorf("%d, given up for the key frame, sent after all", n)
+		}
+	}
 	t.Logf("%d sent at once, %d by the refills, %d superseded, %d after the key frame request; counts %+v",
 		first, after-first, st.Superseded, len(legB.packets())-after, counts())
 }
@@ -503,5 +514,35 @@ func TestPausedLegNACKsGetPadding(t *testing.T) {
 				t.Error("the sender was asked for a paused leg's packet")
 			}
 		}
+	}
+}
+
+// The repair queue holds each number once and at most maxWaiting of
+// them, whatever a NACK lists; what it gives up for a key frame is
+// superseded for keyFrameRepairHold, no longer.
+func TestRepairQueueBounds(t *testing.T) {
+	var q repairQueue
+	now := time.Hour
+	added := 0
+	for n := range 70000 { // every number, some twice
+		if q.add(uint16(n), now) {
+			added++
+		}
+	}
+	if added != maxWaiting || len(q.waiting) != maxWaiting || !q.in.has(0) || q.in.has(maxWaiting) {
+		t.Fatalf("%d added, %d waiting, want %d", added, len(q.waiting), maxWaiting)
+	}
+	if q.add(5, now) {
+		t.Error("5 queued twice")
+	}
+	q.pop()
+	if q.in.has(0) || !q.add(0, now) {
+		t.Error("0, popped, not free to wait again")
+	}
+	if n := q.giveUp(now, true); n != maxWaiting || len(q.waiting) != 0 || q.in.has(5) {
+		t.Fatalf("gave up %d, %d still waiting", n, len(q.waiting))
+	}
+	if !q.superseded(5, now+keyFrameRepairHold-1) || q.superseded(5, now+keyFrameRepairHold) || q.superseded(maxWaiting+1, now) {
+		t.Error("superseded for the wrong numbers or time")
 	}
 }

@@ -73,6 +73,14 @@ func (k *link) retransmit(now time.Duration, bytes int) bool {
 	return k.rc.Retransmit(now, bytes)
 }
 
+// retransmitFits says whether the budget has room for bytes now, without
+// taking them.
+func (k *link) retransmitFits(now time.Duration, bytes int) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.rc.RetransmitFits(now, bytes)
+}
+
 // round runs the link's rate control and applies its decisions.
 func (k *link) round(now time.Duration) {
 	k.mu.Lock()
@@ -106,7 +114,7 @@ func (k *link) round(now time.Duration) {
 	if moved { // what the switches were decided on
 		targets := make([]string, len(out))
 		for i, d := range out {
-			targets[i] = targetName(d.Target)
+			targets[i] = legs[i].sender.cfg.ID + " " + targetName(d.Target)
 		}
 		k.t.cfg.Log.Debug("link allocation", "receiver", k.receiver, "kbps", int(est/1000), "source", by,
 			"budget_kbps", int(budget/1000), "targets", strings.Join(targets, "; "), "streams", streamsKbps(in))

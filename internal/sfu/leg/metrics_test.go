@@ -20,7 +20,7 @@ func TestCollector(t *testing.T) {
 	must(t, table.cfg.Routes.Feedback(recvA, nack(50, 52, 53)))
 
 	summed := `
-# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (resent within the round trip, or waiting), superseded (waited too long for room: a key frame asked for instead).
+# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender); paced and repeated also count packets later sent or superseded.
 # TYPE ebrtc_sfu_retransmissions_total counter
 ebrtc_sfu_retransmissions_total{result="asked"} 0
 ebrtc_sfu_retransmissions_total{result="not_owed"} 1
@@ -45,7 +45,7 @@ ebrtc_sfu_retransmissions_total{result="superseded"} 0
 		t.Errorf("%d ebrtc_sfu_leg_target series, want one per leg (2)", n)
 	}
 	want := `
-# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (resent within the round trip, or waiting), superseded (waited too long for room: a key frame asked for instead).
+# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender); paced and repeated also count packets later sent or superseded.
 # TYPE ebrtc_sfu_retransmissions_total counter
 `
 	for _, r := range []string{"A", "B"} {

@@ -35,10 +35,18 @@ func (b *Bucket) Take(now time.Duration, bytes int) bool {
 	return true
 }
 
+// Fits says whether the bucket holds bytes now.
+func (b *Bucket) Fits(now time.Duration, bytes int) bool {
+	b.refill(now)
+	return b.tokens >= float64(bytes)
+}
+
+// refill adds what the rate gave since the last refill (callers' clocks
+// read before a lock may come a little out of order: never twice).
 func (b *Bucket) refill(now time.Duration) {
 	if now > b.last {
 		b.tokens += b.rate / 8 * (now - b.last).Seconds()
+		b.last = now
 	}
-	b.last = now
 	b.tokens = min(b.tokens, max(b.rate/8*bucketDepth.Seconds(), 1500))
 }

@@ -572,6 +572,11 @@ func (l *Link) Retransmit(now time.Duration, bytes int) bool {
 	return l.budget == 0 || l.bucket.Take(now, bytes)
 }
 
+// RetransmitFits says whether Retransmit would take bytes now.
+func (l *Link) RetransmitFits(now time.Duration, bytes int) bool {
+	return l.budget == 0 || l.bucket.Fits(now, bytes)
+}
+
 // Budget is what the streams' media were given, bits/s (0: none yet).
 func (l *Link) Budget() float64 { return l.budget }
 
