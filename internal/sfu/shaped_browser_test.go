@@ -289,20 +289,42 @@ func (ph phaseSeries) after(d time.Duration) phaseSeries {
 }
 
 // playback is how one stream played over a phase, leaving out the
-// seconds its video was announced paused and the second after each
-// resumption (its key frame follows a gap Chromium counts as a freeze).
+// seconds its video was announced paused and, after each resumption, the
+// samples until its first frame (the key frame follows a gap Chromium
+// counts as a freeze, or as a pause if it was 5 s or more, when that
+// frame comes), for at most resumeWithin.
 type playback struct {
 	seconds, fps, longestFreeze float64
 	pauses                      float64 // Chromium's pauses (5 s without a frame) while not announced
 }
 
+// resumeWithin: a resumed stream's first frame comes within this long
+// (the page told, the key frame asked of the sender, sent and decoded),
+// or the samples after count.
+const resumeWithin = 3 * time.Second
+
+// playing is how participant p's stream from `from` played over the phase.
 func (ph phaseSeries) playing(p int, from string) playback {
 	var pb playback
 	var frames float64
 	prev := ph.Before[p]
+	var resumed int64 // the sample (ms) its resumption was seen at; 0: none awaited
 	for _, s := range ph.Samples[p] {
 		a, z := prev.Inbound[from].Video, s.Inbound[from].Video
-		counted := prev.T != 0 && !s.Paused[from] && !prev.Paused[from]
+		if prev.Paused[from] && !s.Paused[from] {
+			resumed = s.T
+		}
+		if resumed != 0 {
+			first := z.FramesDecoded > a.FramesDecoded
+			if first || s.T-resumed > resumeWithin.Milliseconds() {
+				resumed = 0
+			}
+			if first { // (the first frame's interval is the gap's)
+				prev = s
+				continue
+			}
+		}
+		counted := prev.T != 0 && !s.Paused[from] && !prev.Paused[from] && resumed == 0
 		if counted {
 			dt := float64(s.T-prev.T) / 1000
 			pb.seconds += dt
