@@ -194,17 +194,16 @@ func (l *Leg) retransmit(numbers []uint16) {
 			l.mu.Unlock()
 			continue
 		}
+		inTurn := len(l.repairs.waiting) == 0 // (media goes now only ahead of nothing waiting)
 		l.mu.Unlock()
-		out, seq, size := l.resend(n, now, false)
+		out, seq, size := l.resend(n, now, inTurn)
 		switch out {
 		case askSender:
 			ask = append(ask, seq)
 		case noRoom:
 			l.mu.Lock()
-			if !l.repairs.add(n, now) {
+			if !l.repairs.add(n, size, now) {
 				l.counts.Superseded++ // the queue is full
-			} else {
-				l.repairs.waiting[len(l.repairs.waiting)-1].size = size
 			}
 			l.mu.Unlock()
 		}
@@ -246,7 +245,7 @@ func (l *Leg) repair(now time.Duration) {
 		if !ok {
 			return
 		}
-		if w.size > 0 && l.link != nil && !l.link.retransmitFits(now, w.size) {
+		if l.link != nil && !l.link.retransmitFits(now, w.size) {
 			l.mu.Lock()
 			l.counts.Paced += uint64(l.repairs.markPaced())
 			l.mu.Unlock()
@@ -281,8 +280,9 @@ const (
 // resend sends number n again: on RTX where the receiver negotiated it,
 // under its own number where it did not; padding where the receiver does
 // not get its layer or its video is paused. A retransmission of media
-// goes only when media is set (in its turn), and takes its size, which
-// resend returns with noRoom; for askSender, the sender's seq.
+// goes only when media is set (its turn: nothing waits before it), and
+// takes its size, which resend returns with noRoom; for askSender, the
+// sender's seq.
 func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome, seq uint16, size int) {
 	t := l.sender.t
 	seq, owed := l.dp.Original(n)
@@ -316,7 +316,10 @@ func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome
 		l.count(func(c *Retransmissions) { c.NotOwed++ })
 		return notOwed, 0, 0
 	}
-	size = len(orig) + rtxOverhead
+	size = len(orig)
+	if l.cfg.RTX != nil {
+		size += rtxOverhead
+	}
 	if !media {
 		return noRoom, 0, size
 	}
@@ -499,7 +502,10 @@ func (l *Leg) stopProbe() {
 // pace sends the repairs the link has room for now, and the padding the
 // leg's probe owes by now.
 func (l *Leg) pace(now time.Duration) {
-	if l.dp != nil {
+	l.mu.Lock()
+	waiting := len(l.repairs.waiting) > 0
+	l.mu.Unlock()
+	if waiting && l.dp != nil {
 		l.repair(now)
 	}
 	l.mu.Lock()

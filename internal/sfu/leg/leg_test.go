@@ -295,12 +295,10 @@ func TestNACKForADroppedLayerGetsPadding(t *testing.T) {
 	if len(sent) != 2 {
 		t.Fatalf("A got %d packets, want 2", len(sent))
 	}
-	// (The padding needs no room in the link's budget: it goes at once,
-	// the retransmission in its turn.)
 	var pad rtp.Packet
-	must(t, pad.Unmarshal(sent[0]))
-	if pad.SequenceNumber != 102 || pad.SSRC != videoSSRC || !pad.Padding || len(pad.Payload) != 0 || len(sent[0]) != 16 {
-		t.Errorf("102 (a dropped layer's) answered with %d bytes: %+v", len(sent[0]), pad.Header)
+	must(t, pad.Unmarshal(sent[1]))
+	if pad.SequenceNumber != 102 || pad.SSRC != videoSSRC || !pad.Padding || len(pad.Payload) != 0 || len(sent[1]) != 16 {
+		t.Errorf("102 (a dropped layer's) answered with %d bytes: %+v", len(sent[1]), pad.Header)
 	}
 	if st := table.Status()[0].Retransmissions; st.Sent != 1 || st.NotOwed != 1 {
 		t.Errorf("A's counts %+v, want 1 sent, 1 not owed", st)
@@ -525,18 +523,18 @@ func TestRepairQueueBounds(t *testing.T) {
 	now := time.Hour
 	added := 0
 	for n := range 70000 { // every number, some twice
-		if q.add(uint16(n), now) {
+		if q.add(uint16(n), 100, now) {
 			added++
 		}
 	}
 	if added != maxWaiting || len(q.waiting) != maxWaiting || !q.in.has(0) || q.in.has(maxWaiting) {
 		t.Fatalf("%d added, %d waiting, want %d", added, len(q.waiting), maxWaiting)
 	}
-	if q.add(5, now) {
+	if q.add(5, 100, now) {
 		t.Error("5 queued twice")
 	}
 	q.pop()
-	if q.in.has(0) || !q.add(0, now) {
+	if q.in.has(0) || !q.add(0, 100, now) {
 		t.Error("0, popped, not free to wait again")
 	}
 	if n := q.giveUp(now, true); n != maxWaiting || len(q.waiting) != 0 || q.in.has(5) {

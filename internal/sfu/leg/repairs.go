@@ -22,7 +22,7 @@ type repairQueue struct {
 type waitingRepair struct {
 	number uint16        // the receiver's
 	since  time.Duration // when it was NACKed
-	size   int           // its retransmission's bytes, once known (0: not yet)
+	size   int           // its retransmission's bytes
 }
 
 // Repair queue limits.
@@ -47,13 +47,14 @@ func (s *numberSet) has(n uint16) bool { return s[n>>6]&(1<<(n&63)) != 0 }
 func (s *numberSet) put(n uint16)      { s[n>>6] |= 1 << (n & 63) }
 func (s *numberSet) drop(n uint16)     { s[n>>6] &^= 1 << (n & 63) }
 
-// add queues number: false if it waits already or the queue is full.
-func (q *repairQueue) add(number uint16, now time.Duration) bool {
+// add queues number, whose retransmission is size bytes: false if it
+// waits already or the queue is full.
+func (q *repairQueue) add(number uint16, size int, now time.Duration) bool {
 	if q.in.has(number) || len(q.waiting) >= maxWaiting {
 		return false
 	}
 	q.in.put(number)
-	q.waiting = append(q.waiting, waitingRepair{number: number, since: now})
+	q.waiting = append(q.waiting, waitingRepair{number: number, since: now, size: size})
 	return true
 }
 
