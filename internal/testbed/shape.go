@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/netns"
 )
@@ -28,7 +29,9 @@ func shapeBurst(kbit int) int {
 // ShapeLatency of queue; what does not fit is dropped. On the server's end
 // of a veth it shapes that far namespace's downlink, including what the
 // SFU data plane sends with bpf_redirect (which goes through the egress
-// qdisc). undo deletes the root qdisc; calling it again does nothing.
+// qdisc). undo clears the link as a link clears, delivering what it has
+// queued (unshape), and deletes the root qdisc; calling it again does
+// nothing.
 func Shape(ns *netns.NS, iface string, kbit int) (undo func() error, err error) {
 	return ShapeWith(ns, iface, Shaper{Kbit: kbit})
 }
@@ -56,12 +59,28 @@ func ShapeWith(ns *netns.NS, iface string, s Shaper) (undo func() error, err err
 		"rate", fmt.Sprintf("%dkbit", s.Kbit), "burst", s.Burst, "latency", s.Latency); err != nil {
 		return nil, fmt.Errorf("testbed: shape: %w", err)
 	}
-	return once(func() error {
-		if _, err := ns.Output("tc", "qdisc", "del", "dev", iface, "root"); err != nil {
-			return fmt.Errorf("testbed: unshape: %w", err)
+	return once(func() error { return unshape(ns, iface, s.Latency) }), nil
+}
+
+// unshape lifts a Shape: the bucket's rate raised to line rate first, so
+// what waits in its queue leaves (deleting a tbf drops its backlog: a
+// receiver would see loss no link that clears causes), then, once the queue
+// is empty (a second at most), the qdisc deleted.
+func unshape(ns *netns.NS, iface, latency string) error {
+	if _, err := ns.Output("tc", "qdisc", "change", "dev", iface, "root", "tbf",
+		"rate", "10gbit", "burst", "1mb", "latency", latency); err != nil {
+		return fmt.Errorf("testbed: unshape: %w", err)
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		out, err := ns.Output("tc", "-s", "qdisc", "show", "dev", iface)
+		if err != nil || strings.Contains(out, "backlog 0b") {
+			break
 		}
-		return nil
-	}), nil
+	}
+	if _, err := ns.Output("tc", "qdisc", "del", "dev", iface, "root"); err != nil {
+		return fmt.Errorf("testbed: unshape: %w", err)
+	}
+	return nil
 }
 
 // DropTable is the nftables table (family inet) DropRandom installs.

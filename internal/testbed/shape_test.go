@@ -205,3 +205,45 @@ func receiveUntilIdle(c *net.UDPConn, idle time.Duration) (int, time.Time, error
 	}
 	return got, last, errors.New("still receiving after a minute")
 }
+
+// Lifting a shaper delivers what waits in its queue, as a link that clears
+// does: of datagrams sent far over the rate, all arrive but those tbf
+// dropped before the lift (deleting the qdisc outright drops its backlog).
+func TestUnshapeDeliversTheQueue(t *testing.T) {
+	tb, server, client, dst := shapeBed(t, "tc")
+	const kbit, size, n = 100, 1000, 20
+	undo, err := Shape(tb.Server, ServerCliIface, kbit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = undo() })
+	buf := make([]byte, size)
+	for range n {
+		if _, err := server.WriteToUDPAddrPort(buf, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := tb.Server.Output("tc", "-s", "qdisc", "show", "dev", ServerCliIface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`dropped (\d+),[^\n]*\n\s*backlog \d+b (\d+)p`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no drops and backlog in %q", out)
+	}
+	dropped, _ := strconv.Atoi(m[1])
+	queued, _ := strconv.Atoi(m[2])
+	if queued == 0 {
+		t.Fatalf("nothing queued to deliver: %q", out)
+	}
+	if err := undo(); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := receiveUntilIdle(client, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n-dropped {
+		t.Errorf("%d of %d datagrams arrived, %d dropped by tbf and %d queued at the lift: want %d", got, n, dropped, queued, n-dropped)
+	}
+}

@@ -18,12 +18,11 @@ type Link struct {
 	est        *Estimator
 	merge      merge
 	targets    []int
-	pauseSince []time.Duration // per stream: since when its lowest layer has not fitted (-1: it fits)
-	fitSince   []time.Duration // per stream: since when it has fitted again (-1: it does not)
-	peaks      Window          // the estimate's recent values (peak)
-	capacity   float64         // what the link carries, as the last round saw it
-	upSince    time.Duration   // since when an up-move has fitted (REMB links)
-	proven     float64         // what the last successful probe showed, bits/s
+	streams    []linkStream  // per stream, beside its target
+	peaks      Window        // the estimate's recent values (peak)
+	capacity   float64       // what the link carries, as the last round saw it
+	upSince    time.Duration // since when an up-move has fitted (REMB links)
+	proven     float64       // what the last successful probe showed, bits/s
 	provenAt   time.Duration
 	provenLong bool    // by a long probe (retryProbeLength)
 	probeLong  bool    // the probe under way is one
@@ -39,7 +38,10 @@ type Link struct {
 	upBackoff  time.Duration // probes wait this long after a move up that did not hold
 	failedUp   time.Duration // when one last did not
 	bucket     Bucket
-	budget     float64 // for the streams' media, bits/s, as last allocated
+	// carriedBefore: what the streams cost in the round before a sender's
+	// new structure made one of them costlier.
+	carriedBefore float64
+	budget        float64 // for the streams' media, bits/s, as last allocated
 }
 
 // Link constants.
@@ -95,7 +97,7 @@ const (
 	upGrace = time.Second
 	// holdShare: a stream keeps its lowest layer while this share of the
 	// link's capacity has room for it (retransmissions need the rest).
-	holdShare = 0.95
+	holdShare = 0.9
 	// resumeMargin: a paused stream resumes where the probe showed this
 	// much more than it needs.
 	resumeMargin = 1.25
@@ -110,6 +112,19 @@ const (
 	probeStep     = 1.15
 	measureMargin = 1.05
 )
+
+// linkStream is what a Link keeps of one stream from round to round.
+type linkStream struct {
+	pauseSince time.Duration // since when its lowest layer has not fitted (-1: it fits)
+	fitSince   time.Duration // since when it has fitted again (-1: it does not)
+	structure  int           // decode targets of the structure its target counts in (0: none yet)
+	cost       float64       // what it cost at its target after the last round
+	costlier   time.Duration // when its sender's new structure made that cost more
+}
+
+// costlierFor: a stream its sender's new structure made costlier is served
+// last, without a hold, for this long after (restructure).
+const costlierFor = pauseAfter
 
 // NewLink is a link with no estimate yet: its streams go as they are.
 func NewLink() *Link {
@@ -170,11 +185,14 @@ func (l *Link) Estimate(in []Input) (float64, string, bool) {
 func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 	l.resize(in)
 	out := make([]Decision, len(in))
+	for i := range in {
+		out[i].Target = l.targets[i]
+	}
+	l.restructure(now, in, out)
 	streams := make([]Stream, len(in))
 	for i, s := range in {
 		streams[i] = s.Stream
 		streams[i].Current = l.targets[i]
-		out[i].Target = l.targets[i]
 	}
 	l.est.OnAcks(now, l.merge.ready(now)) // what waited long enough for the other legs
 	est, source, ok := l.Estimate(in)
@@ -209,11 +227,16 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 	}
 	if pausing {
 		l.resumeInItsPlace(now, streams, out)
+	} else if up && l.resumeByTrade(now, streams, out) {
+		up = false
 	}
 	if up {
 		l.moveUp(now, est, source, streams, want, out)
 	} else {
 		l.upSince = -1
+	}
+	for i, s := range streams {
+		l.streams[i].cost = s.cost(l.targets[i])
 	}
 	l.bucket.SetRate(now, max(l.capacity-Total(streams, l.targets), retransmitShare*l.capacity))
 	return out, l.plan(now, in, streams, est, source)
@@ -231,7 +254,25 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 // losing more than 2% is full: what it delivers is what it carries, and a
 // stream that does not fit pauses after pauseAfter.
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
-	want := Allocate(headroom*est, streams)
+	// A stream its sender's new structure made costlier is served last,
+	// in what the link carried before the change (or the budget, if more),
+	// and not held: the others keep what they had as far as it goes, and
+	// the link never carried the new cost.
+	costlier := make([]bool, len(streams))
+	for i := range streams {
+		costlier[i] = now-l.streams[i].costlier < costlierFor
+	}
+	budget := headroom * est
+	if slices.Contains(costlier, true) {
+		streams = slices.Clone(streams)
+		for i := range streams {
+			if costlier[i] {
+				streams[i].Current = Paused
+			}
+		}
+		budget = max(budget, l.carriedBefore)
+	}
+	want := Allocate(budget, streams)
 	capacity := l.peak(now, est)
 	capacity = max(capacity, l.est.Acked()) // what it delivers now (all of it, when it queues)
 	if l.measured > 0 && now-l.measuredAt < measuredFor && l.measuredAt > l.lastDown {
@@ -254,11 +295,12 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	l.capacity = capacity
 	tight := Allocate(holdShare*capacity, streams)
 	for i := range want {
-		if want[i] == Paused && tight[i] != Paused {
+		st := &l.streams[i]
+		if want[i] == Paused && tight[i] != Paused && !costlier[i] {
 			want[i] = tight[i]
 		}
 		if l.targets[i] == Paused {
-			l.pauseSince[i], l.fitSince[i] = -1, -1
+			st.pauseSince, st.fitSince = -1, -1
 			continue
 		}
 		if want[i] != Paused {
@@ -266,19 +308,19 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 			// reads high for a moment (a shaper's bucket passing a burst
 			// in what arrives), and a link overfilled by a few percent
 			// would hold two lowest layers for good.
-			if l.fitSince[i] < 0 {
-				l.fitSince[i] = now
+			if st.fitSince < 0 {
+				st.fitSince = now
 			}
-			if now-l.fitSince[i] >= refitAfter {
-				l.pauseSince[i] = -1
+			if now-st.fitSince >= refitAfter {
+				st.pauseSince = -1
 			}
 			continue
 		}
-		l.fitSince[i] = -1
-		if l.pauseSince[i] < 0 {
-			l.pauseSince[i] = now
+		st.fitSince = -1
+		if st.pauseSince < 0 {
+			st.pauseSince = now
 		}
-		if now-l.pauseSince[i] < pauseAfter && !overfilled {
+		if now-st.pauseSince < pauseAfter && !overfilled && !costlier[i] {
 			want[i] = min(l.targets[i], 0) // hold the lowest layer meanwhile
 			if l.targets[i] == EveryLayer {
 				want[i] = 0
@@ -387,6 +429,37 @@ func (l *Link) resumeInItsPlace(now time.Duration, streams []Stream, out []Decis
 	}
 }
 
+// resumeByTrade resumes a paused stream where what the streams take now
+// has room for its lowest layer in the allocation's order (every lowest
+// layer before any higher one): a higher layer of another's gives way, and
+// no probe need show the link carries what costs no more than now, once
+// it has carried it for upHeld (a move up a shaper's bucket led is undone
+// by a move down, costing no key frame; a resumption undone costs two).
+func (l *Link) resumeByTrade(now time.Duration, streams []Stream, out []Decision) bool {
+	if now-l.lastUp < upHeld {
+		return false
+	}
+	next := Allocate(Total(streams, l.targets), streams)
+	if !resumes(l.targets, next) {
+		return false
+	}
+	for i, t := range next {
+		if t == Paused && l.targets[i] != Paused {
+			return false // never a picture for another's
+		}
+	}
+	for i, t := range next {
+		if t == l.targets[i] {
+			continue
+		}
+		if l.targets[i] == Paused {
+			l.est.Grace(now + upGrace)
+		}
+		l.move(i, t, "lowest layers first: a higher layer's room", out)
+	}
+	return true
+}
+
 // up notes a move up: the next probe waits until the delay shows whether
 // the link carries it; one that held a while resets the back-off.
 func (l *Link) up(now time.Duration) {
@@ -438,10 +511,12 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	base = max(base, cur) // what it carries now, whatever the estimate says
 	switch {
 	case resumes(l.targets, next):
-		// To what a paused stream's resumption needs, at once: a probe
-		// stops at 50 ms of queue (a failure costs no media), and steps
-		// towards it would take their 3 s each.
-		goal = min(goal, full/upShare*measureMargin)
+		// To what a paused stream's resumption needs, at once (a probe
+		// stops at 50 ms of queue: a failure costs no media, and steps
+		// towards it would take their 3 s each), or a step over what the
+		// link carries if more (a link clearing).
+		step := math.Pow(probeStep, float64(1+min(l.successes, maxProbeSteps)))
+		goal = min(max(goal, step*base), full/upShare*measureMargin)
 	case l.successes == 0:
 		goal = min(goal, probeStep*base)
 	default:
@@ -479,10 +554,36 @@ func resumes(targets, next []int) bool {
 	return false
 }
 
-// stepUp is targets with one layer more for the stream the allocation
-// raises next: of those below their top, showing video first, the one
-// with the lowest target.
+// stepUp is targets one step up: the cheaper of one layer more for the
+// stream with the lowest target, showing video first, and a paused
+// stream's lowest layer with the others at theirs, as Allocate serves every
+// lowest layer before any higher one (a higher layer gives way to it: on a
+// link with room for the lowest layers but not a layer more, a stream
+// paused for a moment would otherwise wait for ever behind probes for
+// another's next layer).
 func stepUp(streams []Stream, targets []int) []int {
+	up := oneLayerMore(streams, targets)
+	for i, s := range streams {
+		if len(s.Rates) == 0 || targets[i] != Paused {
+			continue
+		}
+		resume := slices.Clone(targets)
+		for j, o := range streams {
+			if len(o.Rates) > 0 && (j == i || targets[j] >= 0) {
+				resume[j] = 0
+			}
+		}
+		if Total(streams, resume) < Total(streams, up) || slices.Equal(up, targets) {
+			return resume
+		}
+		break
+	}
+	return up
+}
+
+// oneLayerMore is targets with one layer more for the stream with the
+// lowest target, showing video first.
+func oneLayerMore(streams []Stream, targets []int) []int {
 	next := -1
 	for _, showing := range []bool{true, false} {
 		for i, s := range streams {
@@ -543,20 +644,60 @@ func (l *Link) move(i, target int, reason string, out []Decision) {
 	out[i] = Decision{Target: target, Reason: reason}
 }
 
+// restructure keeps a stream's target where it was counted from the top
+// when its sender's structure changes its number of decode targets, as the
+// new structure's rates are (inherit): temporal layers come and go at the
+// bottom, so L1T3's 7.5 fps target is L1T2's lowest, and L1T2's lowest
+// L1T3's middle one. Counted from the bottom, as the data plane reads an
+// index, a receiver at L1T3's middle target would get all of L1T2, twice
+// the frames its link carried. (Where the new structure has nothing that
+// low, L1T3's lowest becoming L1T2's, the stream costs more than its link
+// carried: want serves it last in what the link carried before, without
+// the hold a dip of the estimate gets.)
+func (l *Link) restructure(now time.Duration, in []Input, out []Decision) {
+	carried := 0.0
+	for _, st := range l.streams {
+		carried += st.cost
+	}
+	for i, s := range in {
+		st := &l.streams[i]
+		n, was := len(s.Rates), st.structure
+		if n == 0 || n == was {
+			continue
+		}
+		st.structure = n
+		t := l.targets[i]
+		if was == 0 || t < 0 {
+			continue
+		}
+		if moved := min(max(t+n-was, 0), n-1); moved != t {
+			l.move(i, moved, fmt.Sprintf("the sender's structure has %d decode targets, had %d: target %d counted from the top", n, was, was-1-t), out)
+		}
+		if s.cost(l.targets[i]) > costlierShare*st.cost {
+			st.costlier, l.carriedBefore = now, carried
+		}
+	}
+}
+
+// costlierShare: a new structure's stream costs more than it did above
+// this share (its rates are the old ones, counted from the top, until
+// measured: the same at the same place).
+const costlierShare = 1.1
+
 // resize keeps a target per stream; a new stream starts as it is.
 func (l *Link) resize(in []Input) {
 	for len(l.targets) < len(in) {
-		l.targets, l.pauseSince, l.fitSince = append(l.targets, EveryLayer), append(l.pauseSince, -1), append(l.fitSince, -1)
+		l.targets = append(l.targets, EveryLayer)
+		l.streams = append(l.streams, linkStream{pauseSince: -1, fitSince: -1, costlier: -costlierFor})
 	}
-	l.targets, l.pauseSince, l.fitSince = l.targets[:len(in)], l.pauseSince[:len(in)], l.fitSince[:len(in)]
+	l.targets, l.streams = l.targets[:len(in)], l.streams[:len(in)]
 }
 
 // Forget drops stream i's place (its leg left): the others move up one.
 func (l *Link) Forget(i int) {
 	if i < len(l.targets) {
-		l.targets = append(l.targets[:i], l.targets[i+1:]...)
-		l.pauseSince = append(l.pauseSince[:i], l.pauseSince[i+1:]...)
-		l.fitSince = append(l.fitSince[:i], l.fitSince[i+1:]...)
+		l.targets = slices.Delete(l.targets, i, i+1)
+		l.streams = slices.Delete(l.streams, i, i+1)
 	}
 }
 

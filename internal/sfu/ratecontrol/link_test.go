@@ -3,6 +3,7 @@ package ratecontrol
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -234,7 +235,7 @@ func TestMoveUpKeepsThePictureShowing(t *testing.T) {
 	showing := Stream{Rates: []float64{83e3, 150e3, 250e3}, Other: 55e3, Current: 0}
 	paused := Stream{Rates: []float64{78e3, 145e3, 245e3}, Other: 55e3, Current: Paused}
 	streams := []Stream{showing, paused}
-	l.targets, l.pauseSince = []int{0, Paused}, []time.Duration{-1, -1}
+	l.targets, l.streams = []int{0, Paused}, []linkStream{{pauseSince: -1, costlier: -costlierFor}, {pauseSince: -1, costlier: -costlierFor}}
 	now := 10 * time.Second
 	l.proven, l.provenAt, l.provenLong = 211e3, now, true // 90%: audio and one lowest layer, the paused one's
 	out := make([]Decision, 2)
@@ -267,15 +268,119 @@ func TestPauseLeavesRoomForAnother(t *testing.T) {
 		t.Fatalf("at 226 kbit/s: targets %v, want one stream showing and one paused", s.targets)
 	}
 	s.in[showing].Rates = []float64{125e3, 250e3}
-	none, other := 0, false
-	for range 40 { // 10 s
+	none, other, pausedAfter := 0, false, -1
+	dropped := s.sender.link.dropped
+	for step := range 40 { // 10 s
 		s.run(250 * time.Millisecond)
 		if !slices.ContainsFunc(s.targets, func(tg int) bool { return tg != Paused }) {
 			none++
 		}
 		other = other || s.targets[1-showing] != Paused
+		if pausedAfter < 0 && s.targets[showing] == Paused {
+			pausedAfter = step + 1
+		}
 	}
 	if !other || none > 2 || s.targets[showing] != Paused {
 		t.Errorf("after the switch: targets %v, the other showed %v, %d quarter-seconds with no video; moves %q", s.targets, other, none, s.moves)
+	}
+	// The link never carried the new lowest layer: no hold for a dip of
+	// the estimate, which would fill the link's queue until it drops.
+	if pausedAfter < 0 || pausedAfter > 2 || s.sender.link.dropped > dropped {
+		t.Errorf("the new structure's stream paused after %d rounds (want 2 at most), the link dropped %d packets", pausedAfter, s.sender.link.dropped-dropped)
+	}
+}
+
+// A sender's switch to fewer temporal layers and back keeps each
+// receiver's target where it was counted from the top (its frame rate):
+// the receiver at L1T3's middle target (7.5 fps) gets L1T2's lowest, not
+// L1T2's 15 fps one its link never carried, and L1T3's middle again after.
+func TestTargetsAcrossAStructureChange(t *testing.T) {
+	capacity := 2e6
+	l1t3 := Stream{Rates: []float64{82e3, 147e3, 250e3}, Other: 55e3}
+	in := []Input{{Stream: l1t3, CanProbe: true}, {Stream: l1t3, CanProbe: true}}
+	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
+	s.run(5 * time.Second)
+	capacity = 420e3 // room for one middle target and one lowest
+	s.run(12 * time.Second)
+	middle := slices.Index(s.targets, 1)
+	if middle < 0 {
+		t.Fatalf("at %.0f kbit/s: targets %v, want one stream at its middle target", capacity/1000, s.targets)
+	}
+	moves, dropped := len(s.moves), s.sender.link.dropped
+	for _, c := range []struct {
+		rates []float64
+		want  int
+	}{
+		{[]float64{147e3, 250e3}, 0}, // L1T2
+		{l1t3.Rates, 1},              // L1T3 again
+	} {
+		s.in[middle].Rates = c.rates
+		before := len(s.moves)
+		s.run(250 * time.Millisecond)
+		// One move, the structure's: no move down for a link that did
+		// not narrow (which would put the next probe off).
+		if s.targets[middle] != c.want || len(s.moves) != before+1 || !strings.Contains(s.moves[before], "structure") {
+			t.Errorf("a round after the sender's switch to %d targets: target %d, want %d; moves %q", len(c.rates), s.targets[middle], c.want, s.moves[before:])
+		}
+		s.run(5 * time.Second)
+	}
+	if s.sender.link.dropped > dropped {
+		t.Errorf("the link dropped %d packets over the switches; moves %q", s.sender.link.dropped-dropped, s.moves[moves:])
+	}
+}
+
+// As TestShapedReceiver's AV1-70% case: the link carries both lowest
+// layers with a little to spare but not a layer more beside them. One
+// stream paused (its sender's L1T2 made its lowest layer cost more than
+// the link carried) shows again once its sender is back at L1T3, the
+// other's higher layer giving way: probes for that layer's next would
+// fail for ever and the paused stream wait behind them.
+func TestPausedStreamResumesBeforeHigherLayers(t *testing.T) {
+	capacity := 2e6
+	l1t3 := Stream{Rates: []float64{65e3, 115e3, 200e3}, Other: 55e3}
+	in := []Input{{Stream: l1t3, CanProbe: true}, {Stream: l1t3, CanProbe: true}}
+	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
+	s.run(5 * time.Second)
+	capacity = 354e3
+	s.run(10 * time.Second)
+	s.in[0].Rates = []float64{200e3, 260e3} // L1T2, its lowest more than the link has room for
+	s.run(12 * time.Second)                 // what a probe showed before no longer stands
+	if s.targets[0] != Paused {
+		t.Fatalf("with the first stream's lowest layer at 200 kbit/s: targets %v, want it paused; moves %q", s.targets, s.moves)
+	}
+	s.in[0].Rates = l1t3.Rates
+	moves := len(s.moves)
+	shown := time.Duration(-1)
+	for step := range 40 { // 10 s
+		s.run(250 * time.Millisecond)
+		if shown < 0 && s.targets[0] != Paused && s.targets[1] != Paused {
+			shown = time.Duration(step+1) * 250 * time.Millisecond
+		}
+	}
+	t.Logf("shown after %v; moves %q", shown, s.moves[moves:])
+	if shown < 0 || shown > 8*time.Second || s.targets[0] == Paused || s.targets[1] == Paused {
+		t.Errorf("back at L1T3: both streams showing after %v (want within 8 s and after), targets %v; moves %q", shown, s.targets, s.moves[moves:])
+	}
+}
+
+// The probe planned with one stream paused and the other at its middle
+// target, on a link estimated at 294 kbit/s (TestShapedReceiver's AV1-70%
+// case, tbf at 354): it asks for what both lowest layers need (the
+// middle target giving way), not the showing stream's top, which that
+// link never carries (probes at 355-366 kbit/s failed for 12 s there and
+// the paused stream stayed paused), for as long as a resumption needs.
+func TestProbeForAResumptionFirst(t *testing.T) {
+	l := NewLink()
+	l1t3 := Stream{Rates: []float64{65e3, 115e3, 200e3}, Other: 55e3}
+	in := []Input{{Stream: l1t3, CanProbe: true}, {Stream: l1t3, CanProbe: true}}
+	streams := []Stream{l1t3, l1t3}
+	l.targets, l.streams = []int{Paused, 1}, make([]linkStream, 2)
+	now := 30 * time.Second
+	plan := l.plan(now, in, streams, 294e3, "twcc")
+	lowest := Total(streams, []int{0, 0}) / upShare * measureMargin
+	// (Long: a short one's showing resumes no stream, a shaper's bucket
+	// may have made it.)
+	if plan == nil || plan.Goal < lowest || plan.Goal > probeStep*294e3 || plan.Length != retryProbeLength {
+		t.Fatalf("probe %+v, want one of %v to between %.0f (both lowest layers) and %.0f kbit/s", plan, retryProbeLength, lowest/1000, probeStep*294)
 	}
 }
