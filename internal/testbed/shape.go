@@ -69,6 +69,7 @@ func ShapeWith(ns *netns.NS, iface string, s Shaper) (undo func() error, err err
 func unshape(ns *netns.NS, iface, latency string) error {
 	if _, err := ns.Output("tc", "qdisc", "change", "dev", iface, "root", "tbf",
 		"rate", "10gbit", "burst", "1mb", "latency", latency); err != nil {
+		_, _ = ns.Output("tc", "qdisc", "del", "dev", iface, "root")
 		return fmt.Errorf("testbed: unshape: %w", err)
 	}
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {

@@ -91,7 +91,7 @@ func (k *link) round(now time.Duration) {
 		in[i] = l.input()
 	}
 	k.mu.Lock()
-	if len(k.legs) != len(legs) { // a leg came or went meanwhile: next round
+	if !slices.Equal(k.legs, legs) { // a leg came or went meanwhile: next round
 		k.mu.Unlock()
 		return
 	}

@@ -53,7 +53,7 @@ const (
 	// showed, no more: a probe shows the link carries at least its goal,
 	// which may be all it carries, and streams moved up to 90% of that sit
 	// on the edge a key frame tips (up at 85%, down past 90% of the
-	// estimate or 95% of the capacity: a band between the two).
+	// estimate or 90% of the capacity: a band between the two).
 	upShare = 0.85
 	// ProbeLength is how long a probe's padding is sent (unless the link
 	// queues under it): its second half is judged, after a shaper's burst
@@ -200,6 +200,7 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 		return out, nil // no estimate yet: as they are
 	}
 	l.judgeProbe(now)
+	restructuring := l.restructuring(now)
 	want := l.want(now, est, streams)
 	l.budget = headroom * est
 	up := false
@@ -218,8 +219,17 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 			if want[i] == Paused {
 				why = fmt.Sprintf("estimate %.0f kbit/s (%s): the lowest layer does not fit", est/1000, source)
 			}
+			if restructuring {
+				why = "a sender's new structure costs more: " + why
+			}
 			l.move(i, want[i], why, out)
-			l.down(now)
+			// A sender's new structure is no news of the link: what the
+			// last probe showed stands, and no move up is undone.
+			if restructuring {
+				l.lastDown = now
+			} else {
+				l.down(now)
+			}
 			pausing = pausing || want[i] == Paused
 		case lower(cur, want[i]):
 			up = true
@@ -254,10 +264,12 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 // losing more than 2% is full: what it delivers is what it carries, and a
 // stream that does not fit pauses after pauseAfter.
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
+	capacity, overfilled := l.capacityNow(now, est)
 	// A stream its sender's new structure made costlier is served last,
-	// in what the link carried before the change (or the budget, if more),
-	// and not held: the others keep what they had as far as it goes, and
-	// the link never carried the new cost.
+	// in what the link carried before the change (or the budget, if more;
+	// but no more than the capacity's share it holds streams in: the link
+	// may have narrowed since), and not held: the others keep what they
+	// had as far as it goes, and the link never carried the new cost.
 	costlier := make([]bool, len(streams))
 	for i := range streams {
 		costlier[i] = now-l.streams[i].costlier < costlierFor
@@ -270,34 +282,18 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 				streams[i].Current = Paused
 			}
 		}
-		budget = max(budget, l.carriedBefore)
+		budget = max(budget, min(l.carriedBefore, holdShare*capacity))
 	}
 	want := Allocate(budget, streams)
-	capacity := l.peak(now, est)
-	capacity = max(capacity, l.est.Acked()) // what it delivers now (all of it, when it queues)
-	if l.measured > 0 && now-l.measuredAt < measuredFor && l.measuredAt > l.lastDown {
-		capacity = max(capacity, l.measured) // what the last probe saw arrive, since the last move down
-	}
-	// (Of what was sent since the last move down: the loss that move
-	// answered is not counted again.)
-	loss := l.est.LossSince(l.lastDown)
-	overfilled := loss > lossHigh
-	switch {
-	case overfilled:
-		l.peaks.Reset() // what it carried before is not what it carries now
-		capacity = max(est, 0.95*l.est.Acked())
-	case loss > lossLow:
-		// Losing a little: full, what arrives is what it carries (a
-		// stream that does not fit in that pauses after pauseAfter; the
-		// estimate holds at such a loss, its peak tells nothing).
-		capacity = max(est, l.est.Acked())
-	}
 	l.capacity = capacity
 	tight := Allocate(holdShare*capacity, streams)
 	for i := range want {
 		st := &l.streams[i]
 		if want[i] == Paused && tight[i] != Paused && !costlier[i] {
 			want[i] = tight[i]
+		}
+		if costlier[i] && want[i] != Paused && l.targets[i] != Paused {
+			st.costlier = -costlierFor // it fitted: a stream like any other from now on
 		}
 		if l.targets[i] == Paused {
 			st.pauseSince, st.fitSince = -1, -1
@@ -328,6 +324,39 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 		}
 	}
 	return want
+}
+
+// capacityNow is what the link carries, as this round sees it (the
+// estimate's recent peak, what it delivers now, what the last probe
+// measured; what it delivers when it loses or queues), and whether it is
+// overfilled (losing more than a tenth).
+func (l *Link) capacityNow(now time.Duration, est float64) (capacity float64, overfilled bool) {
+	capacity = l.peak(now, est)
+	capacity = max(capacity, l.est.Acked()) // what it delivers now (all of it, when it queues)
+	if l.measured > 0 && now-l.measuredAt < measuredFor && l.measuredAt > l.lastDown {
+		capacity = max(capacity, l.measured) // what the last probe saw arrive, since the last move down
+	}
+	// (Of what was sent since the last move down: the loss that move
+	// answered is not counted again.)
+	loss := l.est.LossSince(l.lastDown)
+	overfilled = loss > lossHigh
+	switch {
+	case overfilled:
+		l.peaks.Reset() // what it carried before is not what it carries now
+		capacity = max(est, 0.95*l.est.Acked())
+	case loss > lossLow:
+		// Losing a little: full, what arrives is what it carries (a
+		// stream that does not fit in that pauses after pauseAfter; the
+		// estimate holds at such a loss, its peak tells nothing).
+		capacity = max(est, l.est.Acked())
+	case l.est.Usage() == Overuse:
+		// Queueing now: what it delivers is what it carries (a link that
+		// narrowed under streams that fitted it has the estimate's peak
+		// of before for 3 s more; holding through them a stream that
+		// does not fit keeps the queue full).
+		capacity = max(est, l.est.Acked())
+	}
+	return capacity, overfilled
 }
 
 // peak is the highest estimate of the last peakWindow (est now included).
@@ -411,7 +440,7 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 // paused before whose lowest layer fits it (one whose lowest layer costs
 // more than it did, a sender's new structure, pauses; another's cheaper
 // one can show): the link carried the one pausing until now, so no probe
-// need show it. Its lowest layer only, as far as 95% of the link's
+// need show it. Its lowest layer only, as far as 90% of the link's
 // capacity has room beside the targets now.
 func (l *Link) resumeInItsPlace(now time.Duration, streams []Stream, out []Decision) {
 	next := slices.Clone(l.targets)
@@ -432,14 +461,18 @@ func (l *Link) resumeInItsPlace(now time.Duration, streams []Stream, out []Decis
 // resumeByTrade resumes a paused stream where what the streams take now
 // has room for its lowest layer in the allocation's order (every lowest
 // layer before any higher one): a higher layer of another's gives way, and
-// no probe need show the link carries what costs no more than now, once
-// it has carried it for upHeld (a move up a shaper's bucket led is undone
-// by a move down, costing no key frame; a resumption undone costs two).
+// no probe need show the link carries what costs no more than now, but
+// not within upHeld of a move up (one a shaper's bucket led is undone by a
+// move down, costing no key frame; a resumption undone costs two).
 func (l *Link) resumeByTrade(now time.Duration, streams []Stream, out []Decision) bool {
 	if now-l.lastUp < upHeld {
 		return false
 	}
-	next := Allocate(Total(streams, l.targets), streams)
+	after := slices.Clone(streams) // in the order the next rounds allocate in
+	for i := range after {
+		after[i].Current = 0
+	}
+	next := Allocate(Total(streams, l.targets), after)
 	if !resumes(l.targets, next) {
 		return false
 	}
@@ -448,6 +481,7 @@ func (l *Link) resumeByTrade(now time.Duration, streams []Stream, out []Decision
 			return false // never a picture for another's
 		}
 	}
+	l.carried = Total(streams, l.targets)
 	for i, t := range next {
 		if t == l.targets[i] {
 			continue
@@ -457,6 +491,7 @@ func (l *Link) resumeByTrade(now time.Duration, streams []Stream, out []Decision
 		}
 		l.move(i, t, "lowest layers first: a higher layer's room", out)
 	}
+	l.up(now) // a resumption: the next probe waits, a pause within upHeld backs off
 	return true
 }
 
@@ -512,11 +547,11 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	switch {
 	case resumes(l.targets, next):
 		// To what a paused stream's resumption needs, at once (a probe
-		// stops at 50 ms of queue: a failure costs no media, and steps
-		// towards it would take their 3 s each), or a step over what the
-		// link carries if more (a link clearing).
-		step := math.Pow(probeStep, float64(1+min(l.successes, maxProbeSteps)))
-		goal = min(max(goal, step*base), full/upShare*measureMargin)
+		// stops at 50 ms of queue, and steps towards it would take their
+		// 3 s each), and a step over what the streams take now at least
+		// (never over the estimate for its own sake: a goal over the link
+		// fails, and cuts the estimate for the next one to fail again).
+		goal = min(max(goal, probeStep*cur), full/upShare*measureMargin)
 	case l.successes == 0:
 		goal = min(goal, probeStep*base)
 	default:
@@ -555,28 +590,32 @@ func resumes(targets, next []int) bool {
 }
 
 // stepUp is targets one step up: the cheaper of one layer more for the
-// stream with the lowest target, showing video first, and a paused
-// stream's lowest layer with the others at theirs, as Allocate serves every
+// stream with the lowest target, showing video first, and the lowest layer
+// of the paused stream whose lowest costs least (one that never fits must
+// not keep the others waiting), with the others at theirs, as Allocate
+// serves every
 // lowest layer before any higher one (a higher layer gives way to it: on a
 // link with room for the lowest layers but not a layer more, a stream
 // paused for a moment would otherwise wait for ever behind probes for
 // another's next layer).
 func stepUp(streams []Stream, targets []int) []int {
 	up := oneLayerMore(streams, targets)
-	for i, s := range streams {
-		if len(s.Rates) == 0 || targets[i] != Paused {
-			continue
+	i := -1 // the paused stream whose lowest layer costs least
+	for j, s := range streams {
+		if len(s.Rates) > 0 && targets[j] == Paused && (i < 0 || s.Rates[0] < streams[i].Rates[0]) {
+			i = j
 		}
+	}
+	if i >= 0 {
 		resume := slices.Clone(targets)
 		for j, o := range streams {
 			if len(o.Rates) > 0 && (j == i || targets[j] >= 0) {
 				resume[j] = 0
 			}
 		}
-		if Total(streams, resume) < Total(streams, up) || slices.Equal(up, targets) {
+		if Total(streams, resume) < Total(streams, up) {
 			return resume
 		}
-		break
 	}
 	return up
 }
@@ -677,6 +716,12 @@ func (l *Link) restructure(now time.Duration, in []Input, out []Decision) {
 			st.costlier, l.carriedBefore = now, carried
 		}
 	}
+}
+
+// restructuring says whether a stream is costlier since its sender's new
+// structure (costlierFor).
+func (l *Link) restructuring(now time.Duration) bool {
+	return slices.ContainsFunc(l.streams, func(st linkStream) bool { return now-st.costlier < costlierFor })
 }
 
 // costlierShare: a new structure's stream costs more than it did above

@@ -384,3 +384,81 @@ func TestProbeForAResumptionFirst(t *testing.T) {
 		t.Fatalf("probe %+v, want one of %v to between %.0f (both lowest layers) and %.0f kbit/s", plan, retryProbeLength, lowest/1000, probeStep*294)
 	}
 }
+
+// rembRounds drives a Link's rounds by hand on a REMB-estimated link (no
+// simulated feedback): each round every leg reports an even share of est.
+type rembRounds struct {
+	l   *Link
+	in  []Input
+	now time.Duration
+}
+
+func (d *rembRounds) round(est float64) {
+	for i := range d.in {
+		d.in[i].REMB = est / float64(len(d.in))
+	}
+	d.l.Round(d.now, d.in)
+	d.now += 250 * time.Millisecond
+}
+
+// A stream its sender's new structure made costlier that fits is a stream
+// like any other once carried: a dip of the estimate half a second later
+// does not pause it (the hold keeps it, as it keeps any other).
+func TestCostlierStreamThatFitsIsHeld(t *testing.T) {
+	other := Stream{Rates: []float64{40e3}, Other: 55e3}
+	l1t3 := Stream{Rates: []float64{65e3, 115e3, 200e3}, Other: 55e3}
+	d := &rembRounds{l: NewLink(), in: []Input{{Stream: other}, {Stream: l1t3}}, now: time.Second}
+	d.round(239e3) // the first estimate: both lowest layers
+	for range 4 {
+		d.round(300e3)
+	}
+	d.in[1].Rates = []float64{115e3, 200e3} // L1T2, its rates as inherit gives them
+	d.round(300e3)
+	d.round(300e3)
+	d.round(280e3) // a 7% dip
+	if d.l.targets[1] == Paused {
+		t.Errorf("the new structure's stream, carried for half a second, paused on a 7%% dip: targets %v", d.l.targets)
+	}
+}
+
+// Two paused streams, the first of which can never fit: the second,
+// cheaper one is probed for and shows (a paused stream that never fits
+// must not keep the others waiting).
+func TestCheapestPausedStreamProbedFirst(t *testing.T) {
+	capacity := 2e6
+	in := []Input{
+		{Stream: Stream{Rates: []float64{100e3}, Other: 40e3}, CanProbe: true},
+		{Stream: Stream{Rates: []float64{600e3}, Other: 40e3}, CanProbe: true},
+		{Stream: Stream{Rates: []float64{60e3, 120e3}, Other: 40e3}, CanProbe: true},
+	}
+	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
+	s.run(5 * time.Second)
+	capacity = 170e3
+	s.run(10 * time.Second)
+	capacity = 400e3
+	s.run(40 * time.Second)
+	if s.targets[2] == Paused {
+		t.Errorf("the stream of 60 kbit/s at its lowest still paused on a 400 kbit/s link carrying 220: targets %v", s.targets)
+	}
+}
+
+// A paused stream whose resumption needs 240 kbit/s of a 320 kbit/s link
+// resumes: its probes aim at what it needs, not at a step over an
+// estimate each failure leaves just under the link (a goal over it every
+// time).
+func TestResumptionProbeWithinTheLink(t *testing.T) {
+	capacity := 2e6
+	in := []Input{
+		{Stream: Stream{Rates: []float64{60e3, 120e3}, Other: 40e3}, CanProbe: true},
+		{Stream: Stream{Rates: []float64{100e3}, Other: 40e3}, CanProbe: true},
+	}
+	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
+	s.run(5 * time.Second)
+	capacity = 120e3
+	s.run(10 * time.Second)
+	capacity = 320e3
+	s.run(60 * time.Second)
+	if s.targets[0] == Paused || s.targets[1] == Paused {
+		t.Errorf("a stream still paused on a 320 kbit/s link, both lowest layers need 240: targets %v", s.targets)
+	}
+}
