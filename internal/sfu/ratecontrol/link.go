@@ -266,10 +266,13 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	capacity, overfilled := l.capacityNow(now, est)
 	// A stream its sender's new structure made costlier is served last,
-	// in what the link carried before the change (or the budget, if more;
-	// but no more than the capacity's share it holds streams in: the link
-	// may have narrowed since), and not held: the others keep what they
-	// had as far as it goes, and the link never carried the new cost.
+	// in what the link carried before the change (the budget if more, but
+	// no more than a tenth over it: an estimate at the top of its saw
+	// reads a tenth over a shaper's rate, and a costlier stream let in on
+	// it filled a link 99% and lost both streams' packets at the next key
+	// frame; nor more than the capacity's share it holds streams in: the
+	// link may have narrowed since), and not held: the others keep what
+	// they had as far as it goes, and the link never carried the new cost.
 	costlier := make([]bool, len(streams))
 	for i := range streams {
 		costlier[i] = now-l.streams[i].costlier < costlierFor
@@ -282,7 +285,7 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 				streams[i].Current = Paused
 			}
 		}
-		budget = max(budget, min(l.carriedBefore, holdShare*capacity))
+		budget = min(max(budget, l.carriedBefore), costlierShare*l.carriedBefore, holdShare*capacity)
 	}
 	want := Allocate(budget, streams)
 	l.capacity = capacity

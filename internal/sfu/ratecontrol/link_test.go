@@ -401,23 +401,30 @@ func (d *rembRounds) round(est float64) {
 	d.now += 250 * time.Millisecond
 }
 
-// A stream its sender's new structure made costlier that fits is a stream
+// A stream its sender's new structure made costlier that fits (the other
+// stream's higher layer giving way, in what the link carried) is a stream
 // like any other once carried: a dip of the estimate half a second later
 // does not pause it (the hold keeps it, as it keeps any other).
 func TestCostlierStreamThatFitsIsHeld(t *testing.T) {
-	other := Stream{Rates: []float64{40e3}, Other: 55e3}
+	other := Stream{Rates: []float64{40e3, 100e3}, Other: 55e3}
 	l1t3 := Stream{Rates: []float64{65e3, 115e3, 200e3}, Other: 55e3}
 	d := &rembRounds{l: NewLink(), in: []Input{{Stream: other}, {Stream: l1t3}}, now: time.Second}
-	d.round(239e3) // the first estimate: both lowest layers
+	d.round(320e3) // the first estimate: room for the other's higher layer and the L1T3 stream's lowest (275 kbit/s)
 	for range 4 {
-		d.round(300e3)
+		d.round(320e3)
+	}
+	if d.l.targets[0] != 1 || d.l.targets[1] != 0 {
+		t.Fatalf("targets %v, want [1 0]", d.l.targets)
 	}
 	d.in[1].Rates = []float64{115e3, 200e3} // L1T2, its rates as inherit gives them
-	d.round(300e3)
-	d.round(300e3)
-	d.round(280e3) // a 7% dip
+	d.round(320e3)
+	d.round(320e3)
 	if d.l.targets[1] == Paused {
-		t.Errorf("the new structure's stream, carried for half a second, paused on a 7%% dip: targets %v", d.l.targets)
+		t.Fatalf("the new structure's stream paused where the other's higher layer gives it room: targets %v", d.l.targets)
+	}
+	d.round(280e3) // a dip of an eighth
+	if d.l.targets[1] == Paused {
+		t.Errorf("the new structure's stream, carried for half a second, paused on a dip of an eighth: targets %v", d.l.targets)
 	}
 }
 
