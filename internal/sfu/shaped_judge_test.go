@@ -1,6 +1,9 @@
 package sfu
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The shaped-receiver test's judge of one stream's playback: after an
 // announced resumption the samples up to its first frame are left out
@@ -30,5 +33,33 @@ func TestPlaybackAfterAResumption(t *testing.T) {
 	pb = series(0).playing(2, "p1") // resumed at 5 s, never a frame
 	if pb.seconds == 0 || pb.fps != 0 {
 		t.Errorf("resumed, no frame since: %+v; want the seconds after %v counted, at 0 fps", pb, resumeWithin)
+	}
+}
+
+// The judge's count of streams P3 must play follows what the link
+// carries: both, but while P1 sends L1T2 (and restructuredGrace after its
+// switch back) one, where L1T2's lowest layer no longer fits beside the
+// other's; a pause of P1 outside that span counts against the SFU.
+func TestPlayingAsTheLinkCarries(t *testing.T) {
+	start := time.UnixMilli(0)
+	fit := &fitting{streams: 2, restructured: 1}
+	series := func(pausedFrom, pausedTo time.Duration) phaseSeries {
+		var ph phaseSeries
+		for at := 8 * time.Second; at < 24*time.Second; at += time.Second {
+			ph.Samples[2] = append(ph.Samples[2], pageSample{T: at.Milliseconds(),
+				Paused: map[string]bool{"p1": at >= pausedFrom && at < pausedTo, "p2": false}})
+		}
+		return ph
+	}
+	need := fit.need
+	if got := series(12*time.Second, 21*time.Second).playingAsCarried(2, []string{"p1", "p2"}, start, need); got != 1 {
+		t.Errorf("P1 paused 12-21 s, in L1T2's span: %.2f of the samples as carried, want all", got)
+	}
+	if got := series(4*time.Second, 21*time.Second).playingAsCarried(2, []string{"p1", "p2"}, start, need); got != 14.0/16 {
+		t.Errorf("P1 paused 4-21 s: %.2f of the samples as carried, want the 2 s before L1T2 short (14 of 16)", got)
+	}
+	fit.restructured = 2
+	if got := series(12*time.Second, 21*time.Second).playingAsCarried(2, []string{"p1", "p2"}, start, need); got != 7.0/16 {
+		t.Errorf("P1 paused 12-21 s where L1T2 fits too: %.2f of the samples as carried, want 7 of 16", got)
 	}
 }
