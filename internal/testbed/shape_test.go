@@ -40,6 +40,18 @@ func shapeBed(t *testing.T, cmd string) (tb *Testbed, server, client *net.UDPCon
 	return tb, server, client, dst
 }
 
+// shapeClientLink shapes the server's end of the client's veth to kbit
+// (undone at the test's end if the test does not).
+func shapeClientLink(t *testing.T, tb *Testbed, kbit int) (undo func() error) {
+	t.Helper()
+	undo, err := Shape(tb.Server, ServerCliIface, kbit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = undo() })
+	return undo
+}
+
 // Shaped at 1 Mbit/s, the server's end of the client's veth delivers no more
 // than the token bucket allows of datagrams sent at three times that: at
 // most the bucket plus the rate over the time from the first send to the
@@ -48,11 +60,7 @@ func shapeBed(t *testing.T, cmd string) (tb *Testbed, server, client *net.UDPCon
 func TestShape(t *testing.T) {
 	tb, server, client, dst := shapeBed(t, "tc")
 	const kbit, size, n = 1000, 1000, 300
-	undo, err := Shape(tb.Server, ServerCliIface, kbit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = undo() })
+	undo := shapeClientLink(t, tb, kbit)
 	out, err := tb.Server.Output("tc", "qdisc", "show", "dev", ServerCliIface)
 	if err != nil || !strings.Contains(out, "tbf") {
 		t.Fatalf("qdisc after Shape: %q, %v", out, err)
@@ -212,11 +220,7 @@ func receiveUntilIdle(c *net.UDPConn, idle time.Duration) (int, time.Time, error
 func TestUnshapeDeliversTheQueue(t *testing.T) {
 	tb, server, client, dst := shapeBed(t, "tc")
 	const kbit, size, n = 100, 1000, 20
-	undo, err := Shape(tb.Server, ServerCliIface, kbit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = undo() })
+	undo := shapeClientLink(t, tb, kbit)
 	buf := make([]byte, size)
 	for range n {
 		if _, err := server.WriteToUDPAddrPort(buf, dst); err != nil {

@@ -338,8 +338,8 @@ func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome
 		l.count(func(c *Retransmissions) { c.NotOwed++ }) // not RTP: nothing to resend
 		return notOwed, 0, 0
 	}
-	off, n2 := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
-	if n2 != 2 {
+	off, extLen := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
+	if extLen != 2 {
 		off = 0
 	}
 	if l.dp.Send(p, off) == nil {

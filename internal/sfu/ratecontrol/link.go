@@ -275,7 +275,7 @@ func (l *Link) want(now time.Duration, est float64, streams []Stream) []int {
 	// they had as far as it goes, and the link never carried the new cost.
 	costlier := make([]bool, len(streams))
 	for i := range streams {
-		costlier[i] = now-l.streams[i].costlier < costlierFor
+		costlier[i] = l.streams[i].isCostlier(now)
 	}
 	budget := headroom * est
 	if slices.Contains(costlier, true) {
@@ -399,30 +399,10 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 				}
 			}
 		}
-		up := false
-		for i := range next {
-			up = up || lower(l.targets[i], next[i])
-			if next[i] == Paused && l.targets[i] != Paused {
-				// Never a picture for another's: the one showing would
-				// pause (its receiver sees it go) and the other start with
-				// a key frame, for no more video than before.
-				return
-			}
-		}
-		if !up {
+		if !raises(l.targets, next) || takesAPicture(l.targets, next) {
 			return
 		}
-		l.carried = Total(streams, l.targets)
-		for i, t := range next {
-			if t == l.targets[i] {
-				continue
-			}
-			if l.targets[i] == Paused {
-				l.est.Grace(now + upGrace)
-			}
-			l.move(i, t, fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000), out)
-		}
-		l.up(now)
+		l.raise(now, streams, next, fmt.Sprintf("probe showed %.0f kbit/s", l.proven/1000), out)
 	case "remb":
 		if l.upSince < 0 {
 			l.upSince = now
@@ -476,14 +456,40 @@ func (l *Link) resumeByTrade(now time.Duration, streams []Stream, out []Decision
 		after[i].Current = 0
 	}
 	next := Allocate(Total(streams, l.targets), after)
-	if !resumes(l.targets, next) {
+	if !resumes(l.targets, next) || takesAPicture(l.targets, next) {
 		return false
 	}
-	for i, t := range next {
-		if t == Paused && l.targets[i] != Paused {
-			return false // never a picture for another's
+	l.raise(now, streams, next, "lowest layers first: a higher layer's room", out)
+	return true
+}
+
+// raises says whether next moves a stream up from targets.
+func raises(targets, next []int) bool {
+	for i := range next {
+		if lower(targets[i], next[i]) {
+			return true
 		}
 	}
+	return false
+}
+
+// takesAPicture says whether next pauses a stream showing in targets.
+// Never a picture for another's: the one showing would pause (its
+// receiver sees it go) and the other start with a key frame, for no more
+// video than before.
+func takesAPicture(targets, next []int) bool {
+	for i := range next {
+		if next[i] == Paused && targets[i] != Paused {
+			return true
+		}
+	}
+	return false
+}
+
+// raise moves the streams to next as one move up: a resumed stream's key
+// frame queues without cutting the estimate, and the next probe waits
+// (up) until the delay shows whether the link carries it.
+func (l *Link) raise(now time.Duration, streams []Stream, next []int, reason string, out []Decision) {
 	l.carried = Total(streams, l.targets)
 	for i, t := range next {
 		if t == l.targets[i] {
@@ -492,10 +498,9 @@ func (l *Link) resumeByTrade(now time.Duration, streams []Stream, out []Decision
 		if l.targets[i] == Paused {
 			l.est.Grace(now + upGrace)
 		}
-		l.move(i, t, "lowest layers first: a higher layer's room", out)
+		l.move(i, t, reason, out)
 	}
-	l.up(now) // a resumption: the next probe waits, a pause within upHeld backs off
-	return true
+	l.up(now)
 }
 
 // up notes a move up: the next probe waits until the delay shows whether
@@ -697,10 +702,6 @@ func (l *Link) move(i, target int, reason string, out []Decision) {
 // carried: want serves it last in what the link carried before, without
 // the hold a dip of the estimate gets.)
 func (l *Link) restructure(now time.Duration, in []Input, out []Decision) {
-	carried := 0.0
-	for _, st := range l.streams {
-		carried += st.cost
-	}
 	for i, s := range in {
 		st := &l.streams[i]
 		n, was := len(s.Rates), st.structure
@@ -716,16 +717,30 @@ func (l *Link) restructure(now time.Duration, in []Input, out []Decision) {
 			l.move(i, moved, fmt.Sprintf("the sender's structure has %d decode targets, had %d: target %d counted from the top", n, was, was-1-t), out)
 		}
 		if s.cost(l.targets[i]) > costlierShare*st.cost {
-			st.costlier, l.carriedBefore = now, carried
+			st.costlier, l.carriedBefore = now, l.carriedLastRound()
 		}
 	}
+}
+
+// carriedLastRound is what the streams cost at their targets after the
+// last round.
+func (l *Link) carriedLastRound() float64 {
+	var sum float64
+	for _, st := range l.streams {
+		sum += st.cost
+	}
+	return sum
 }
 
 // restructuring says whether a stream is costlier since its sender's new
 // structure (costlierFor).
 func (l *Link) restructuring(now time.Duration) bool {
-	return slices.ContainsFunc(l.streams, func(st linkStream) bool { return now-st.costlier < costlierFor })
+	return slices.ContainsFunc(l.streams, func(st linkStream) bool { return st.isCostlier(now) })
 }
+
+// isCostlier says whether the stream's sender's new structure made it
+// costlier within costlierFor of now.
+func (st linkStream) isCostlier(now time.Duration) bool { return now-st.costlier < costlierFor }
 
 // costlierShare: a new structure's stream costs more than it did above
 // this share (its rates are the old ones, counted from the top, until

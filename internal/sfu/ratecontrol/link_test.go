@@ -30,6 +30,7 @@ type linkSim struct {
 	padEnd  time.Duration
 	moves   []string
 	now     time.Duration
+	setRate func(float64) // wideThenShaped's
 }
 
 func newLinkSim(t *testing.T, rate func(time.Duration) float64) *linkSim {
@@ -49,6 +50,23 @@ func newLinkSimOf(t *testing.T, rate func(time.Duration) float64, in []Input, bu
 		targets[i] = EveryLayer
 	}
 	return &linkSim{t: t, link: l, sender: sender, in: in, targets: targets}
+}
+
+// wideThenShaped is a linkSim of in over a tbf with an 8 kB bucket, wide
+// (2 Mbit/s) for its first 5 s: shape(rate, d) narrows or clears it and
+// runs d.
+func wideThenShaped(t *testing.T, in []Input) *linkSim {
+	rate := 2e6
+	s := newLinkSimOf(t, func(time.Duration) float64 { return rate }, in, 8192)
+	s.setRate = func(r float64) { rate = r }
+	s.run(5 * time.Second)
+	return s
+}
+
+// shape sets the simulated link's rate and runs d.
+func (s *linkSim) shape(rate float64, d time.Duration) {
+	s.setRate(rate)
+	s.run(d)
 }
 
 func (s *linkSim) run(d time.Duration) {
@@ -162,12 +180,8 @@ func TestLinkOnATokenBucket(t *testing.T) {
 		{"AV1 at 35%", Stream{Rates: []float64{78e3, 147e3, 250e3}, Other: 55e3}, 176e3, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			capacity := 2e6
-			in := []Input{{Stream: c.stream, CanProbe: true}, {Stream: c.stream, CanProbe: true}}
-			s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
-			s.run(5 * time.Second)
-			capacity = c.rate
-			s.run(8 * time.Second)
+			s := wideThenShaped(t, []Input{{Stream: c.stream, CanProbe: true}, {Stream: c.stream, CanProbe: true}})
+			s.shape(c.rate, 8*time.Second)
 			moves, sent, dropped := len(s.moves), s.sender.link.sent, s.sender.link.dropped
 			paused := map[int]int{}
 			for range 64 { // 16 s
@@ -183,7 +197,7 @@ func TestLinkOnATokenBucket(t *testing.T) {
 				t.Errorf("settled on %.0f kbit/s: %.1f%% lost, quarter-seconds paused per stream %v (want %d streams paused), %d moves: %v",
 					c.rate/1000, 100*loss, paused, c.paused, len(s.moves)-moves, s.moves[moves:])
 			}
-			capacity = 2e6
+			s.setRate(2e6)
 			back := time.Duration(-1)
 			for step := range 40 {
 				s.run(250 * time.Millisecond)
@@ -256,13 +270,9 @@ func TestMoveUpKeepsThePictureShowing(t *testing.T) {
 // whose lowest layer fits, shows in its place at once, without waiting
 // for a probe: one stream shows all along but for a moment.
 func TestPauseLeavesRoomForAnother(t *testing.T) {
-	capacity := 2e6
 	av1 := Stream{Rates: []float64{78e3, 147e3, 250e3}, Other: 55e3}
-	in := []Input{{Stream: av1, CanProbe: true}, {Stream: av1, CanProbe: true}}
-	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
-	s.run(5 * time.Second)
-	capacity = 226e3
-	s.run(10 * time.Second)
+	s := wideThenShaped(t, []Input{{Stream: av1, CanProbe: true}, {Stream: av1, CanProbe: true}})
+	s.shape(226e3, 10*time.Second)
 	showing := slices.IndexFunc(s.targets, func(tg int) bool { return tg != Paused })
 	if showing < 0 || s.targets[1-showing] != Paused {
 		t.Fatalf("at 226 kbit/s: targets %v, want one stream showing and one paused", s.targets)
@@ -295,13 +305,10 @@ func TestPauseLeavesRoomForAnother(t *testing.T) {
 // the receiver at L1T3's middle target (7.5 fps) gets L1T2's lowest, not
 // L1T2's 15 fps one its link never carried, and L1T3's middle again after.
 func TestTargetsAcrossAStructureChange(t *testing.T) {
-	capacity := 2e6
 	l1t3 := Stream{Rates: []float64{82e3, 147e3, 250e3}, Other: 55e3}
-	in := []Input{{Stream: l1t3, CanProbe: true}, {Stream: l1t3, CanProbe: true}}
-	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
-	s.run(5 * time.Second)
-	capacity = 420e3 // room for one middle target and one lowest
-	s.run(12 * time.Second)
+	s := wideThenShaped(t, []Input{{Stream: l1t3, CanProbe: true}, {Stream: l1t3, CanProbe: true}})
+	const capacity = 420e3 // room for one middle target and one lowest
+	s.shape(capacity, 12*time.Second)
 	middle := slices.Index(s.targets, 1)
 	if middle < 0 {
 		t.Fatalf("at %.0f kbit/s: targets %v, want one stream at its middle target", capacity/1000, s.targets)
@@ -336,13 +343,9 @@ func TestTargetsAcrossAStructureChange(t *testing.T) {
 // other's higher layer giving way: probes for that layer's next would
 // fail for ever and the paused stream wait behind them.
 func TestPausedStreamResumesBeforeHigherLayers(t *testing.T) {
-	capacity := 2e6
 	l1t3 := Stream{Rates: []float64{65e3, 115e3, 200e3}, Other: 55e3}
-	in := []Input{{Stream: l1t3, CanProbe: true}, {Stream: l1t3, CanProbe: true}}
-	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
-	s.run(5 * time.Second)
-	capacity = 354e3
-	s.run(10 * time.Second)
+	s := wideThenShaped(t, []Input{{Stream: l1t3, CanProbe: true}, {Stream: l1t3, CanProbe: true}})
+	s.shape(354e3, 10*time.Second)
 	s.in[0].Rates = []float64{200e3, 260e3} // L1T2, its lowest more than the link has room for
 	s.run(12 * time.Second)                 // what a probe showed before no longer stands
 	if s.targets[0] != Paused {
@@ -432,18 +435,13 @@ func TestCostlierStreamThatFitsIsHeld(t *testing.T) {
 // cheaper one is probed for and shows (a paused stream that never fits
 // must not keep the others waiting).
 func TestCheapestPausedStreamProbedFirst(t *testing.T) {
-	capacity := 2e6
-	in := []Input{
+	s := wideThenShaped(t, []Input{
 		{Stream: Stream{Rates: []float64{100e3}, Other: 40e3}, CanProbe: true},
 		{Stream: Stream{Rates: []float64{600e3}, Other: 40e3}, CanProbe: true},
 		{Stream: Stream{Rates: []float64{60e3, 120e3}, Other: 40e3}, CanProbe: true},
-	}
-	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
-	s.run(5 * time.Second)
-	capacity = 170e3
-	s.run(10 * time.Second)
-	capacity = 400e3
-	s.run(40 * time.Second)
+	})
+	s.shape(170e3, 10*time.Second)
+	s.shape(400e3, 40*time.Second)
 	if s.targets[2] == Paused {
 		t.Errorf("the stream of 60 kbit/s at its lowest still paused on a 400 kbit/s link carrying 220: targets %v", s.targets)
 	}
@@ -454,17 +452,12 @@ func TestCheapestPausedStreamProbedFirst(t *testing.T) {
 // estimate each failure leaves just under the link (a goal over it every
 // time).
 func TestResumptionProbeWithinTheLink(t *testing.T) {
-	capacity := 2e6
-	in := []Input{
+	s := wideThenShaped(t, []Input{
 		{Stream: Stream{Rates: []float64{60e3, 120e3}, Other: 40e3}, CanProbe: true},
 		{Stream: Stream{Rates: []float64{100e3}, Other: 40e3}, CanProbe: true},
-	}
-	s := newLinkSimOf(t, func(time.Duration) float64 { return capacity }, in, 8192)
-	s.run(5 * time.Second)
-	capacity = 120e3
-	s.run(10 * time.Second)
-	capacity = 320e3
-	s.run(60 * time.Second)
+	})
+	s.shape(120e3, 10*time.Second)
+	s.shape(320e3, 60*time.Second)
 	if s.targets[0] == Paused || s.targets[1] == Paused {
 		t.Errorf("a stream still paused on a 320 kbit/s link, both lowest layers need 240: targets %v", s.targets)
 	}
