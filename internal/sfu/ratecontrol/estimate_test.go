@@ -75,7 +75,7 @@ func TestProbe(t *testing.T) {
 		from := 3 * time.Second
 		until := from + 500*time.Millisecond
 		s.est.Probe(from, until, c.goal, 200e3)
-		s.run(from, until, constant(c.goal), nil)
+		s.run(from, until, constant(ProbeRate(c.goal, until-from)), nil)
 		s.run(until, until+2*time.Second, constant(200e3), nil)
 		r := s.est.LastProbe()
 		after, _ := s.est.Estimate()
@@ -88,6 +88,50 @@ func TestProbe(t *testing.T) {
 		}
 		if !c.success && (r.Measured > 1.05*c.link || r.Measured < 0.7*c.link) {
 			t.Errorf("a failed probe measured %.0f on a %.0f link", r.Measured, c.link)
+		}
+	}
+}
+
+// A probe over a shaper whose rate is a little under what it sends
+// (tbf, an 8 kB bucket full as the probe starts: the media took less than
+// the shaper) shows no more than the shaper's rate, though a one-second
+// probe's excess does not drain the bucket by its end and its second half
+// arrives as fast as it was sent ("probe showed 416 kbit/s" on a 359
+// kbit/s shaper, in a TestShapedReceiver run). Sent at ProbeRate, a probe
+// on a wide link shows its goal; far over the shaper, the shaper's rate.
+func TestProbeThroughABucket(t *testing.T) {
+	for _, c := range []struct {
+		link, goal, send float64
+		length           time.Duration
+	}{
+		{359e3, 385e3, 385e3, time.Second}, {359e3, 385e3, 385e3, 3 * time.Second}, {340e3, 385e3, 385e3, time.Second},
+		{359e3, 385e3, ProbeRate(385e3, time.Second), time.Second}, {190e3, 385e3, ProbeRate(385e3, time.Second), time.Second},
+		{2e6, 385e3, ProbeRate(385e3, time.Second), time.Second}, {2e6, 385e3, ProbeRate(385e3, 3*time.Second), 3 * time.Second},
+	} {
+		link := newSimLink(constant(c.link), 1)
+		link.burst = 8192
+		s := newSimSender(link, NewEstimator())
+		media := min(300e3, 0.85*c.link)
+		s.run(0, 3*time.Second, constant(media), nil)
+		from, until := 3*time.Second, 3*time.Second+c.length
+		s.est.Probe(from, until, c.goal, media)
+		s.run(from, until, func(time.Duration) float64 {
+			if s.est.ProbeQueueing() {
+				return media
+			}
+			return c.send
+		}, nil)
+		s.run(until, until+2*time.Second, constant(media), nil)
+		r := s.est.LastProbe()
+		t.Logf("link %.0f, sent at %.0f for %.0f over %v: %+v", c.link/1000, c.send/1000, c.goal/1000, c.length, r)
+		if r.Measured > 1.03*c.link {
+			t.Errorf("a probe sent at %.0f kbit/s over %v on a %.0f kbit/s shaper showed %.0f", c.send/1000, c.length, c.link/1000, r.Measured/1000)
+		}
+		if c.link > 2*c.goal && (!r.Success || r.Measured < 0.95*c.goal) {
+			t.Errorf("a probe for %.0f kbit/s on a wide link: %+v", c.goal/1000, r)
+		}
+		if c.link < 0.9*c.goal && r.Success {
+			t.Errorf("a probe for %.0f kbit/s on a %.0f kbit/s shaper succeeded: %+v", c.goal/1000, c.link/1000, r)
 		}
 	}
 }

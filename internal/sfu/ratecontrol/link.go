@@ -24,8 +24,6 @@ type Link struct {
 	upSince    time.Duration // since when an up-move has fitted (REMB links)
 	proven     float64       // what the last successful probe showed, bits/s
 	provenAt   time.Duration
-	provenLong bool    // by a long probe (retryProbeLength)
-	probeLong  bool    // the probe under way is one
 	successes  int     // probes in a row that succeeded
 	measured   float64 // what the last probe measured, bits/s
 	measuredAt time.Duration
@@ -36,7 +34,6 @@ type Link struct {
 	lastUp     time.Duration
 	carried    float64       // what the streams cost before the last move up (the link carried that)
 	upBackoff  time.Duration // probes wait this long after a move up that did not hold
-	failedUp   time.Duration // when one last did not
 	bucket     Bucket
 	// carriedBefore: what the streams cost in the round before a sender's
 	// new structure made one of them costlier.
@@ -56,8 +53,8 @@ const (
 	// estimate or 90% of the capacity: a band between the two).
 	upShare = 0.85
 	// ProbeLength is how long a probe's padding is sent (unless the link
-	// queues under it): its second half is judged, after a shaper's burst
-	// allowance (tbf's bucket) drained.
+	// queues under it), its bucket allowance over its goal (ProbeRate):
+	// what it shows, a shaper's bucket did not make.
 	ProbeLength = time.Second
 	// provenFor: a probe's showing stands this long for moves up.
 	provenFor = 10 * time.Second
@@ -68,19 +65,14 @@ const (
 	// whether the link carries it.
 	probeAfterUp = 500 * time.Millisecond
 	// upHeld: a move up followed by one down within this long did not
-	// hold (a probe a shaper's bucket let through led it): the next probe
-	// waits upBackoff (from firstUpBackoff doubling up to maxUpBackoff),
-	// and for retryFor the first probe of a run lasts retryProbeLength,
-	// long enough for the bucket to drain under a step's excess (8 kB
-	// under 15% of 200 kbit/s: 2 s), stopped once the link queues. A probe
-	// for a paused stream's resumption is as long.
-	upHeld           = 5 * time.Second
-	firstUpBackoff   = 2 * time.Second
-	maxUpBackoff     = 4 * time.Second
-	retryFor         = 10 * time.Second
-	retryProbeLength = 3 * time.Second
-	probeBackoff     = time.Second
-	maxBackoff       = 2 * time.Second // (a failed probe stops at 50 ms of queue: it costs little)
+	// hold (the link narrowed, or a shaper's bucket deeper than a probe
+	// allows for let it through): the next probe waits upBackoff (from
+	// firstUpBackoff doubling up to maxUpBackoff).
+	upHeld         = 5 * time.Second
+	firstUpBackoff = 2 * time.Second
+	maxUpBackoff   = 4 * time.Second
+	probeBackoff   = time.Second
+	maxBackoff     = 2 * time.Second // (a failed probe stops at 50 ms of queue: it costs little)
 	// retransmitShare of the estimate is kept for retransmissions at least.
 	retransmitShare = 0.1
 	// pauseAfter: a stream whose lowest layer does not fit pauses after
@@ -98,9 +90,6 @@ const (
 	// holdShare: a stream keeps its lowest layer while this share of the
 	// link's capacity has room for it (retransmissions need the rest).
 	holdShare = 0.9
-	// resumeMargin: a paused stream resumes where the probe showed this
-	// much more than it needs.
-	resumeMargin = 1.25
 	// probeStep: a probe's goal over the estimate, or over what the last
 	// probe measured if less and within measuredFor (an estimate creeps
 	// up while nothing queues); after n successes in a row,
@@ -128,8 +117,7 @@ const costlierFor = pauseAfter
 
 // NewLink is a link with no estimate yet: its streams go as they are.
 func NewLink() *Link {
-	return &Link{est: NewEstimator(), peaks: Window{Span: peakWindow}, backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld,
-		failedUp: -retryFor}
+	return &Link{est: NewEstimator(), peaks: Window{Span: peakWindow}, backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld}
 }
 
 // Estimator is the link's send-side estimator.
@@ -387,18 +375,6 @@ func (l *Link) moveUp(now time.Duration, est float64, source string, streams []S
 		// place.)
 		budget := upShare * min(est, l.proven)
 		next := Allocate(budget, streams)
-		// A paused stream resumes only on a long probe's showing (one a
-		// shaper's bucket cannot carry), or with resumeMargin to spare:
-		// its key frame comes at once, and a showing the bucket made would
-		// have it pause again (another key frame) a moment later.
-		if !l.provenLong {
-			strict := Allocate(budget/resumeMargin, streams)
-			for i := range next {
-				if l.targets[i] == Paused && strict[i] == Paused {
-					next[i] = Paused
-				}
-			}
-		}
 		if !raises(l.targets, next) || takesAPicture(l.targets, next) {
 			return
 		}
@@ -553,12 +529,15 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	}
 	base = max(base, cur) // what it carries now, whatever the estimate says
 	switch {
-	case resumes(l.targets, next):
+	case resumes(l.targets, next) && l.successes == 0:
 		// To what a paused stream's resumption needs, at once (a probe
-		// stops at 50 ms of queue, and steps towards it would take their
-		// 3 s each), and a step over what the streams take now at least
-		// (never over the estimate for its own sake: a goal over the link
-		// fails, and cuts the estimate for the next one to fail again).
+		// stops at 50 ms of queue), and a step over what the streams take
+		// now at least (never over the estimate for its own sake: a goal
+		// over the link fails, and cuts the estimate for the next one to
+		// fail again). After a success, as long a step as any probe's: a
+		// resumption's need is no bound on a link that may have cleared
+		// (232, 312, then 329 kbit/s to resume a stream, 577 after: back
+		// at the top 11 s after a simulated link cleared, not 8).
 		goal = min(max(goal, probeStep*cur), full/upShare*measureMargin)
 	case l.successes == 0:
 		goal = min(goal, probeStep*base)
@@ -569,11 +548,7 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	if goal <= cur || (l.proven >= goal && now-l.provenAt < time.Second) {
 		return nil // nothing to show, or shown a moment ago
 	}
-	length := ProbeLength
-	if l.successes == 0 && now-l.failedUp < retryFor || resumes(l.targets, next) {
-		length = retryProbeLength
-	}
-	l.probing, l.probeLong = true, length > ProbeLength
+	l.probing = true
 	// A failed probe cuts the estimate no lower than what the media took
 	// without a queue before it: after a move up not yet held for upHeld,
 	// what they took before that (a move up a probe a shaper's bucket let
@@ -583,8 +558,8 @@ func (l *Link) plan(now time.Duration, in []Input, streams []Stream, est float64
 	if now-l.lastUp < upHeld {
 		sending = min(cur, l.carried)
 	}
-	l.est.Probe(now, now+length, goal, sending)
-	return &ProbePlan{Stream: leg, Rate: goal - cur, Goal: goal, Length: length}
+	l.est.Probe(now, now+ProbeLength, goal, sending)
+	return &ProbePlan{Stream: leg, Rate: ProbeRate(goal, ProbeLength) - cur, Goal: goal, Length: ProbeLength}
 }
 
 // resumes says whether next resumes a stream paused in targets.
@@ -653,12 +628,15 @@ func oneLayerMore(streams []Stream, targets []int) []int {
 }
 
 // down notes a move down: what a probe showed no longer holds; a move up
-// that did not hold (down within upHeld) puts the next probe off, longer
-// each time.
+// that did not hold (down within upHeld, the link still delivering what
+// the streams took before it) puts the next probe off, longer each time.
+// A link delivering less than that narrowed: news of the link, not of
+// the move up, and the probe after probeAfterDown measures it (put off,
+// a stream whose lowest layer fitted the narrower link paused before a
+// probe showed it did).
 func (l *Link) down(now time.Duration) {
 	l.lastDown, l.proven, l.successes = now, 0, 0
-	if now-l.lastUp < upHeld {
-		l.failedUp = now
+	if now-l.lastUp < upHeld && l.est.Acked() >= l.carried {
 		l.next = max(l.next, now+l.upBackoff)
 		l.upBackoff = min(2*l.upBackoff, maxUpBackoff)
 	}
@@ -676,11 +654,15 @@ func (l *Link) judgeProbe(now time.Duration) {
 		l.measured, l.measuredAt = r.Measured, now
 	}
 	if r.Success {
+		l.proven, l.provenAt = r.Measured, now
+	}
+	if r.Success && !r.Full {
 		l.successes++
-		l.proven, l.provenAt, l.provenLong, l.backoff = r.Measured, now, l.probeLong, probeBackoff
-		l.next = now
+		l.backoff, l.next = probeBackoff, now
 		return
 	}
+	// Failed, or showed the link full: the next probe waits, and steps
+	// from what it measured.
 	l.successes = 0
 	l.next = now + l.backoff
 	l.backoff = min(2*l.backoff, maxBackoff)

@@ -75,10 +75,13 @@ func (s *linkSim) run(d time.Duration) {
 		for i, in := range s.in {
 			out[i] = in.cost(s.targets[i])
 		}
-		if now < s.padEnd && s.link.Padding() {
-			out[s.padLeg] += s.padding
-		}
 		return out
+	}
+	s.sender.padding = func(now time.Duration) (int, float64) {
+		if now < s.padEnd && s.link.Padding() {
+			return s.padLeg, s.padding
+		}
+		return s.padLeg, 0
 	}
 	s.sender.runLegs(s.now, s.now+d, rates, func(now time.Duration) {
 		out, plan := s.link.Round(now, s.in)
@@ -251,7 +254,7 @@ func TestMoveUpKeepsThePictureShowing(t *testing.T) {
 	streams := []Stream{showing, paused}
 	l.targets, l.streams = []int{0, Paused}, []linkStream{{pauseSince: -1, costlier: -costlierFor}, {pauseSince: -1, costlier: -costlierFor}}
 	now := 10 * time.Second
-	l.proven, l.provenAt, l.provenLong = 211e3, now, true // 90%: audio and one lowest layer, the paused one's
+	l.proven, l.provenAt = 211e3, now // 90%: audio and one lowest layer, the paused one's
 	out := make([]Decision, 2)
 	l.moveUp(now, 211e3, "twcc", streams, []int{0, 0}, out)
 	if l.targets[0] != 0 || l.targets[1] != Paused || out[0].Reason != "" || out[1].Reason != "" {
@@ -371,7 +374,7 @@ func TestPausedStreamResumesBeforeHigherLayers(t *testing.T) {
 // case, tbf at 354): it asks for what both lowest layers need (the
 // middle target giving way), not the showing stream's top, which that
 // link never carries (probes at 355-366 kbit/s failed for 12 s there and
-// the paused stream stayed paused), for as long as a resumption needs.
+// the paused stream stayed paused).
 func TestProbeForAResumptionFirst(t *testing.T) {
 	l := NewLink()
 	l1t3 := Stream{Rates: []float64{65e3, 115e3, 200e3}, Other: 55e3}
@@ -381,10 +384,8 @@ func TestProbeForAResumptionFirst(t *testing.T) {
 	now := 30 * time.Second
 	plan := l.plan(now, in, streams, 294e3, "twcc")
 	lowest := Total(streams, []int{0, 0}) / upShare * measureMargin
-	// (Long: a short one's showing resumes no stream, a shaper's bucket
-	// may have made it.)
-	if plan == nil || plan.Goal < lowest || plan.Goal > probeStep*294e3 || plan.Length != retryProbeLength {
-		t.Fatalf("probe %+v, want one of %v to between %.0f (both lowest layers) and %.0f kbit/s", plan, retryProbeLength, lowest/1000, probeStep*294)
+	if plan == nil || plan.Goal < lowest || plan.Goal > probeStep*294e3 {
+		t.Fatalf("probe %+v, want one to between %.0f (both lowest layers) and %.0f kbit/s", plan, lowest/1000, probeStep*294)
 	}
 }
 
@@ -461,4 +462,116 @@ func TestResumptionProbeWithinTheLink(t *testing.T) {
 	if s.targets[0] == Paused || s.targets[1] == Paused {
 		t.Errorf("a stream still paused on a 320 kbit/s link, both lowest layers need 240: targets %v", s.targets)
 	}
+}
+
+// TestLinkOnATokenBucket's links at 0.9, 1 and 1.1 times its rates (and
+// two on the edge of a lowest layer's fitting, in 80% of the link beside
+// the audio, as TestShapedReceiver judges), shaped for 16 s and cleared at
+// each quarter-second of a 2 s span, as a probe's cycle may meet the
+// clearing: every stream whose lowest layer fits plays, next to nothing is
+// lost, and both are back at the top within 10 s of the clearing, at
+// every phase. (Before a probe's bucket allowance made one-second probes
+// safe to resume on, a paused stream's resumption took a three-second
+// probe, and 48 of these 144 runs were back late, 15 not within 12 s.)
+func TestLinkClearsAtAnyPhase(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		stream Stream
+		rate   float64
+	}{
+		{"AV1 at 70%", Stream{Rates: []float64{82e3, 147e3, 250e3}, Other: 55e3}, 355e3},
+		{"VP8 at 60%", Stream{Rates: []float64{55e3, 93e3, 168e3}, Other: 55e3}, 209e3},
+		{"VP8 on the edge", Stream{Rates: []float64{55e3, 93e3, 168e3}, Other: 55e3}, 230e3},
+		{"AV1 at 45%", Stream{Rates: []float64{78e3, 147e3, 250e3}, Other: 55e3}, 226e3},
+		{"AV1 on the edge", Stream{Rates: []float64{78e3, 147e3, 250e3}, Other: 55e3}, 240e3},
+		{"AV1 at 35%", Stream{Rates: []float64{78e3, 147e3, 250e3}, Other: 55e3}, 176e3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var worst time.Duration
+			for _, f := range []float64{0.9, 1, 1.1} {
+				rate := f * c.rate
+				fit, need := 0, 2*c.stream.Other
+				for range 2 {
+					if need += c.stream.Rates[0]; need <= 0.8*rate {
+						fit++
+					}
+				}
+				for phase := range 8 {
+					s := wideThenShaped(t, []Input{{Stream: c.stream, CanProbe: true}, {Stream: c.stream, CanProbe: true}})
+					s.shape(rate, 8*time.Second)
+					sent, dropped, short := s.sender.link.sent, s.sender.link.dropped, 0
+					for range 64 + phase {
+						s.run(250 * time.Millisecond)
+						if countPlaying(s.targets) < fit {
+							short++
+						}
+					}
+					loss := float64(s.sender.link.dropped-dropped) / float64(s.sender.link.sent-sent)
+					moves := len(s.moves)
+					s.setRate(2e6)
+					back := time.Duration(-1)
+					for step := range 48 {
+						s.run(250 * time.Millisecond)
+						if s.targets[0] == 2 && s.targets[1] == 2 {
+							back = time.Duration(step+1) * 250 * time.Millisecond
+							break
+						}
+					}
+					if short > 0 || loss > 0.01 || back < 0 || back > 10*time.Second {
+						t.Errorf("at %.0f kbit/s, cleared %v into a 2 s span: %d quarter-seconds with fewer than %d streams playing, %.1f%% lost, back at the top after %v (-1ns: not in 12 s): moves %q",
+							rate/1000, time.Duration(phase)*250*time.Millisecond, short, fit, 100*loss, back, s.moves[moves:])
+					}
+					worst = max(worst, back)
+				}
+			}
+			t.Logf("back at the top within %v at every phase", worst)
+		})
+	}
+}
+
+func countPlaying(targets []int) int {
+	n := 0
+	for _, t := range targets {
+		if t != Paused {
+			n++
+		}
+	}
+	return n
+}
+
+// Both streams paused (the link narrowed further for a while); then the
+// link carries one lowest layer beside both audio streams with a little
+// over a fifth to spare (TestShapedReceiver's AV1-45%-user in one run: a
+// 226 kbit/s tbf, lowest layers 76 and 83 kbit/s, audio 54 and 46): the
+// cheaper stream resumes, and stays. A probe for that, sent at its goal
+// and a bucket's allowance, is over the link: in that run every one
+// queued and failed for 20 s, and no video showed; what a full link
+// carried is a success where it is the goal (ProbeResult.Full; without
+// it, TestTargetsAcrossAStructureChange fails too).
+func TestResumptionOnALinkWithLittleToSpare(t *testing.T) {
+	in := []Input{
+		{Stream: Stream{Rates: []float64{76e3, 140e3, 230e3}, Other: 54e3}, CanProbe: true},
+		{Stream: Stream{Rates: []float64{83e3, 150e3, 240e3}, Other: 46e3}, CanProbe: true},
+	}
+	s := wideThenShaped(t, in)
+	s.shape(110e3, 6*time.Second)
+	if countPlaying(s.targets) != 0 {
+		t.Fatalf("at 110 kbit/s: targets %v, want both paused", s.targets)
+	}
+	s.shape(226e3, 2*time.Second)
+	moves := len(s.moves)
+	resumed := time.Duration(-1)
+	for step := range 40 {
+		s.run(250 * time.Millisecond)
+		if s.targets[0] == 0 && resumed < 0 {
+			resumed = time.Duration(step+1) * 250 * time.Millisecond
+		}
+		if resumed >= 0 && s.targets[0] == Paused {
+			t.Fatalf("resumed after %v, paused again %v later: moves %q", resumed, time.Duration(step+1)*250*time.Millisecond-resumed, s.moves[moves:])
+		}
+	}
+	if resumed < 0 {
+		t.Errorf("the cheaper stream's lowest layer fits 226 kbit/s (78%% with the audio) and did not resume in 10 s: targets %v, moves %q", s.targets, s.moves[moves:])
+	}
+	t.Logf("resumed %v after the first 2 s at 226 kbit/s; moves %q", resumed, s.moves[moves:])
 }

@@ -9,12 +9,13 @@ import (
 
 // simLink is a receiver's downlink as tbf makes it: a token bucket of
 // rate bits/s holding up to burst bytes (a packet that finds tokens goes
-// at once) feeding a queue that holds at most limit of delay (tail
-// drop), then a fixed propagation delay. Packets come from one or more
-// legs (each a PeerConnection with its own transport-wide numbers); the
-// receiver records each leg's arrivals with pion/interceptor's
-// transport-cc recorder (an implementation of the feedback independent of
-// ours) and sends each leg's feedback every 100 ms, the legs out of phase,
+// at once) feeding a queue of at most limit of delay and the bucket's
+// bytes, as tbf's latency sets its limit (tail drop), then a fixed
+// propagation delay. Packets come from one or more legs (each a
+// PeerConnection with its own transport-wide numbers); the receiver
+// records each leg's arrivals with pion/interceptor's transport-cc
+// recorder (an implementation of the feedback independent of ours) and
+// sends each leg's feedback every 100 ms, the legs out of phase,
 // which reaches the sender after the propagation delay. Times are the
 // simulation's.
 type simLink struct {
@@ -67,12 +68,14 @@ func (l *simLink) send(now time.Duration, leg, size int) {
 	lg.sent[seq] = SentPacket{At: now, Size: size}
 	l.sent++
 	start := max(now, l.busyUntil)
-	if start-now > l.limit {
+	// The queue holds what tbf's latency makes its limit: rate times
+	// latency, and the bucket (tc's q_tbf.c).
+	rate := l.rate(now) / 8 // bytes/s
+	if backlog := rate * (start - now).Seconds(); backlog+float64(size) > rate*l.limit.Seconds()+l.burst {
 		l.dropped++
 		return // the queue is full
 	}
 	// Tokens gathered since the last packet left, up to the bucket.
-	rate := l.rate(now) / 8 // bytes/s
 	tokens := min(l.burst, l.tokens+rate*(start-l.busyUntil).Seconds())
 	if tokens >= float64(size) {
 		l.tokens, l.busyUntil = tokens-float64(size), start
@@ -126,14 +129,22 @@ func (l *simLink) lookup(leg int) func(uint16) (SentPacket, bool) {
 }
 
 // simSender sends on each leg at a rate (packets of about 1,000 bytes)
-// and feeds what comes back to onAcks (per leg), or to the estimator.
+// and feeds what comes back to onAcks (per leg), or to the estimator. A
+// probe's padding (padding, if set) goes as the SFU sends it: packets of
+// 255 bytes, paced.
 type simSender struct {
-	link    *simLink
-	est     *Estimator
-	onAcks  func(leg int, now time.Duration, acks []Ack) // instead of est.OnAcks, if set
-	readers []FeedbackReader
-	owed    []float64 // bits to send, per leg
+	link        *simLink
+	est         *Estimator
+	onAcks      func(leg int, now time.Duration, acks []Ack) // instead of est.OnAcks, if set
+	padding     func(now time.Duration) (leg int, rate float64)
+	readers     []FeedbackReader
+	owed        []float64 // bits to send, per leg
+	paddingOwed float64
 }
+
+// paddingSize is a padding packet's size on the wire, bytes (leg/rtx.go:
+// 255 bytes of padding in an RTX packet).
+const paddingSize = 255 + 12 + 8 + 28
 
 func newSimSender(link *simLink, est *Estimator) *simSender {
 	return &simSender{link: link, est: est, readers: make([]FeedbackReader, len(link.legs)), owed: make([]float64, len(link.legs))}
@@ -152,6 +163,17 @@ func (s *simSender) runLegs(from, until time.Duration, rates func(time.Duration)
 			for s.owed[leg] >= 8*1000 {
 				s.link.send(now, leg, 1000)
 				s.owed[leg] -= 8 * 1000
+			}
+		}
+		if s.padding != nil {
+			leg, r := s.padding(now)
+			s.paddingOwed += r / 1000
+			if r == 0 {
+				s.paddingOwed = 0
+			}
+			for s.paddingOwed >= 8*paddingSize {
+				s.link.send(now, leg, paddingSize)
+				s.paddingOwed -= 8 * paddingSize
 			}
 		}
 		for _, fb := range s.link.step(now) {
