@@ -23,6 +23,8 @@ type link struct {
 	last  []ratecontrol.Input // the last round's, for roomFor
 	estBP float64
 	estBy string
+	// judged: when the last probe result logged was judged.
+	judged time.Duration
 }
 
 func newLink(t *Table, receiver string) *link {
@@ -101,7 +103,14 @@ func (k *link) round(now time.Duration) {
 	k.estBP, k.estBy, _ = k.rc.Estimate(in)
 	est, by, usage, loss := k.estBP, k.estBy, k.rc.Estimator().Usage(), k.rc.Estimator().Loss()
 	budget := k.rc.Budget()
+	probe := k.rc.Estimator().LastProbe()
+	newProbe := probe.At > k.judged
+	k.judged = max(k.judged, probe.At)
 	k.mu.Unlock()
+	if newProbe {
+		k.t.cfg.Log.Debug("probe judged", "receiver", k.receiver, "goal_kbps", int(probe.Goal/1000),
+			"measured_kbps", int(probe.Measured/1000), "success", probe.Success, "full", probe.Full)
+	}
 	if prev == 0 && est > 0 || prev > 0 && (est < 0.8*prev || est > 1.25*prev) {
 		k.t.cfg.Log.Debug("link estimate", "receiver", k.receiver, "kbps", int(est/1000), "source", by, "usage", usage, "loss", loss,
 			"streams", streamsKbps(in))
