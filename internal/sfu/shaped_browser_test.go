@@ -100,7 +100,7 @@ func shapedReceiver(t *testing.T, c shapedCase) {
 		full := unshaped.Outbound(s).FPS
 		play := judged.playing(2, ids[s])
 		nacks := judged.Inbound(2, ids[s]).Nacks
-		if play.seconds > 0 && (play.fps < 3 || play.longestFreeze > 1) || play.pauses > 0 || nacks >= window {
+		if play.seconds > 0 && (play.slowerThan(3) || play.longestFreeze > 1) || play.pauses > 0 || nacks >= window {
 			t.Errorf("shaped: P3 decoded P%d at %.1f fps (want 3 or more) over the %.0f s it played, longest freeze %.2f s (at most 1), %v pauses unannounced, %v NACKs in %.0f s",
 				s+1, play.fps, play.seconds, play.longestFreeze, play.pauses, nacks, window)
 		}
@@ -173,7 +173,8 @@ type fitting struct {
 // need is how many streams P3 must play at offset at of the shaped
 // phase: fewer while P1 sends L1T2 where its lowest layer no longer fits,
 // and for restructuredGrace after its switch back (a paused stream
-// resumes on a 3 s probe's showing, then its key frame).
+// resumes on a probe's showing, a second or more after its back-off,
+// then its key frame).
 func (f *fitting) need(at time.Duration) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -337,8 +338,8 @@ func (ph phaseSeries) after(d time.Duration) phaseSeries {
 // counts as a freeze, or as a pause if it was 5 s or more, when that
 // frame comes), for at most resumeWithin.
 type playback struct {
-	seconds, fps, longestFreeze float64
-	pauses                      float64 // Chromium's pauses (5 s without a frame) while not announced
+	seconds, frames, fps, longestFreeze float64
+	pauses                              float64 // Chromium's pauses (5 s without a frame) while not announced
 }
 
 // resumeWithin: a resumed stream's first frame comes within this long
@@ -382,13 +383,16 @@ func (ph phaseSeries) playing(p int, from string) playback {
 		prev = s
 	}
 	if pb.seconds > 0 {
-		// A frame's worth of tolerance: counted over whole samples, a
-		// stream at 3.75 fps shows 3 frames in some seconds, and a
-		// resumption a second before the window ends rated 2.99 fps.
-		pb.fps = (frames + 1) / pb.seconds
+		pb.frames, pb.fps = frames, frames/pb.seconds
 	}
 	return pb
 }
+
+// slowerThan says whether the stream played slower than fps, by a frame
+// or more: counted over whole samples, a stream at 3.75 fps shows 3 frames
+// in some seconds, and one resumed a second before the window ended was
+// rated 2.99 fps.
+func (pb playback) slowerThan(fps float64) bool { return pb.frames+1 < fps*pb.seconds }
 
 // playingAsCarried is the share of the phase's samples in which
 // participant p's page had at least need(offset from start) of the

@@ -98,7 +98,9 @@ func TestProbe(t *testing.T) {
 // probe's excess does not drain the bucket by its end and its second half
 // arrives as fast as it was sent ("probe showed 416 kbit/s" on a 359
 // kbit/s shaper, in a TestShapedReceiver run). Sent at ProbeRate, a probe
-// on a wide link shows its goal; far over the shaper, the shaper's rate.
+// on a wide link shows its goal; far over the shaper, the shaper's rate;
+// a little over the shaper, a success where the shaper carries what the
+// goal was to show (its queue, a full link's, measures it).
 func TestProbeThroughABucket(t *testing.T) {
 	for _, c := range []struct {
 		link, goal, send float64
@@ -107,6 +109,9 @@ func TestProbeThroughABucket(t *testing.T) {
 		{359e3, 385e3, 385e3, time.Second}, {359e3, 385e3, 385e3, 3 * time.Second}, {340e3, 385e3, 385e3, time.Second},
 		{359e3, 385e3, ProbeRate(385e3, time.Second), time.Second}, {190e3, 385e3, ProbeRate(385e3, time.Second), time.Second},
 		{2e6, 385e3, ProbeRate(385e3, time.Second), time.Second}, {2e6, 385e3, ProbeRate(385e3, 3*time.Second), 3 * time.Second},
+		// Sent at ProbeRate for a goal a little over the shaper (what it
+		// was to show, the goal less measureMargin, under it).
+		{359e3, 370e3, ProbeRate(370e3, time.Second), time.Second}, {226e3, 232e3, ProbeRate(232e3, time.Second), time.Second},
 	} {
 		link := newSimLink(constant(c.link), 1)
 		link.burst = 8192
@@ -130,13 +135,17 @@ func TestProbeThroughABucket(t *testing.T) {
 		if c.link > 2*c.goal && (!r.Success || r.Measured < 0.95*c.goal) {
 			t.Errorf("a probe for %.0f kbit/s on a wide link: %+v", c.goal/1000, r)
 		}
+		if c.send >= ProbeRate(c.goal, c.length) && c.link >= c.goal/measureMargin && !r.Success {
+			t.Errorf("a probe for %.0f kbit/s, sent at ProbeRate, on a %.0f kbit/s shaper (what it was to show, %.0f, under it) failed: %+v",
+				c.goal/1000, c.link/1000, c.goal/measureMargin/1000, r)
+		}
 		if c.link < 0.9*c.goal && r.Success {
 			t.Errorf("a probe for %.0f kbit/s on a %.0f kbit/s shaper succeeded: %+v", c.goal/1000, c.link/1000, r)
 		}
 	}
 }
 
-// A probe over a shaper (tbf: an 8 kB bucket, 200 ms of queue) stops
+// A probe over a shaper (tbf: an 8 kB bucket, latency 200ms) stops
 // once it has queued 50 ms, long before the queue drops the media that
 // shares it, and measures the shaper's rate from what its queue drained
 // at; the same probe without the stop overfills the queue.

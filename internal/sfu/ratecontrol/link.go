@@ -65,9 +65,9 @@ const (
 	// whether the link carries it.
 	probeAfterUp = 500 * time.Millisecond
 	// upHeld: a move up followed by one down within this long did not
-	// hold (the link narrowed, or a shaper's bucket deeper than a probe
-	// allows for let it through): the next probe waits upBackoff (from
-	// firstUpBackoff doubling up to maxUpBackoff).
+	// hold (a shaper's bucket deeper than a probe allows for let it
+	// through, say), unless the link narrowed (down): the next probe waits
+	// upBackoff (from firstUpBackoff doubling up to maxUpBackoff).
 	upHeld         = 5 * time.Second
 	firstUpBackoff = 2 * time.Second
 	maxUpBackoff   = 4 * time.Second
@@ -148,8 +148,9 @@ type Decision struct {
 }
 
 // ProbePlan asks the caller to send padding at Rate bits/s on top of the
-// media for Length on leg Stream (while Link.Padding says so); Goal is the
-// total the link is probed at.
+// media for Length on leg Stream (while Link.Padding says so); Goal is
+// what the probe is to show the link carries (it is sent a shaper
+// bucket's allowance over it, ProbeRate).
 type ProbePlan struct {
 	Stream     int
 	Rate, Goal float64
@@ -635,8 +636,11 @@ func oneLayerMore(streams []Stream, targets []int) []int {
 // a stream whose lowest layer fitted the narrower link paused before a
 // probe showed it did).
 func (l *Link) down(now time.Duration) {
+	if l.lastDown == now {
+		return // one move down a round, however many streams went down
+	}
 	l.lastDown, l.proven, l.successes = now, 0, 0
-	if now-l.lastUp < upHeld && l.est.Acked() >= l.carried {
+	if now-l.lastUp < upHeld && l.est.Acked() >= narrowedShare*l.carried {
 		l.next = max(l.next, now+l.upBackoff)
 		l.upBackoff = min(2*l.upBackoff, maxUpBackoff)
 	}
@@ -723,6 +727,12 @@ func (l *Link) restructuring(now time.Duration) bool {
 // isCostlier says whether the stream's sender's new structure made it
 // costlier within costlierFor of now.
 func (st linkStream) isCostlier(now time.Duration) bool { return now-st.costlier < costlierFor }
+
+// narrowedShare: a link delivering less than this share of what the
+// streams took before a move up narrowed (encoders send a little under
+// their layers' rates: the share keeps a failed move up from passing as
+// a narrowing).
+const narrowedShare = 0.8
 
 // costlierShare: a new structure's stream costs more than it did above
 // this share (its rates are the old ones, counted from the top, until

@@ -164,7 +164,7 @@ func TestLinkFollowsItsEstimate(t *testing.T) {
 
 // As TestShapedReceiver's P3 (internal/sfu): two streams whose layers
 // cost what Chromium's AV1 and VP8 at L1T3 do on the wire, over tbf with
-// an 8 kB bucket and 200 ms of queue. A probe the bucket lets through
+// an 8 kB bucket and a latency of 200 ms. A probe the bucket lets through
 // (its excess about the bucket) must not lead into loss: where both
 // lowest layers fit they hold with next to no loss (a layer more may be
 // tried and undone, backing off: at most 6 moves in 16 s); where one
@@ -185,7 +185,7 @@ func TestLinkOnATokenBucket(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := wideThenShaped(t, []Input{{Stream: c.stream, CanProbe: true}, {Stream: c.stream, CanProbe: true}})
 			s.shape(c.rate, 8*time.Second)
-			moves, sent, dropped := len(s.moves), s.sender.link.sent, s.sender.link.dropped
+			moves, sent, dropped := len(s.moves), s.sender.link.sentMedia, s.sender.link.droppedMedia
 			paused := map[int]int{}
 			for range 64 { // 16 s
 				s.run(250 * time.Millisecond)
@@ -195,7 +195,7 @@ func TestLinkOnATokenBucket(t *testing.T) {
 					}
 				}
 			}
-			loss := float64(s.sender.link.dropped-dropped) / float64(s.sender.link.sent-sent)
+			loss := float64(s.sender.link.droppedMedia-dropped) / float64(s.sender.link.sentMedia-sent)
 			if loss > 0.01 || len(paused) != c.paused || len(s.moves)-moves > 6 {
 				t.Errorf("settled on %.0f kbit/s: %.1f%% lost, quarter-seconds paused per stream %v (want %d streams paused), %d moves: %v",
 					c.rate/1000, 100*loss, paused, c.paused, len(s.moves)-moves, s.moves[moves:])
@@ -499,14 +499,14 @@ func TestLinkClearsAtAnyPhase(t *testing.T) {
 				for phase := range 8 {
 					s := wideThenShaped(t, []Input{{Stream: c.stream, CanProbe: true}, {Stream: c.stream, CanProbe: true}})
 					s.shape(rate, 8*time.Second)
-					sent, dropped, short := s.sender.link.sent, s.sender.link.dropped, 0
+					sent, dropped, short := s.sender.link.sentMedia, s.sender.link.droppedMedia, 0
 					for range 64 + phase {
 						s.run(250 * time.Millisecond)
 						if countPlaying(s.targets) < fit {
 							short++
 						}
 					}
-					loss := float64(s.sender.link.dropped-dropped) / float64(s.sender.link.sent-sent)
+					loss := float64(s.sender.link.droppedMedia-dropped) / float64(s.sender.link.sentMedia-sent)
 					moves := len(s.moves)
 					s.setRate(2e6)
 					back := time.Duration(-1)
@@ -574,4 +574,27 @@ func TestResumptionOnALinkWithLittleToSpare(t *testing.T) {
 		t.Errorf("the cheaper stream's lowest layer fits 226 kbit/s (78%% with the audio) and did not resume in 10 s: targets %v, moves %q", s.targets, s.moves[moves:])
 	}
 	t.Logf("resumed %v after the first 2 s at 226 kbit/s; moves %q", resumed, s.moves[moves:])
+}
+
+// A probe that found the link full where it carries what the goal was to
+// show is a success (the move up it was for follows), but no step longer:
+// the next probe waits its back-off, as after a failure, and steps from
+// the measure (a longer step would only queue again).
+func TestFullProbeTakesNoLongerStep(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		l := NewLink()
+		now := 10 * time.Second
+		l.probing, l.successes = true, 1
+		l.est.last = ProbeResult{Goal: 300e3, Measured: 290e3, Success: true, Full: full, At: now}
+		l.judgeProbe(now)
+		if l.proven != 290e3 {
+			t.Errorf("full %v: proven %.0f, want the measure", full, l.proven)
+		}
+		if full && (l.successes != 0 || l.next <= now) {
+			t.Errorf("a full link's success: %d successes in a row, next probe at %v, want 0 and a back-off after %v", l.successes, l.next, now)
+		}
+		if !full && (l.successes != 2 || l.next != now) {
+			t.Errorf("a success: %d successes in a row, next probe at %v, want 2 and at once", l.successes, l.next)
+		}
+	}
 }

@@ -19,12 +19,13 @@ import (
 
 // ProbeResult is a judged probe.
 type ProbeResult struct {
-	Goal     float64 // the rate it was sent at, bits/s
+	Goal     float64 // what it was to show, bits/s (sent at ProbeRate)
 	Measured float64 // what the link carried, bits/s (0: too little came back to tell)
 	Success  bool    // the link carries at least 90% of Goal
-	// Full: it was stopped for its queue; Measured is what the queue
-	// drained at, the link's rate (a success where that is the goal: no
-	// higher goal would succeed now).
+	// Full: the link queued under it (Measured: what its queue drained
+	// at, if it was stopped for it) or carried less than it sent
+	// (Measured: 95% of what arrived); a success where that is what the
+	// goal was to show, but no higher goal would succeed now.
 	Full bool
 	At   time.Duration // when it was judged
 }
@@ -41,9 +42,14 @@ type probe struct {
 	// taken off them).
 	windowBytes, windowLastSize int
 	windowLast                  time.Duration
-	received                    arrivals
-	overuse                     bool
-	past                        bool // an ack sent after until came in: the window's feedback is complete
+	reportedLost                map[time.Duration]bool // by send time
+	// delivered: when the last of them left the bottleneck, on the
+	// sender's clock (sent, and the queue it met: a queue building at the
+	// window's end delays what it carried).
+	delivered time.Duration
+	received  arrivals
+	overuse   bool
+	past      bool // an ack sent after until came in: the window's feedback is complete
 	// The queue it builds: one-way delay over base (the lowest of the
 	// second before it), in a row of queuedRun packets over
 	// probeQueueLimit, stops it.
@@ -152,24 +158,37 @@ func (p *probe) add(a Ack) {
 	if a.Sent < p.from || p.stopped > 0 && a.Sent >= p.stopped {
 		return
 	}
-	p.windowBytes += a.Size
-	if a.Sent >= p.windowLast {
-		p.windowLast, p.windowLastSize = a.Sent, a.Size
+	// A packet reported lost and then received comes twice: sent once.
+	sentBefore := p.reportedLost[a.Sent]
+	if !a.Received {
+		if p.reportedLost == nil {
+			p.reportedLost = map[time.Duration]bool{}
+		}
+		p.reportedLost[a.Sent] = true
 	}
-	// Its rates on its second half: a shaper's token bucket lets the first
-	// part through at the line's rate, whatever the shaper's.
-	if a.Sent < p.from+(p.until-p.from)/2 {
-		return
+	secondHalf := a.Sent >= p.from+(p.until-p.from)/2
+	if !sentBefore {
+		p.windowBytes += a.Size
+		if a.Sent >= p.windowLast {
+			p.windowLast, p.windowLastSize = a.Sent, a.Size
+		}
+		// Its rates on its second half: a shaper's token bucket lets the
+		// first part through at the line's rate, whatever the shaper's.
+		if secondHalf {
+			if p.packets == 0 || a.Sent < p.firstSent {
+				p.firstSent = a.Sent
+			}
+			if a.Sent >= p.lastSent {
+				p.lastSent, p.lastSentSize = a.Sent, a.Size
+			}
+			p.packets++
+			p.sentBytes += a.Size
+		}
 	}
-	if p.packets == 0 || a.Sent < p.firstSent {
-		p.firstSent = a.Sent
+	if a.Received && p.base != noDelay {
+		p.delivered = max(p.delivered, a.Sent+max(0, a.Arrived-a.Sent-p.base))
 	}
-	if a.Sent >= p.lastSent {
-		p.lastSent, p.lastSentSize = a.Sent, a.Size
-	}
-	p.packets++
-	p.sentBytes += a.Size
-	if a.Received {
+	if secondHalf && a.Received {
 		p.received.add(a)
 	}
 }
@@ -206,7 +225,7 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 		// and 95% of this on top made a stream needing 79% of a 232 kbit/s
 		// link wait for a drain rate of 98% of it (14 s paused in a
 		// package run, four probes for it).
-		r.Measured = q
+		r.Measured = min(q, p.windowRate()) // (a run bunched by jitter shows no more than was sent)
 	}
 	// A link that queued under the probe, or carried less than it sent,
 	// is full at what it carried; where that is the goal, the probe showed
@@ -215,6 +234,12 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 	// whose lowest layer fitted a 226 kbit/s link with a fifth to spare
 	// stayed paused for 20 s in a TestShapedReceiver run).
 	r.Success = r.Measured > 0 && r.Measured >= 0.9*p.goal
+	if r.Full {
+		// What the goal was to show (the goal is that and measureMargin):
+		// a full link that shows less moves nothing up, and its "success"
+		// would have the same probe again at once.
+		r.Success = r.Measured >= p.goal/measureMargin
+	}
 	e.last = r
 	e.probeEnd = now + probeDrain
 	if r.Measured <= 0 {
@@ -241,15 +266,25 @@ func (e *Estimator) judgeProbe(now time.Duration) {
 	}
 }
 
-// beyondBucket is the window's send rate less what a shaper's bucket may
-// have passed over the shaper's rate: what the link is shown to carry when
-// all of it arrived without a queue.
+// beyondBucket is what the window's packets took to leave the bottleneck
+// (sent, or delivered if a queue held the last of them), less what a
+// shaper's bucket may have passed over the shaper's rate: what the link
+// is shown to carry.
 func (p *probe) beyondBucket() float64 {
-	d := p.windowLast - p.from
+	d := max(p.windowLast, p.delivered) - p.from
 	if d <= 0 {
 		return 0
 	}
 	return max(0, float64(8*(p.windowBytes-p.windowLastSize-bucketAllowance))/d.Seconds())
+}
+
+// windowRate is the window's send rate (0: too little to tell).
+func (p *probe) windowRate() float64 {
+	d := p.windowLast - p.from
+	if d <= 0 {
+		return 0
+	}
+	return float64(8*(p.windowBytes-p.windowLastSize)) / d.Seconds()
 }
 
 // probeDrain: after a probe is judged, the queue it built drains this long

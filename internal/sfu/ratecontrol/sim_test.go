@@ -30,6 +30,9 @@ type simLink struct {
 	legs      []*simLeg
 	sent      int
 	dropped   int
+	// The media's packets (not a probe's padding): what a loss is
+	// counted in.
+	sentMedia, droppedMedia int
 }
 
 type simLeg struct {
@@ -67,12 +70,19 @@ func (l *simLink) send(now time.Duration, leg, size int) {
 	lg.seq++
 	lg.sent[seq] = SentPacket{At: now, Size: size}
 	l.sent++
+	media := size != paddingSize
+	if media {
+		l.sentMedia++
+	}
 	start := max(now, l.busyUntil)
 	// The queue holds what tbf's latency makes its limit: rate times
 	// latency, and the bucket (tc's q_tbf.c).
 	rate := l.rate(now) / 8 // bytes/s
 	if backlog := rate * (start - now).Seconds(); backlog+float64(size) > rate*l.limit.Seconds()+l.burst {
 		l.dropped++
+		if media {
+			l.droppedMedia++
+		}
 		return // the queue is full
 	}
 	// Tokens gathered since the last packet left, up to the bucket.
