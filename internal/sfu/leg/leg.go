@@ -127,8 +127,11 @@ func (l *Leg) Config() LegConfig { return l.cfg }
 
 // feedback is the receiver's RTCP compound about this leg.
 func (l *Leg) feedback(pkts []rtcp.Packet) {
+	received := l.sender.t.cfg.Now()
 	for _, pkt := range pkts {
 		switch p := pkt.(type) {
+		case *rtcp.ExtendedReport:
+			l.answerReferenceTime(p, received)
 		case *rtcp.TransportLayerNack:
 			var numbers []uint16
 			for _, pair := range p.Nacks {

@@ -544,3 +544,43 @@ func TestRepairQueueBounds(t *testing.T) {
 		t.Error("superseded for the wrong numbers or time")
 	}
 }
+
+// A receiver's reference time report (XR RRTR) is answered at once, to
+// that receiver only, with an XR DLRR naming it: the middle 32 bits of its
+// NTP timestamp and the delay since it, in 1/65536 s (RFC 3611 4.5), from
+// which it takes its round-trip time.
+func TestReferenceTimeAnswered(t *testing.T) {
+	table, plane, _, now := newTable(t)
+	const ntp = 0xe8a1b2c3d4e5f607
+	*now += time.Second
+	must(t, table.cfg.Routes.Feedback(recvA, []rtcp.Packet{
+		&rtcp.ReceiverReport{SSRC: 9},
+		&rtcp.ExtendedReport{SenderSSRC: 9, Reports: []rtcp.ReportBlock{&rtcp.ReceiverReferenceTimeReportBlock{NTPTimestamp: ntp}}},
+	}))
+	if got := plane.legs[recvB].packets(); len(got) != 0 {
+		t.Errorf("B got %d packets for A's report", len(got))
+	}
+	sent := plane.legs[recvA].packets()
+	if len(sent) != 1 {
+		t.Fatalf("A got %d packets, want one XR", len(sent))
+	}
+	pkts, err := rtcp.Unmarshal(sent[0])
+	must(t, err)
+	xr, ok := pkts[0].(*rtcp.ExtendedReport)
+	if !ok || len(pkts) != 1 || len(xr.Reports) != 1 {
+		t.Fatalf("A got %v, want one XR with one block", pkts)
+	}
+	dlrr, ok := xr.Reports[0].(*rtcp.DLRRReportBlock)
+	if !ok || len(dlrr.Reports) != 1 {
+		t.Fatalf("A got a %T, want a DLRR block with one report", xr.Reports[0])
+	}
+	if r := dlrr.Reports[0]; r.SSRC != 9 || r.LastRR != 0xb2c3d4e5 || r.DLRR > 65536/1000 {
+		t.Errorf("DLRR %+v, want SSRC 9, LastRR b2c3d4e5, a delay under 1 ms", r)
+	}
+	// A report without RRTR (a receiver that did not negotiate it) gets
+	// nothing.
+	must(t, table.cfg.Routes.Feedback(recvA, []rtcp.Packet{&rtcp.ReceiverReport{SSRC: 9}}))
+	if len(plane.legs[recvA].packets()) != 1 {
+		t.Error("a receiver report alone was answered")
+	}
+}
