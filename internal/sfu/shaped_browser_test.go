@@ -30,7 +30,8 @@ import (
 //     one duplicate (packetsLost never falls); the senders' targets are
 //     not lowered;
 //   - lifted, P3 is back at the full frame rate within 10 s;
-//   - at 1% loss, no freezes.
+//   - at 1% loss, no freezes (none the loss causes: no more than the
+//     other receiver of the same sender, on its clean link).
 //
 // Where the link cannot carry even the lowest layers with the audio, the
 // video it cannot carry pauses instead (the page is told, audio goes on)
@@ -110,8 +111,15 @@ func shapedReceiver(t *testing.T, c shapedCase) {
 		if back := lifted.after(liftedWithin).Inbound(2, ids[s]); back.FPS < 0.8*full {
 			t.Errorf("lifted: P3 decoded P%d at %.1f fps %v after, the sender's full rate is %.1f", s+1, back.FPS, liftedWithin, full)
 		}
-		if in := lossy.Inbound(2, ids[s]); in.Freezes > 0 || in.Pauses > 0 {
-			t.Errorf("1%% loss: P3's video from P%d froze %v times, paused %v", s+1, in.Freezes, in.Pauses)
+		// The loss freezes nothing: no more than the other receiver of the
+		// same sender froze on its clean link in the same seconds (on this
+		// 2-core VM an encoder short of CPU freezes every receiver: in a
+		// clean-clone make test P2 froze four times receiving P1 at 8-11
+		// fps, P3 twice).
+		in, control := lossy.Inbound(2, ids[s]), lossy.Inbound(1-s, ids[s])
+		if in.Freezes > control.Freezes || in.Pauses > 0 {
+			t.Errorf("1%% loss: P3's video from P%d froze %v times (P%d's, unshaped and lossless, %v), paused %v",
+				s+1, in.Freezes, 2-s, control.Freezes, in.Pauses)
 		}
 	}
 	fit.mu.Lock()
