@@ -63,6 +63,20 @@ func wideThenShaped(t *testing.T, in []Input) *linkSim {
 	return s
 }
 
+// clearUntilTop clears the link (2 Mbit/s) and runs until both streams
+// are at their top, for at most within: how long that took (-1: not
+// within).
+func (s *linkSim) clearUntilTop(within time.Duration) time.Duration {
+	s.setRate(2e6)
+	for step := time.Duration(1); step*250*time.Millisecond <= within; step++ {
+		s.run(250 * time.Millisecond)
+		if s.targets[0] == 2 && s.targets[1] == 2 {
+			return step * 250 * time.Millisecond
+		}
+	}
+	return -1
+}
+
 // shape sets the simulated link's rate and runs d.
 func (s *linkSim) shape(rate float64, d time.Duration) {
 	s.setRate(rate)
@@ -200,15 +214,7 @@ func TestLinkOnATokenBucket(t *testing.T) {
 				t.Errorf("settled on %.0f kbit/s: %.1f%% lost, quarter-seconds paused per stream %v (want %d streams paused), %d moves: %v",
 					c.rate/1000, 100*loss, paused, c.paused, len(s.moves)-moves, s.moves[moves:])
 			}
-			s.setRate(2e6)
-			back := time.Duration(-1)
-			for step := range 40 {
-				s.run(250 * time.Millisecond)
-				if s.targets[0] == 2 && s.targets[1] == 2 {
-					back = time.Duration(step+1) * 250 * time.Millisecond
-					break
-				}
-			}
+			back := s.clearUntilTop(10 * time.Second)
 			if back < 0 {
 				t.Errorf("not back at the top 10 s after the link cleared: targets %v; moves %v", s.targets, s.moves[moves:])
 			}
@@ -508,15 +514,7 @@ func TestLinkClearsAtAnyPhase(t *testing.T) {
 					}
 					loss := float64(s.sender.link.droppedMedia-dropped) / float64(s.sender.link.sentMedia-sent)
 					moves := len(s.moves)
-					s.setRate(2e6)
-					back := time.Duration(-1)
-					for step := range 48 {
-						s.run(250 * time.Millisecond)
-						if s.targets[0] == 2 && s.targets[1] == 2 {
-							back = time.Duration(step+1) * 250 * time.Millisecond
-							break
-						}
-					}
+					back := s.clearUntilTop(12 * time.Second)
 					if short > 0 || loss > 0.01 || back < 0 || back > 10*time.Second {
 						t.Errorf("at %.0f kbit/s, cleared %v into a 2 s span: %d quarter-seconds with fewer than %d streams playing, %.1f%% lost, back at the top after %v (-1ns: not in 12 s): moves %q",
 							rate/1000, time.Duration(phase)*250*time.Millisecond, short, fit, 100*loss, back, s.moves[moves:])
