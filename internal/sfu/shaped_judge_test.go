@@ -77,3 +77,25 @@ func TestPlayingAsTheLinkCarries(t *testing.T) {
 		t.Errorf("P1 paused 12-21 s where L1T2 fits too: %.2f of the samples as carried, want 7 of 16", got)
 	}
 }
+
+// An unshaped receiver's freeze counts against the SFU where a packet was
+// lost or asked again in its interval or the one before; one with every
+// packet there is the machine's.
+func TestFreezesWithLoss(t *testing.T) {
+	var ph phaseSeries
+	ph.Before[0] = pageSample{T: 1000, Inbound: map[string]inboundStreams{"p2": {}}}
+	for sec, v := range []inStats{
+		{FreezeCount: 1},                               // 2 s: on time
+		{FreezeCount: 1, NackCount: 1},                 // 3 s: a NACK, no freeze
+		{FreezeCount: 2, NackCount: 1},                 // 4 s: the NACK a second before
+		{FreezeCount: 2, NackCount: 1},                 // 5 s
+		{FreezeCount: 2, NackCount: 1, PacketsLost: 1}, // 6 s: a loss, no freeze
+		{FreezeCount: 2, NackCount: 1, PacketsLost: 1}, // 7 s
+		{FreezeCount: 4, NackCount: 1, PacketsLost: 1}, // 8 s: two, the loss 2 s before
+	} {
+		ph.Samples[0] = append(ph.Samples[0], pageSample{T: int64(2000 + 1000*sec), Inbound: map[string]inboundStreams{"p2": {Video: v}}})
+	}
+	if withLoss, onTime := ph.freezesWithLoss(0, "p2"); withLoss != 1 || onTime != 3 {
+		t.Errorf("freezes with loss %v, on time %v; want 1 and 3", withLoss, onTime)
+	}
+}
