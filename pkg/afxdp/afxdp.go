@@ -584,6 +584,18 @@ func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 	return c.udp.WriteToUDPAddrPort(b, addr)
 }
 
+// ReadFromAddrPort is ReadFromUDPAddrPort under the name pion/ice's
+// AddrPortReaderWriter has: its UDP mux then reads (and writes) without
+// a net.UDPAddr per datagram, as on a *net.UDPConn.
+func (c *Conn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
+	return c.ReadFromUDPAddrPort(b)
+}
+
+// WriteToAddrPort is WriteToUDPAddrPort (pion/ice's AddrPortReaderWriter).
+func (c *Conn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	return c.udp.WriteToUDPAddrPort(b, addr)
+}
+
 // KernelConn is the kernel socket: for sending (sendmmsg included) and
 // socket options. Reading it takes datagrams away from ReadFrom; closing
 // the Conn closes it.

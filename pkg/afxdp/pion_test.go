@@ -8,11 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/ice/v4"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
+
+// pion's UDP mux reads and writes a Conn by netip.AddrPort, as it does a
+// *net.UDPConn: no net.UDPAddr per datagram.
+var _ ice.AddrPortReaderWriter = (*Conn)(nil)
 
 // pionPeer is a pion/webrtc peer whose ICE runs on conn, closed when the test ends.
 func pionPeer(t *testing.T, conn net.PacketConn, network webrtc.NetworkType) *webrtc.PeerConnection {
