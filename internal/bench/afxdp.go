@@ -63,13 +63,13 @@ type AFXDPReport struct {
 	// MedianRatio is AF_XDP's median receive time over the kernel
 	// socket's (target: at most 0.8); WakeupMedianRatio the same with a
 	// sleeping receiver.
-	MedianRatio       float64       `json:"median_ratio"`
-	WakeupMedianRatio float64       `json:"wakeup_median_ratio"`
-	Pion              []PionResult  `json:"pion"`
+	MedianRatio       float64      `json:"median_ratio"`
+	WakeupMedianRatio float64      `json:"wakeup_median_ratio"`
+	Pion              []PionResult `json:"pion"`
 	// PionRatio is the pion data channel's median throughput through
 	// AF_XDP over the kernel socket's (target: at least 1).
-	PionRatio float64 `json:"pion_ratio"`
-	Elapsed           time.Duration `json:"elapsed_ns"`
+	PionRatio float64       `json:"pion_ratio"`
+	Elapsed   time.Duration `json:"elapsed_ns"`
 }
 
 // ReceiverResult is one receive path.

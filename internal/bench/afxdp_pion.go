@@ -46,7 +46,9 @@ func PionReceiver(rx, addr, offerFile string, bytes, packets int, out io.Writer)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	rec := &pionReceipt{bytesWanted: bytes, packetsWanted: packets, done: make(chan struct{}), latencies: make([]uint64, 0, packets)}
-	peer.OnDataChannel(func(d *webrtc.DataChannel) { d.OnMessage(func(m webrtc.DataChannelMessage) { rec.message(len(m.Data)) }) })
+	peer.OnDataChannel(func(d *webrtc.DataChannel) {
+		d.OnMessage(func(m webrtc.DataChannelMessage) { rec.message(len(m.Data)) })
+	})
 	peer.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 		for {
 			p, _, err := tr.ReadRTP()
