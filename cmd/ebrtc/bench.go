@@ -180,13 +180,14 @@ func runRXProbe(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "UDP address IP:PORT")
 	pingFrom := fs.String("ping-from", "", "network namespace to send ping datagrams from")
 	pings := fs.Int("ping", 0, "ping datagrams to send and read one at a time before the generator's")
+	batch := fs.Int("batch", 0, "read up to this many datagrams a call (AF_XDP ReadBatch, recvmmsg) after the pings; 0: one at a time")
 	offer := fs.String("pion-offer", "", "a pion peer answers the offer in this file (JSON) instead, and receives a data channel and RTP")
 	pionBytes := fs.Int("pion-bytes", 0, "with --pion-offer: data channel bytes to receive")
 	pionPackets := fs.Int("pion-packets", 0, "with --pion-offer: RTP packets to receive")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	run := func() error { return bench.RXProbe(*rx, *listen, *pingFrom, *pings, stdout) }
+	run := func() error { return bench.RXProbe(*rx, *listen, *pingFrom, *pings, *batch, stdout) }
 	if *offer != "" {
 		run = func() error { return bench.PionReceiver(*rx, *listen, *offer, *pionBytes, *pionPackets, stdout) }
 	}

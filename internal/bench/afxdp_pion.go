@@ -232,8 +232,9 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 	if err := out.Wait("answer ", 30*time.Second, p); err != nil {
 		return res, err
 	}
+	var core relayTasks
 	if e.core != nil {
-		if _, err := e.core.pin([]int{p.Pid()}); err != nil {
+		if core, err = e.core.pin([]int{p.Pid()}); err != nil {
 			return res, err
 		}
 	}
@@ -250,7 +251,20 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 	case <-time.After(20 * time.Second):
 		return res, errors.New("data channel not open after 20 s")
 	}
-	if err := sendPion(dc, track, o); err != nil {
+	before, start := uint64(0), time.Now()
+	if e.core != nil {
+		before, _ = runTime(core.tids())
+	}
+	if err := sendData(dc, o.PionBytes); err != nil {
+		return res, err
+	}
+	var busy float64
+	if e.core != nil {
+		if after, err := runTime(core.tids()); err == nil && after > before {
+			busy = float64(after-before) / float64(time.Since(start))
+		}
+	}
+	if err := sendRTP(track, o.PionPackets); err != nil {
 		return res, err
 	}
 	// Done once it has every RTP packet; a lost one (UDP) leaves it to
@@ -267,6 +281,7 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 	if err := json.Unmarshal([]byte(line), &res); err != nil {
 		return res, err
 	}
+	res.ReceiverCore = busy
 	if res.DataChannelBytes < o.PionBytes {
 		return res, fmt.Errorf("data channel: %d of %d bytes", res.DataChannelBytes, o.PionBytes)
 	}
@@ -296,25 +311,36 @@ func writeOffer(sender *webrtc.PeerConnection, dir string) (string, error) {
 	return file, os.WriteFile(file, b, 0o600)
 }
 
-// sendPion sends o.PionBytes on the data channel (at most 4 MiB buffered),
-// then o.PionPackets RTP packets at 1 kHz, each stamped with its send time.
-func sendPion(dc *webrtc.DataChannel, track *webrtc.TrackLocalStaticRTP, o AFXDPOptions) error {
+// sendData sends n bytes on the data channel (at most 4 MiB buffered)
+// and waits until they have left its buffer.
+func sendData(dc *webrtc.DataChannel, n int) error {
 	payload := make([]byte, pionMessage)
 	deadline := time.Now().Add(60 * time.Second)
-	for sent := 0; sent < o.PionBytes; sent += pionMessage {
-		for dc.BufferedAmount() > 4<<20 {
+	wait := func(buffered uint64) error {
+		for dc.BufferedAmount() > buffered {
 			if time.Now().After(deadline) {
 				return errors.New("data channel: still buffered after 60 s")
 			}
 			time.Sleep(200 * time.Microsecond)
 		}
+		return nil
+	}
+	for sent := 0; sent < n; sent += pionMessage {
+		if err := wait(4 << 20); err != nil {
+			return err
+		}
 		if err := dc.Send(payload); err != nil {
 			return err
 		}
 	}
+	return wait(0)
+}
+
+// sendRTP sends n RTP packets at 1 kHz, each stamped with its send time.
+func sendRTP(track *webrtc.TrackLocalStaticRTP, n int) error {
 	buf := make([]byte, 1000)
 	next := time.Now()
-	for i := range o.PionPackets {
+	for i := range n {
 		binary.BigEndian.PutUint64(buf, monotonicNs())
 		p := rtp.Packet{Header: rtp.Header{Version: 2, SequenceNumber: uint16(i), Timestamp: uint32(i * 90)}, Payload: buf}
 		if err := track.WriteRTP(&p); err != nil {

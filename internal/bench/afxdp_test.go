@@ -35,7 +35,7 @@ func TestAFXDPBenchSmoke(t *testing.T) {
 	}
 	for _, r := range rep.Receivers {
 		if r.ReceiveP50Ns <= 0 || r.ReceiveP99Ns < r.ReceiveP50Ns || r.OneWayP50Ns < r.ReceiveP50Ns || r.PPS < 1000 ||
-			r.Samples < o.Packets*9/10 {
+			r.Samples < o.Packets*9/10 || r.BatchPPS < 1000 || r.CoreNsPerDatagram <= 0 || r.BatchCoreNsPerDatagram <= 0 {
 			t.Errorf("%s: implausible result %+v", r.Name, r)
 		}
 		if r.Name == "afxdp" && r.Mode != "copy" {
@@ -43,16 +43,21 @@ func TestAFXDPBenchSmoke(t *testing.T) {
 		}
 	}
 	for _, p := range rep.Pion {
-		if p.DataChannelMbps <= 0 || p.RTPPacketsReceived < o.PionPackets*9/10 || p.RTPLatencyP50Ns <= 0 {
+		if p.DataChannelMbps <= 0 || p.DataChannelBytes < o.PionBytes || p.RTPPacketsReceived < o.PionPackets*9/10 || p.RTPLatencyP50Ns <= 0 || p.Rounds != o.Rounds {
 			t.Errorf("pion %s: implausible result %+v", p.Name, p)
 		}
+	}
+	// The paced blast: the kernel socket's rate, every datagram counted
+	// on one path or the other (the generator's count is what it sent).
+	if b := rep.AtKernelRate; b.Rate != rep.Receivers[1].PPS || b.Sent <= 0 || b.Received == 0 || b.Received > uint64(b.Sent) {
+		t.Errorf("blast at the kernel socket's rate: %+v (kernel blast %.0f/s)", b, rep.Receivers[1].PPS)
 	}
 	if rep.MedianRatio <= 0 {
 		t.Errorf("no ratio")
 	}
 	var sb strings.Builder
 	rep.WriteTable(&sb)
-	if !strings.Contains(sb.String(), "afxdp/kernel") || !strings.Contains(sb.String(), "pion receiver") {
+	if !strings.Contains(sb.String(), "afxdp/kernel") || !strings.Contains(sb.String(), "pion receiver") || !strings.Contains(sb.String(), "batch reads") {
 		t.Errorf("table:\n%s", sb.String())
 	}
 	checkFiles(t, rep, dir, "receivers", []string{"name", "receive_p50_ns", "receive_p99_ns", "pps"})

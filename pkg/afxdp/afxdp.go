@@ -145,7 +145,7 @@ func (c *Conn) attach(names []string, lc *ListenConfig, bindings []binding) erro
 	c.frames = make(chan frameRef, frames)
 	c.kernel = make(chan kernelDatagram, 64)
 	if len(c.ifaces) == 1 && len(c.ifaces[0].queues) == 1 {
-		c.direct, c.descs = c.ifaces[0].queues[0], make([]xsk.Desc, 64)
+		c.direct, c.descs, c.done = c.ifaces[0].queues[0], make([]xsk.Desc, 64), make([]uint64, 0, 64)
 	} else {
 		for _, it := range c.ifaces {
 			c.ns.ensureRunners(it)
@@ -256,6 +256,7 @@ type Conn struct {
 	// with one RX queue); descs are the reader's for polling.
 	direct          *queue
 	descs           []xsk.Desc
+	done            []uint64 // frames ReadBatch read, for the fill ring (the poller's)
 	polling, wakeup atomic.Bool
 
 	mu      sync.RWMutex // held for reading while a frame is delivered or read
@@ -480,29 +481,9 @@ func (c *Conn) wake() {
 // readFrame copies a frame's payload out, checks it as the kernel would,
 // and gives the frame back.
 func (c *Conn) readFrame(f frameRef, b []byte) (int, netip.AddrPort, uint64, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	defer f.q.recycle(f.desc.Addr) // a no-op once the queue closes
-	if c.closed {
-		// Its queue may be closing: the frame is not read.
-		return 0, netip.AddrPort{}, 0, false
-	}
-	frame, err := f.q.sock.Frame(f.desc)
-	if err != nil {
-		c.malformed.Add(1)
-		return 0, netip.AddrPort{}, 0, false
-	}
-	from, payload, err := parseFrame(frame, c.v6Socket)
-	switch {
-	case errors.Is(err, errChecksum):
-		c.badChecksum.Add(1)
-		return 0, netip.AddrPort{}, 0, false
-	case err != nil:
-		c.malformed.Add(1)
-		return 0, netip.AddrPort{}, 0, false
-	}
-	c.viaXDP.Add(1)
-	return copy(b, payload), from, binary.NativeEndian.Uint64(frame[metaArrival:]), true
+	m := Message{Buf: b}
+	ok := c.readInto(&m, f)
+	return m.N, m.Addr, m.Arrival, ok
 }
 
 var (

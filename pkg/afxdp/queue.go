@@ -144,16 +144,19 @@ func (q *queue) release() {
 	}
 }
 
-// recycle gives a frame back to the kernel, then its credit to the
+// recycle gives frames back to the kernel, then their credits to the
 // classifier; nothing once the queue is closing (its rings go away).
-func (q *queue) recycle(addr uint64) {
+func (q *queue) recycle(addrs ...uint64) {
+	if len(addrs) == 0 {
+		return
+	}
 	q.fillMu.Lock()
 	defer q.fillMu.Unlock()
 	if q.stopping.Load() {
 		return
 	}
-	if q.sock.Fill(addr) == 1 {
-		atomic.AddInt64(q.credit, 1)
+	if n := q.sock.Fill(addrs...); n > 0 {
+		atomic.AddInt64(q.credit, int64(n))
 	}
 }
 
