@@ -12,6 +12,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
 // Plane is what the SFU asks of a data plane, in the kernel or not.
@@ -57,9 +58,9 @@ type UserConfig struct {
 	Readers map[*net.UDPConn]DatagramReader
 }
 
-// DatagramReader receives datagrams one at a time.
+// DatagramReader receives datagrams a batch at a time (an AF_XDP conn).
 type DatagramReader interface {
-	ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error)
+	ReadBatch(ms []afxdp.Message) (int, error)
 	Close() error
 }
 
@@ -309,21 +310,26 @@ func closeConns(conns map[netip.AddrPort]*mediaConn) []error {
 
 func (u *User) count(o Outcome, bytes int) { u.counts[o].add(bytes) }
 
-// serve reads a socket until it is closed, in batches (recvmmsg) or from
-// its reader, handing each datagram to handle with a scratch batch.
+// serve reads a socket until it is closed, in batches (recvmmsg, or its
+// reader's ReadBatch), handing each datagram to handle with a scratch batch.
 func serve(c *mediaConn, handle func(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch)) {
 	b := newReplicaBatch()
 	if c.reader != nil {
-		buf := make([]byte, maxDatagram)
+		ms := make([]afxdp.Message, userBatch)
+		for i := range ms {
+			ms[i].Buf = make([]byte, maxDatagram)
+		}
 		for {
-			n, from, err := c.reader.ReadFromUDPAddrPort(buf)
+			n, err := c.reader.ReadBatch(ms)
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
 					return
 				}
 				continue
 			}
-			handle(c, buf[:n], unmapped(from), b)
+			for _, m := range ms[:n] {
+				handle(c, m.Buf[:m.N], unmapped(m.Addr), b)
+			}
 		}
 	}
 	msgs := make([]ipv4.Message, userBatch)
