@@ -51,6 +51,8 @@ func (c *Conn) readReady(ms []Message) int {
 	n := 0
 	for n < len(ms) {
 		select {
+		case <-c.closing:
+			return n
 		case f := <-c.frames:
 			if c.readInto(&ms[n], f) {
 				n++
@@ -66,10 +68,16 @@ func (c *Conn) readReady(ms []Message) int {
 		if q == nil || !q.pollMu.TryLock() {
 			return n
 		}
+		if q.stopping.Load() { // closed under us: its rings are gone
+			q.release()
+			return n
+		}
 		got, taken := c.receiveInto(q, ms[n:])
 		q.release()
 		n += got
-		if taken == 0 {
+		// Done when the ring is empty, or held nothing for c (the others'
+		// frames are their readers' to wait for, not this batch's).
+		if taken == 0 || (got == 0 && len(c.frames) == 0) {
 			return n
 		}
 	}
@@ -85,19 +93,17 @@ func (c *Conn) receiveInto(q *queue, ms []Message) (filled, taken int) {
 	descs := c.descs[:min(len(c.descs), len(ms))]
 	taken = q.sock.Receive(descs)
 	queued := len(c.frames) > 0
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	done := c.done[:0]
 	for _, d := range descs[:taken] {
 		to := q.route(d)
-		if to != c || queued || c.closed {
+		if to != c || queued {
 			if to == c {
 				queued = true
 			}
-			q.handOn(to, d)
+			q.handOn(to, d) // (takes the conn's c.mu: not held here)
 			continue
 		}
-		if c.parseInto(&ms[filled], q, d) {
+		if c.readIntoKept(&ms[filled], q, d) {
 			filled++
 		}
 		done = append(done, d.Addr)
@@ -110,10 +116,17 @@ func (c *Conn) receiveInto(q *queue, ms []Message) (filled, taken int) {
 // readInto reads a queued frame into m and gives the frame back; false if
 // it was not a sound datagram (counted) or the conn is closing.
 func (c *Conn) readInto(m *Message, f frameRef) bool {
+	defer f.q.recycle(f.desc.Addr)
+	return c.readIntoKept(m, f.q, f.desc)
+}
+
+// readIntoKept reads frame d into m unless the conn is closing (its
+// queue may be closing: the frame is not read); the caller gives the
+// frame back.
+func (c *Conn) readIntoKept(m *Message, q *queue, d xsk.Desc) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	defer f.q.recycle(f.desc.Addr)
-	return !c.closed && c.parseInto(m, f.q, f.desc)
+	return !c.closed && c.parseInto(m, q, d)
 }
 
 // parseInto copies frame d's payload into m if it is a sound datagram,
