@@ -99,7 +99,7 @@ const decisionLogMax = 256 << 10
 // kept, everything to full (if set).
 type decisionHandler struct{ kept, full slog.Handler }
 
-var decisionMessages = map[string]bool{"layer switch": true, "link allocation": true, "link estimate": true, "probe": true}
+var decisionMessages = map[string]bool{"layer switch": true, "link allocation": true, "link estimate": true, "probe": true, "probe judged": true}
 
 func (h decisionHandler) Enabled(context.Context, slog.Level) bool { return true }
 
