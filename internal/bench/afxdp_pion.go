@@ -109,20 +109,11 @@ func answerOffer(peer *webrtc.PeerConnection, file string) ([]byte, error) {
 	if err := peer.SetRemoteDescription(offer); err != nil {
 		return nil, err
 	}
-	answer, err := peer.CreateAnswer(nil)
+	answer, err := testbed.Describe(peer, testbed.Answer)
 	if err != nil {
 		return nil, err
 	}
-	gathered := webrtc.GatheringCompletePromise(peer)
-	if err := peer.SetLocalDescription(answer); err != nil {
-		return nil, err
-	}
-	select {
-	case <-gathered:
-	case <-time.After(10 * time.Second):
-		return nil, errors.New("ICE gathering not complete after 10 s")
-	}
-	return json.Marshal(peer.LocalDescription())
+	return json.Marshal(answer)
 }
 
 // pionReceipt is what the receiving peer has taken so far.
@@ -290,20 +281,11 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 
 // writeOffer writes the sender's offer, ICE gathered, to a file in dir.
 func writeOffer(sender *webrtc.PeerConnection, dir string) (string, error) {
-	offer, err := sender.CreateOffer(nil)
+	offer, err := testbed.Describe(sender, testbed.Offer)
 	if err != nil {
 		return "", err
 	}
-	gathered := webrtc.GatheringCompletePromise(sender)
-	if err := sender.SetLocalDescription(offer); err != nil {
-		return "", err
-	}
-	select {
-	case <-gathered:
-	case <-time.After(10 * time.Second):
-		return "", errors.New("ICE gathering not complete after 10 s")
-	}
-	b, err := json.Marshal(sender.LocalDescription())
+	b, err := json.Marshal(offer)
 	if err != nil {
 		return "", err
 	}

@@ -27,30 +27,14 @@ func PionPeer(conn net.PacketConn, network webrtc.NetworkType) (*webrtc.PeerConn
 // ConnectPeers does offer/answer between two peers of this process (full
 // ICE gathering first: no trickle).
 func ConnectPeers(offerer, answerer *webrtc.PeerConnection) error {
-	describe := func(pc *webrtc.PeerConnection, create func(*webrtc.PeerConnection) (webrtc.SessionDescription, error)) (*webrtc.SessionDescription, error) {
-		d, err := create(pc)
-		if err != nil {
-			return nil, err
-		}
-		gathered := webrtc.GatheringCompletePromise(pc)
-		if err := pc.SetLocalDescription(d); err != nil {
-			return nil, err
-		}
-		select {
-		case <-gathered:
-		case <-time.After(10 * time.Second):
-			return nil, errors.New("ICE gathering not complete after 10 s")
-		}
-		return pc.LocalDescription(), nil
-	}
-	offer, err := describe(offerer, func(pc *webrtc.PeerConnection) (webrtc.SessionDescription, error) { return pc.CreateOffer(nil) })
+	offer, err := Describe(offerer, Offer)
 	if err != nil {
 		return fmt.Errorf("offer: %w", err)
 	}
 	if err := answerer.SetRemoteDescription(*offer); err != nil {
 		return fmt.Errorf("offer: %w", err)
 	}
-	answer, err := describe(answerer, func(pc *webrtc.PeerConnection) (webrtc.SessionDescription, error) { return pc.CreateAnswer(nil) })
+	answer, err := Describe(answerer, Answer)
 	if err != nil {
 		return fmt.Errorf("answer: %w", err)
 	}
@@ -58,4 +42,29 @@ func ConnectPeers(offerer, answerer *webrtc.PeerConnection) error {
 		return fmt.Errorf("answer: %w", err)
 	}
 	return nil
+}
+
+// Offer and Answer create a peer's description, for Describe.
+func Offer(pc *webrtc.PeerConnection) (webrtc.SessionDescription, error) { return pc.CreateOffer(nil) }
+func Answer(pc *webrtc.PeerConnection) (webrtc.SessionDescription, error) {
+	return pc.CreateAnswer(nil)
+}
+
+// Describe creates pc's description, sets it, and returns it once ICE has
+// gathered (no trickle).
+func Describe(pc *webrtc.PeerConnection, create func(*webrtc.PeerConnection) (webrtc.SessionDescription, error)) (*webrtc.SessionDescription, error) {
+	d, err := create(pc)
+	if err != nil {
+		return nil, err
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(d); err != nil {
+		return nil, err
+	}
+	select {
+	case <-gathered:
+	case <-time.After(10 * time.Second):
+		return nil, errors.New("ICE gathering not complete after 10 s")
+	}
+	return pc.LocalDescription(), nil
 }
