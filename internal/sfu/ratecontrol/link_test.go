@@ -475,10 +475,13 @@ func TestResumptionProbeWithinTheLink(t *testing.T) {
 // the audio, as TestShapedReceiver judges), shaped for 16 s and cleared at
 // each quarter-second of a 2 s span, as a probe's cycle may meet the
 // clearing: every stream whose lowest layer fits plays, next to nothing is
-// lost, and both are back at the top within 10 s of the clearing, at
-// every phase. (Before a probe's bucket allowance made one-second probes
-// safe to resume on, a paused stream's resumption took a three-second
-// probe, and 48 of these 144 runs were back late, 15 not within 12 s.)
+// lost, and both are back at the top within 9 s of the clearing, at
+// every phase (a browser shows it a second or so later: the
+// shaped-receiver test wants the full frame rate 10 s after). Before a
+// probe's bucket allowance made one-second probes safe to resume on, a
+// paused stream's resumption took a three-second probe, and 48 of these
+// 144 runs were back late, 15 not within 12 s; before a move up a probe
+// led let the next probe go at once, the worst was 9.5 s.
 func TestLinkClearsAtAnyPhase(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -515,7 +518,7 @@ func TestLinkClearsAtAnyPhase(t *testing.T) {
 					loss := float64(s.sender.link.droppedMedia-dropped) / float64(s.sender.link.sentMedia-sent)
 					moves := len(s.moves)
 					back := s.clearUntilTop(12 * time.Second)
-					if short > 0 || loss > 0.01 || back < 0 || back > 10*time.Second {
+					if short > 0 || loss > 0.01 || back < 0 || back > 9*time.Second {
 						t.Errorf("at %.0f kbit/s, cleared %v into a 2 s span: %d quarter-seconds with fewer than %d streams playing, %.1f%% lost, back at the top after %v (-1ns: not in 12 s): moves %q",
 							rate/1000, time.Duration(phase)*250*time.Millisecond, short, fit, 100*loss, back, s.moves[moves:])
 					}
