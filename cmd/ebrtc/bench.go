@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/bench"
 	sfudataplane "github.com/ebrtc/ebrtc/internal/sfu/dataplane"
@@ -169,6 +170,24 @@ func runReport(stdout, stderr io.Writer, jsonPath, plotPath string, run func(con
 			fmt.Fprintf(stderr, "ebrtc bench: %v\n", err)
 			return 1
 		}
+	}
+	return 0
+}
+
+func runTXProbe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tx-probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	tx := fs.String("tx", "sendmmsg", "transmit path: sendmmsg, gso or afxdp")
+	from := fs.String("from", "", "UDP address IP:PORT to send from")
+	to := fs.String("to", "", "UDP address IP:PORT to send to")
+	size := fs.Int("size", 1200, "datagram payload bytes")
+	d := fs.Duration("duration", time.Second, "how long to send")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := bench.TXProbe(*tx, *from, *to, *size, *d, stdout); err != nil {
+		fmt.Fprintln(stderr, "ebrtc tx-probe:", err)
+		return 1
 	}
 	return 0
 }

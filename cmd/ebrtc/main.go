@@ -26,6 +26,7 @@ var commands = []command{
 	{"top", "live view of a running turn, offload or sfu server (its admin endpoint)", runTop},
 	{"bench", "benchmark TURN relays on a namespace testbed (needs root)", runBench},
 	{"rx-probe", "receive for ebrtc bench --afxdp: one receive path, per-datagram times (needs root)", runRXProbe},
+	{"tx-probe", "send for ebrtc bench --afxdp: one transmit path's blast (needs root)", runTXProbe},
 	{"profile", "charge a loaded BPF program's perf samples to its source lines (needs root)", runProfile},
 	{"demo", "show the fast path on a namespace testbed (needs root)", runDemo},
 	{"version", "print the version", runVersion},

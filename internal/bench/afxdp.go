@@ -71,8 +71,13 @@ type AFXDPReport struct {
 	AtKernelRate PacedBlast `json:"at_kernel_rate"`
 	// PionRatio is the pion data channel's median throughput through
 	// AF_XDP over the kernel socket's (target: at least 1).
-	PionRatio float64       `json:"pion_ratio"`
-	Elapsed   time.Duration `json:"elapsed_ns"`
+	PionRatio float64 `json:"pion_ratio"`
+	// Senders: the transmit paths' blasts (AF_XDP's TX ring, sendmmsg,
+	// UDP GSO); TXCoreRatio is sendmmsg's core time a datagram over
+	// AF_XDP's (above 1: AF_XDP sends more a core).
+	Senders     []SenderResult `json:"senders"`
+	TXCoreRatio float64        `json:"tx_core_ratio,omitempty"`
+	Elapsed     time.Duration  `json:"elapsed_ns"`
 }
 
 // ReceiverResult is one receive path.
@@ -435,6 +440,12 @@ func RunAFXDP(ctx context.Context, bin string, o AFXDPOptions) (*AFXDPReport, er
 		return nil, err
 	}
 	rep.PionRatio = rep.Pion[0].DataChannelMbps / rep.Pion[1].DataChannelMbps
+	if rep.Senders, err = compareSenders(e, o); err != nil {
+		return nil, err
+	}
+	if x, k := rep.sender("afxdp").CoreNsPerDatagram, rep.sender("sendmmsg").CoreNsPerDatagram; x > 0 {
+		rep.TXCoreRatio = k / x
+	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
@@ -751,6 +762,7 @@ func (rep *AFXDPReport) WriteTable(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "  pion data channel afxdp/kernel %.2f (medians; target at least 1.00: %s)\n", rep.PionRatio,
 		map[bool]string{true: "met", false: "MISSED"}[rep.PionRatio >= 1])
+	rep.writeSenders(w)
 	fmt.Fprintf(w, "elapsed %v\n", rep.Elapsed.Round(time.Second))
 }
 

@@ -55,9 +55,20 @@ func TestAFXDPBenchSmoke(t *testing.T) {
 	if rep.MedianRatio <= 0 {
 		t.Errorf("no ratio")
 	}
+	// The senders: every path's blast arrived (99% at least, counted by the
+	// client's UDP layer), without a checksum error.
+	if len(rep.Senders) != len(txPaths) || rep.TXCoreRatio <= 0 {
+		t.Errorf("senders %+v, core ratio %v", rep.Senders, rep.TXCoreRatio)
+	}
+	for _, s := range rep.Senders {
+		if s.Sent < 1000 || s.Arrived > s.Sent || 100*s.Arrived < 99*s.Sent || s.ChecksumErrors != 0 || s.CoreNsPerDatagram <= 0 {
+			t.Errorf("sender %s: implausible result %+v", s.Name, s)
+		}
+	}
 	var sb strings.Builder
 	rep.WriteTable(&sb)
-	if !strings.Contains(sb.String(), "afxdp/kernel") || !strings.Contains(sb.String(), "pion receiver") || !strings.Contains(sb.String(), "batch reads") {
+	if !strings.Contains(sb.String(), "afxdp/kernel") || !strings.Contains(sb.String(), "pion receiver") || !strings.Contains(sb.String(), "batch reads") ||
+		!strings.Contains(sb.String(), "transmit afxdp/sendmmsg") {
 		t.Errorf("table:\n%s", sb.String())
 	}
 	checkFiles(t, rep, dir, "receivers", []string{"name", "receive_p50_ns", "receive_p99_ns", "pps"})

@@ -16,6 +16,9 @@ var (
 	afxdpOutcomesDesc = prometheus.NewDesc("ebrtc_afxdp_outcome_packets_total",
 		"The XDP classifier's verdicts on the datagrams for a conn (its local address), by outcome (redirect, or why it passed them to the kernel socket).",
 		[]string{"addr", "outcome"}, nil)
+	afxdpSentDesc = prometheus.NewDesc("ebrtc_afxdp_sent_total",
+		"Datagrams an AF_XDP conn sent with WriteBatch, by local address and path: xdp (its AF_XDP socket's TX ring), or why the kernel socket sent it (route, neighbour, confirm, interface, egress, too_long, ring_full, socket_options).",
+		[]string{"addr", "path"}, nil)
 )
 
 // AFXDPCollector exports the counters of AF_XDP conns.
@@ -30,6 +33,7 @@ func (c *AFXDPCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- afxdpDatagramsDesc
 	ch <- afxdpDroppedDesc
 	ch <- afxdpOutcomesDesc
+	ch <- afxdpSentDesc
 }
 
 func (c *AFXDPCollector) Collect(ch chan<- prometheus.Metric) {
@@ -50,6 +54,10 @@ func (c *AFXDPCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(afxdpDroppedDesc, st.Sockets.RxDropped, "kernel_dropped")
 		for name, o := range st.Outcomes {
 			counter(afxdpOutcomesDesc, o.Packets, name)
+		}
+		counter(afxdpSentDesc, st.Sent.ViaXDP, "xdp")
+		for why, n := range st.Sent.ViaKernel {
+			counter(afxdpSentDesc, n, why)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -291,31 +292,65 @@ func (s *Socket) Frame(d Desc) ([]byte, error) {
 // then wakes the kernel if it asks (always in copy mode). It reclaims
 // completed frames first.
 func (s *Socket) Send(p []byte) error {
-	if s.tx == nil {
-		return errors.New("xsk: no TX ring (Config.TXFrames is 0)")
-	}
-	s.Complete()
-	if len(p) > s.cfg.FrameSize {
+	if s.tx != nil && len(p) > s.cfg.FrameSize {
 		return fmt.Errorf("xsk: %d bytes exceed a %d-byte frame", len(p), s.cfg.FrameSize)
 	}
-	if len(s.txFree) == 0 || s.tx.free(1) == 0 {
+	n, err := s.SendFrames(1, func(_ int, frame []byte) int { return copy(frame, p) })
+	if err == nil && n == 0 {
 		return unix.ENOBUFS
 	}
-	addr := s.txFree[len(s.txFree)-1]
-	s.txFree = s.txFree[:len(s.txFree)-1]
-	copy(s.umem[addr:], p)
-	*s.tx.desc(s.tx.cachedProd) = Desc{Addr: addr, Len: uint32(len(p))}
-	s.tx.submit(1)
-	if !s.cfg.NoNeedWakeup && !s.tx.needsWakeup() {
-		return nil
+	return err
+}
+
+// SendFrames queues up to n frames on the TX ring, frame i written by
+// fill into a free send frame (FrameSize bytes; it returns the length),
+// and wakes the kernel once they are all queued. It reclaims completed
+// frames first, and returns how many it queued: fewer than n when the
+// send frames or the ring run out (the kernel has not completed them).
+func (s *Socket) SendFrames(n int, fill func(i int, frame []byte) int) (int, error) {
+	if s.tx == nil {
+		return 0, errors.New("xsk: no TX ring (Config.TXFrames is 0)")
 	}
-	_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
-	switch errno {
-	case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.ENETDOWN:
-		// Queued; the kernel sends it at the next wakeup.
-		return nil
+	s.Complete()
+	n = min(n, len(s.txFree), int(s.tx.free(uint32(n))))
+	if n == 0 {
+		return 0, nil
 	}
-	return fmt.Errorf("xsk: kick TX: %w", errno)
+	size := uint64(s.cfg.FrameSize)
+	for i := range n {
+		addr := s.txFree[len(s.txFree)-1-i]
+		l := fill(i, s.umem[addr:addr+size:addr+size])
+		*s.tx.desc(s.tx.cachedProd + uint32(i)) = Desc{Addr: addr, Len: uint32(l)}
+	}
+	s.txFree = s.txFree[:len(s.txFree)-n]
+	s.tx.submit(uint32(n))
+	return n, s.kick()
+}
+
+// kick wakes the kernel to send what the TX ring holds, if it asks. In
+// copy mode a wakeup sends a bounded batch (32 frames) and says EAGAIN
+// while more wait: it goes on until the ring is empty or no wakeup moves
+// it on.
+func (s *Socket) kick() error {
+	for range 2 + s.cfg.TXFrames/16 {
+		if !s.cfg.NoNeedWakeup && !s.tx.needsWakeup() {
+			return nil
+		}
+		before := atomic.LoadUint32(s.tx.consumer)
+		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
+		case unix.ENETDOWN:
+			return nil // queued: sent when the link is up
+		default:
+			return fmt.Errorf("xsk: kick TX: %w", errno)
+		}
+		after := atomic.LoadUint32(s.tx.consumer)
+		if after == s.tx.cachedProd || after == before && errno != 0 {
+			return nil // all taken, or the kernel takes no more now (sent at the next wakeup)
+		}
+	}
+	return nil
 }
 
 // Complete takes sent frames back off the completion ring; it returns how many.

@@ -267,6 +267,8 @@ type Conn struct {
 
 	deadline deadline
 
+	tx transmit // WriteBatch's
+
 	viaXDP      atomic.Uint64
 	viaKernel   atomic.Uint64
 	badChecksum atomic.Uint64
@@ -527,25 +529,7 @@ func parseFrame(frame []byte, v6Socket bool) (netip.AddrPort, []byte, error) {
 // pseudo-header sum, in memory order as it does: a sound datagram folds
 // to all ones.
 func checksumOK(pseudo uint16, udp []byte) bool {
-	sum := uint64(pseudo)
-	i := 0
-	for ; i+8 <= len(udp); i += 8 {
-		w := binary.NativeEndian.Uint64(udp[i:])
-		sum += w & 0xffffffff
-		sum += w >> 32
-	}
-	for ; i+2 <= len(udp); i += 2 {
-		sum += uint64(binary.NativeEndian.Uint16(udp[i:]))
-	}
-	if i < len(udp) {
-		var last [2]byte
-		last[0] = udp[i]
-		sum += uint64(binary.NativeEndian.Uint16(last[:]))
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return sum == 0xffff
+	return fold(sumNative(udp, uint64(pseudo))) == 0xffff
 }
 
 // ReadFrom reads the next datagram (net.PacketConn).

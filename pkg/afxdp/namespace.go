@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/egress"
 	"github.com/ebrtc/ebrtc/internal/forwarding"
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/slots"
@@ -45,7 +46,8 @@ func metaOK(frame []byte) bool { return len(frame) >= metaSize+8 && frame[metaVe
 // sockets), and the registered ports. It is loaded with the first conn and
 // removed with the last.
 type namespace struct {
-	id      uint64 // the namespace's inode
+	id      uint64            // the namespace's inode
+	egress  *egress.Namespace // WriteBatch's route and egress questions are asked there
 	objs    xskrxObjects
 	credits []byte // rx_credits, mmapped: one int64 per XSK slot
 	restore func() error
@@ -122,6 +124,9 @@ func loadNamespace(id uint64) (ns *namespace, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: map credits: %w", err)
 	}
+	if ns.egress, err = egress.CurrentNamespace(); err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
 	// The route lookups (local destination, reverse path) ask as if from
 	// loopback, which must forward for bpf_fib_lookup to answer.
 	if ns.restore, err = forwarding.Enable("lo"); err != nil {
@@ -138,6 +143,9 @@ func (ns *namespace) close() error {
 	}
 	if ns.restore != nil {
 		errs = append(errs, ns.restore())
+	}
+	if ns.egress != nil {
+		errs = append(errs, ns.egress.Close())
 	}
 	errs = append(errs, ns.objs.Close())
 	return errors.Join(errs...)

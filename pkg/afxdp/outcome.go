@@ -48,6 +48,8 @@ type Stats struct {
 	// classifier's attachment, "native" or "generic" (by interface).
 	Mode    string
 	XDPMode map[string]string
+	// Sent counts what WriteBatch sent, by path.
+	Sent SendStats
 }
 
 // SocketStats are AF_XDP socket counters (XDP_STATISTICS) and the
@@ -60,7 +62,7 @@ type SocketStats struct {
 // Stats reads the conn's counters.
 func (c *Conn) Stats() (Stats, error) {
 	st := Stats{ViaXDP: c.viaXDP.Load(), ViaKernel: c.viaKernel.Load(), BadChecksum: c.badChecksum.Load(),
-		Malformed: c.malformed.Load(), XDPMode: map[string]string{}}
+		Malformed: c.malformed.Load(), XDPMode: map[string]string{}, Sent: c.tx.sendStats()}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {

@@ -27,6 +27,7 @@ type queue struct {
 	credit *int64
 
 	fillMu sync.Mutex // the fill ring has one producer at a time
+	txMu   sync.Mutex // so has the TX ring (WriteBatch)
 
 	running bool          // a goroutine consumes it (else readers poll it); under ns.mu
 	pollMu  sync.Mutex    // held by whoever consumes the RX ring: a reader, or the goroutine for good
@@ -42,7 +43,7 @@ type queue struct {
 func openQueue(ns *namespace, ifindex, q int, slot uint32, polled bool, cfg *ListenConfig) (_ *queue, err error) {
 	// A slot's credit from a socket before: none until this one is filled.
 	atomic.StoreInt64(ns.credit(slot), 0)
-	sock, err := xsk.Open(ifindex, q, xsk.Config{Frames: cfg.frames(), FrameSize: frameSize, Mode: cfg.Mode})
+	sock, err := xsk.Open(ifindex, q, xsk.Config{Frames: cfg.frames(), FrameSize: frameSize, TXFrames: txFrames, Mode: cfg.Mode})
 	if err != nil {
 		return nil, err
 	}

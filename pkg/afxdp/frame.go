@@ -1,0 +1,115 @@
+package afxdp
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/ebrtc/ebrtc/internal/egress"
+)
+
+// Header lengths of a sent frame.
+const (
+	ethLen  = 14
+	ipv4Len = 20
+	ipv6Len = 40
+	udpLen  = 8
+)
+
+// ipOptions are the kernel socket's settings a frame's IP header carries,
+// as the kernel would write them for that socket.
+type ipOptions struct {
+	ttl, tos       uint8 // IPv4
+	hops, tclass   uint8 // IPv6
+	dontFragmentOK bool  // IPv4 datagrams go with DF (path MTU discovery on), as built here
+}
+
+// frameLen is the frame a datagram of n bytes to dst makes.
+func frameLen(dst netip.Addr, n int) int {
+	if dst.Is4() {
+		return ethLen + ipv4Len + udpLen + n
+	}
+	return ethLen + ipv6Len + udpLen + n
+}
+
+// writeFrame writes the Ethernet frame of a UDP datagram from src to dst
+// (both of one family, unmapped) along p into f, checksums computed, and
+// returns its length. f holds frameLen.
+func writeFrame(f []byte, p *egress.Path, src, dst netip.AddrPort, payload []byte, o *ipOptions) int {
+	copy(f[0:6], p.DstMAC[:])
+	copy(f[6:12], p.SrcMAC[:])
+	ulen := udpLen + len(payload)
+	var udp []byte
+	var pseudo uint64
+	if dst.Addr().Is4() {
+		binary.BigEndian.PutUint16(f[12:], 0x0800)
+		ip := f[ethLen : ethLen+ipv4Len]
+		ip[0], ip[1] = 0x45, o.tos
+		binary.BigEndian.PutUint16(ip[2:], uint16(ipv4Len+ulen))
+		// ID 0 with DF, as the kernel sends an unconnected socket's
+		// datagrams (RFC 6864).
+		binary.BigEndian.PutUint32(ip[4:], 0x4000)
+		ip[8], ip[9] = o.ttl, 17
+		ip[10], ip[11] = 0, 0
+		s, d := src.Addr().As4(), dst.Addr().As4()
+		copy(ip[12:16], s[:])
+		copy(ip[16:20], d[:])
+		binary.NativeEndian.PutUint16(ip[10:], ^fold(sumNative(ip, 0)))
+		udp = f[ethLen+ipv4Len : ethLen+ipv4Len+ulen]
+		pseudo = sumNative(ip[12:20], 0)
+	} else {
+		binary.BigEndian.PutUint16(f[12:], 0x86dd)
+		ip := f[ethLen : ethLen+ipv6Len]
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(o.tclass)<<20)
+		binary.BigEndian.PutUint16(ip[4:], uint16(ulen))
+		ip[6], ip[7] = 17, o.hops
+		s, d := src.Addr().As16(), dst.Addr().As16()
+		copy(ip[8:24], s[:])
+		copy(ip[24:40], d[:])
+		udp = f[ethLen+ipv6Len : ethLen+ipv6Len+ulen]
+		pseudo = sumNative(ip[8:40], 0)
+	}
+	var lenProto [4]byte
+	binary.BigEndian.PutUint16(lenProto[0:], 17)
+	binary.BigEndian.PutUint16(lenProto[2:], uint16(ulen))
+	pseudo = sumNative(lenProto[:], pseudo)
+	binary.BigEndian.PutUint16(udp[0:], src.Port())
+	binary.BigEndian.PutUint16(udp[2:], dst.Port())
+	binary.BigEndian.PutUint16(udp[4:], uint16(ulen))
+	udp[6], udp[7] = 0, 0
+	copy(udp[udpLen:], payload)
+	sum := ^fold(sumNative(udp, pseudo))
+	if sum == 0 {
+		sum = 0xffff // 0 says "no checksum" (RFC 768)
+	}
+	binary.NativeEndian.PutUint16(udp[6:], sum)
+	return frameLen(dst.Addr(), len(payload))
+}
+
+// sumNative adds b to sum as 16-bit words in memory order (the Internet
+// checksum is the same in either byte order, RFC 1071): fold it and
+// store it in memory order.
+func sumNative(b []byte, sum uint64) uint64 {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.NativeEndian.Uint64(b[i:])
+		sum += w & 0xffffffff
+		sum += w >> 32
+	}
+	for ; i+2 <= len(b); i += 2 {
+		sum += uint64(binary.NativeEndian.Uint16(b[i:]))
+	}
+	if i < len(b) {
+		var last [2]byte
+		last[0] = b[i]
+		sum += uint64(binary.NativeEndian.Uint16(last[:]))
+	}
+	return sum
+}
+
+// fold folds a sum to 16 bits.
+func fold(sum uint64) uint16 {
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
+}

@@ -1,0 +1,251 @@
+package afxdp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/egress"
+	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// TestWriteFrame checks the frames WriteBatch builds against package
+// frame's (an independent build: headers, lengths, both checksums), for
+// both families and every payload length from 0 to 1472 bytes.
+func TestWriteFrame(t *testing.T) {
+	path := egress.Path{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2}, MTU: 1500}
+	opts := ipOptions{ttl: 63, tos: 0xb8, hops: 62, tclass: 0x28, dontFragmentOK: true}
+	for _, c := range []struct{ src, dst string }{
+		{"10.0.0.1:5000", "192.0.2.7:40000"},
+		{"[fd00::1]:5000", "[2001:db8::7]:40000"},
+	} {
+		src, dst := netip.MustParseAddrPort(c.src), netip.MustParseAddrPort(c.dst)
+		f := make([]byte, frameSize)
+		for n := range 1473 {
+			payload := make([]byte, n)
+			for i := range payload {
+				payload[i] = byte(i*13 + n)
+			}
+			want := frame.UDP{SrcMAC: path.SrcMAC[:], DstMAC: path.DstMAC[:], Src: src, Dst: dst, TOS: opts.tos, TTL: opts.ttl,
+				DF: true, Payload: payload}
+			if src.Addr().Is6() {
+				want.TOS, want.TTL, want.DF = opts.tclass, opts.hops, false
+			}
+			l := writeFrame(f, &path, src, dst, payload, &opts)
+			if got := f[:l]; !bytes.Equal(got, want.Marshal()) {
+				t.Fatalf("%s -> %s, %d bytes:\n got %x\nwant %x", src, dst, n, got, want.Marshal())
+			}
+		}
+	}
+}
+
+// txBed is the testbed with a conn in the server namespace on addr and a
+// receiving socket in the client namespace on to.
+type txBed struct {
+	tb   *testbed.Testbed
+	conn *Conn
+	rx   *net.UDPConn
+	to   netip.AddrPort
+}
+
+func newTxBed(t *testing.T, network, addr string, to netip.Addr) *txBed {
+	tb := newBed(t, testbed.Options{})
+	b := &txBed{tb: tb, conn: listenIn(t, tb.Server, ListenConfig{}, network, addr)}
+	var err error
+	if b.rx, err = testbed.ListenUDP(tb.Client, netip.AddrPortFrom(to, 0)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.rx.Close() })
+	b.to = b.rx.LocalAddr().(*net.UDPAddr).AddrPort()
+	return b
+}
+
+// send writes n numbered datagrams from first on (sizes from 4 to 1400
+// bytes) with WriteBatch, batch at a time, and checks that WriteBatch
+// took them all.
+func (b *txBed) send(t *testing.T, first, n, batch int) {
+	t.Helper()
+	ms := make([]Message, batch)
+	for sent := 0; sent < n; {
+		k := min(batch, n-sent)
+		for i := range k {
+			ms[i] = Message{Buf: numbered(first + sent + i), Addr: b.to}
+		}
+		got, err := b.conn.WriteBatch(ms[:k])
+		if err != nil || got != k {
+			t.Fatalf("WriteBatch of %d after %d: %d sent, %v", k, sent, got, err)
+		}
+		for i := range k {
+			if ms[i].N != len(ms[i].Buf) {
+				t.Fatalf("message %d: N %d of %d bytes", sent+i, ms[i].N, len(ms[i].Buf))
+			}
+		}
+		sent += k
+		time.Sleep(200 * time.Microsecond) // (the receiving socket keeps up)
+	}
+}
+
+// numbered is datagram i: its number, then bytes derived from it, 4 to
+// 1400 bytes long.
+func numbered(i int) []byte {
+	b := make([]byte, 4+(i*97)%1397)
+	binary.BigEndian.PutUint32(b, uint32(i))
+	for j := 4; j < len(b); j++ {
+		b[j] = byte(i + j)
+	}
+	return b
+}
+
+// receive reads n datagrams from first on, each as sent, in order, from
+// the conn's address (from, if the conn's is a wildcard).
+func (b *txBed) receive(t *testing.T, first, n int, from netip.Addr) {
+	t.Helper()
+	buf := make([]byte, 2048)
+	for i := first; i < first+n; i++ {
+		b.rx.SetReadDeadline(time.Now().Add(3 * time.Second))
+		k, src, err := b.rx.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("datagram %d (%d from %d on): %v", i, i-first, first, err)
+		}
+		if !bytes.Equal(buf[:k], numbered(i)) {
+			t.Fatalf("datagram %d: got %d bytes numbered %d, want %d bytes as sent", i, k, binary.BigEndian.Uint32(buf), len(numbered(i)))
+		}
+		if src.Addr().Unmap() != from || src.Port() != b.conn.localAddrPort().Port() {
+			t.Fatalf("datagram %d from %v, want %v port %d", i, src, from, b.conn.localAddrPort().Port())
+		}
+	}
+}
+
+// WriteBatch sends through AF_XDP where the kernel would send the same
+// frame: after the first datagrams (the neighbour resolved by the kernel
+// as it sends them), every datagram of a 3,000-datagram run goes through
+// AF_XDP, arrives whole (the receiving kernel checks both checksums), in
+// order, from the conn's address; IPv4 and IPv6, a bound address and a
+// wildcard.
+func TestWriteBatch(t *testing.T) {
+	for _, c := range []struct {
+		name, network, addr string
+		from, to            netip.Addr
+	}{
+		{"IPv4", "udp4", testbed.ServerClientIP4.String() + ":0", testbed.ServerClientIP4, testbed.ClientIP4},
+		{"IPv6", "udp6", "[" + testbed.ServerClientIP6.String() + "]:0", testbed.ServerClientIP6, testbed.ClientIP6},
+		{"wildcard", "udp", "[::]:0", testbed.ServerClientIP4, testbed.ClientIP4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newTxBed(t, c.network, c.addr, c.to)
+			b.send(t, 0, 1, 1)
+			b.receive(t, 0, 1, c.from)
+			time.Sleep(pathTTL + 100*time.Millisecond) // the path looked up again, the neighbour resolved
+			before, _ := b.conn.Stats()
+			const n = 3000
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				b.receive(t, 1, n, c.from)
+			}()
+			b.send(t, 1, n, 64)
+			<-done
+			st, _ := b.conn.Stats()
+			if via := st.Sent.ViaXDP - before.Sent.ViaXDP; via != n {
+				t.Errorf("%d of %d through AF_XDP; through the kernel: %v (before %v), %q", via, n, st.Sent.ViaKernel, before.Sent.ViaKernel, st.Sent.Refusal)
+			}
+			t.Logf("sent %+v", st.Sent)
+		})
+	}
+}
+
+// WriteBatch is never weaker than the kernel's sending it goes around:
+// with a shaping qdisc on the interface, or an nftables output chain in
+// the namespace, every datagram goes through the kernel socket (counted,
+// the cause named), and the chain's drop holds; a prohibited route is the
+// kernel's error; with both removed, AF_XDP again.
+func TestWriteBatchKeepsTheKernelsEgress(t *testing.T) {
+	b := newTxBed(t, "udp4", testbed.ServerClientIP4.String()+":0", testbed.ClientIP4)
+	from := testbed.ServerClientIP4
+	b.send(t, 0, 1, 1)
+	b.receive(t, 0, 1, from)
+	next := 1
+	run := func(t *testing.T, arrives bool) (viaXDP uint64, kernel map[string]uint64, refusal string) {
+		t.Helper()
+		time.Sleep(pathTTL + 100*time.Millisecond)
+		before, _ := b.conn.Stats()
+		const n = 100
+		first := next
+		ms := make([]Message, n)
+		for i := range ms {
+			ms[i] = Message{Buf: numbered(first + i), Addr: b.to}
+		}
+		k, err := b.conn.WriteBatch(ms)
+		next += n
+		if arrives {
+			if k != n || err != nil {
+				t.Fatalf("WriteBatch: %d of %d, %v", k, n, err)
+			}
+			b.receive(t, first, n, from)
+		} else {
+			// The kernel's answer to an output chain's drop: EPERM.
+			if k != 0 || !errors.Is(err, syscall.EPERM) {
+				t.Errorf("WriteBatch through a chain that drops: %d of %d, %v; want none, EPERM", k, n, err)
+			}
+			b.rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if k, _, err := b.rx.ReadFromUDPAddrPort(make([]byte, 2048)); err == nil {
+				st, _ := b.conn.Stats()
+				t.Fatalf("a datagram of %d bytes arrived through a chain that drops them (sent %+v)", k, st.Sent)
+			}
+		}
+		st, _ := b.conn.Stats()
+		kernel = map[string]uint64{}
+		for why, k := range st.Sent.ViaKernel {
+			if d := k - before.Sent.ViaKernel[why]; d > 0 {
+				kernel[why] = d
+			}
+		}
+		return st.Sent.ViaXDP - before.Sent.ViaXDP, kernel, st.Sent.Refusal
+	}
+	ns := b.tb.Server
+	if out, err := ns.Output("tc", "qdisc", "add", "dev", testbed.ServerCliIface, "root", "tbf", "rate", "100mbit", "burst", "64kb", "latency", "100ms"); err != nil {
+		t.Fatalf("tc: %v %s", err, out)
+	}
+	if via, kernel, why := run(t, true); via != 0 || kernel["egress"] != 100 || !strings.Contains(why, "qdisc tbf") {
+		t.Errorf("under tbf: %d through AF_XDP, through the kernel %v (%q); want all through the kernel for the qdisc", via, kernel, why)
+	}
+	if out, err := ns.Output("tc", "qdisc", "del", "dev", testbed.ServerCliIface, "root"); err != nil {
+		t.Fatalf("tc: %v %s", err, out)
+	}
+	for _, cmd := range []string{"add table inet ebrtc_tx",
+		"add chain inet ebrtc_tx out { type filter hook output priority 0; policy accept; }",
+		"add rule inet ebrtc_tx out udp dport " + strconv.Itoa(int(b.to.Port())) + " drop"} {
+		if out, err := ns.Output("nft", cmd); err != nil {
+			t.Fatalf("nft: %v %s", err, out)
+		}
+	}
+	t.Cleanup(func() { ns.Output("nft", "delete", "table", "inet", "ebrtc_tx") })
+	if via, _, why := run(t, false); via != 0 || !strings.Contains(why, "nftables chain ebrtc_tx out hooked on output") {
+		t.Errorf("under an nftables output chain: %d through AF_XDP (%q); want all through the kernel, dropped there", via, why)
+	}
+	if out, err := ns.Output("nft", "delete", "table", "inet", "ebrtc_tx"); err != nil {
+		t.Fatalf("nft: %v %s", err, out)
+	}
+	if via, kernel, _ := run(t, true); via != 100 {
+		t.Errorf("with nothing on the way: %d through AF_XDP, through the kernel %v; want all 100 through AF_XDP", via, kernel)
+	}
+
+	if out, err := ns.Output("ip", "route", "add", "prohibit", "10.201.1.77/32"); err != nil {
+		t.Fatalf("ip route: %v %s", err, out)
+	}
+	before, _ := b.conn.Stats()
+	k, err := b.conn.WriteBatch([]Message{{Buf: []byte("x"), Addr: netip.MustParseAddrPort("10.201.1.77:9")}})
+	if st, _ := b.conn.Stats(); k != 0 || err == nil || st.Sent.ViaXDP != before.Sent.ViaXDP {
+		t.Errorf("to a prohibited route: %d sent, %v, %d through AF_XDP; want the kernel's error", k, err, st.Sent.ViaXDP-before.Sent.ViaXDP)
+	} else {
+		t.Logf("to a prohibited route: %v", err)
+	}
+}
