@@ -13,7 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -29,6 +29,9 @@ type Path struct {
 	Src            netip.Addr
 	SrcMAC, DstMAC [6]byte
 	MTU            int // the route's, else the interface's
+	// HopLimit: IPv6, the interface's (the kernel's where the socket sets
+	// none); DefaultHopLimit the namespace's, which such a socket reads.
+	HopLimit, DefaultHopLimit int
 	// Confirmed: the kernel's neighbour entry is reachable (or
 	// permanent). Otherwise it is stale, and the kernel confirms it as it
 	// sends (a sender around it should let the kernel send now and then).
@@ -57,26 +60,47 @@ const (
 	nudPermanent = 0x80
 )
 
-// Lookup asks the kernel for the path of a datagram from src (the bound
-// address; unspecified: the route's choice) to dst: the route, as
-// "ip route get dst from src" (policy rules and all), then the next hop's
-// neighbour entry. A route of another type (local, blackhole,
-// unreachable, prohibit), one through a multipath next hop the kernel
-// picks per flow, a neighbour without a link-layer address, are Refusals;
-// other errors are the kernel's (ENETUNREACH, say).
-func Lookup(dst, src netip.Addr) (Path, error) {
-	dst, src = dst.Unmap(), src.Unmap()
+// Query is a datagram's flow as the socket's own route lookup sees it.
+type Query struct {
+	Dst, Src         netip.Addr // Src: the bound address (unspecified: the route's choice)
+	SrcPort, DstPort uint16
+	TOS              uint8  // IPv4
+	UID              uint32 // the socket's owner (uid routing rules)
+}
+
+// Lookup asks the kernel for the path of q's datagram: the route, as
+// "ip route get" with the flow's source, ports, protocol, TOS and uid
+// (policy rules and all), then the next hop's neighbour entry. What a
+// frame built by hand would get wrong is a Refusal: a route of another
+// type (local, blackhole, unreachable, prohibit), a multipath or
+// other-family next hop, an encapsulating route (lwtunnel), a locked MTU
+// (the kernel then sends without DF), a route or interface hop limit
+// other than the default, a link-local or scoped destination, a
+// neighbour without a link-layer address. Other errors are the kernel's
+// (ENETUNREACH, say).
+func Lookup(q Query) (Path, error) {
+	dst, src := q.Dst.Unmap(), q.Src.Unmap()
+	if dst.Zone() != "" || dst.IsLinkLocalUnicast() {
+		return Path{}, &Refusal{fmt.Sprintf("%s is link-local: its interface is the socket's choice", q.Dst), false}
+	}
 	family, bits := unix.AF_INET, 32
 	if dst.Is6() {
 		family, bits = unix.AF_INET6, 128
 	}
 	rt := unix.RtMsg{Family: uint8(family), Dst_len: uint8(bits)}
+	if dst.Is4() {
+		rt.Tos = q.TOS
+	}
 	body := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg)...)
 	body = appendAttr(body, unix.RTA_DST, dst.AsSlice())
 	if src.IsValid() && !src.IsUnspecified() && src.Is6() == dst.Is6() {
 		body[2] = uint8(bits) // rtm_src_len
 		body = appendAttr(body, unix.RTA_SRC, src.AsSlice())
 	}
+	body = appendAttr(body, unix.RTA_UID, binary.NativeEndian.AppendUint32(nil, q.UID))
+	body = appendAttr(body, unix.RTA_IP_PROTO, []byte{unix.IPPROTO_UDP})
+	body = appendAttr(body, unix.RTA_SPORT, binary.BigEndian.AppendUint16(nil, q.SrcPort))
+	body = appendAttr(body, unix.RTA_DPORT, binary.BigEndian.AppendUint16(nil, q.DstPort))
 	msgs, err := request(unix.NETLINK_ROUTE, unix.RTM_GETROUTE, 0, body)
 	if err != nil {
 		return Path{}, fmt.Errorf("egress: route to %s: %w", dst, err)
@@ -102,12 +126,18 @@ func Lookup(dst, src netip.Addr) (Path, error) {
 			hop, _ = netip.AddrFromSlice(a.value)
 		case unix.RTA_VIA, unix.RTA_MULTIPATH:
 			return Path{}, &Refusal{fmt.Sprintf("route to %s through a next hop of another family or several", dst), false}
+		case unix.RTA_ENCAP, unix.RTA_ENCAP_TYPE:
+			return Path{}, &Refusal{fmt.Sprintf("route to %s encapsulates (lwtunnel)", dst), false}
 		case unix.RTA_PREFSRC:
 			if !src.IsValid() || src.IsUnspecified() {
 				p.Src, _ = netip.AddrFromSlice(a.value)
 			}
 		case unix.RTA_METRICS:
-			p.MTU = routeMTU(a.value)
+			m, err := readMetrics(a.value)
+			if err != nil {
+				return Path{}, &Refusal{fmt.Sprintf("route to %s: %v", dst, err), false}
+			}
+			p.MTU = m
 		}
 	}
 	if p.Ifindex == 0 || !p.Src.IsValid() || p.Src.IsUnspecified() {
@@ -120,6 +150,11 @@ func Lookup(dst, src netip.Addr) (Path, error) {
 	if len(ifi.HardwareAddr) != 6 || ifi.Flags&net.FlagLoopback != 0 {
 		return Path{}, &Refusal{fmt.Sprintf("route to %s out of %s, not an Ethernet interface", dst, ifi.Name), false}
 	}
+	if dst.Is6() {
+		if p.HopLimit, p.DefaultHopLimit, err = hopLimits(ifi.Name); err != nil {
+			return Path{}, &Refusal{fmt.Sprintf("route to %s: %v", dst, err), false}
+		}
+	}
 	copy(p.SrcMAC[:], ifi.HardwareAddr)
 	if p.MTU == 0 || ifi.MTU < p.MTU {
 		p.MTU = ifi.MTU
@@ -130,18 +165,51 @@ func Lookup(dst, src netip.Addr) (Path, error) {
 	return p, nil
 }
 
-// routeMTU is RTAX_MTU in a route's metrics (0: none).
-func routeMTU(b []byte) int {
+// readMetrics reads a route's metrics: its MTU (0: none), or an error for
+// what a frame built by hand would not follow: a locked MTU (the kernel
+// then sends without DF) or a hop limit of the route's own.
+func readMetrics(b []byte) (int, error) {
 	metrics, err := parseAttrs(b)
 	if err != nil {
-		return 0
+		return 0, err
 	}
+	mtu := 0
 	for _, m := range metrics {
-		if m.typ == unix.RTAX_MTU && len(m.value) >= 4 {
-			return int(binary.NativeEndian.Uint32(m.value))
+		if len(m.value) < 4 {
+			continue
+		}
+		v := binary.NativeEndian.Uint32(m.value)
+		switch m.typ {
+		case unix.RTAX_MTU:
+			mtu = int(v)
+		case unix.RTAX_LOCK:
+			if v&(1<<unix.RTAX_MTU) != 0 {
+				return 0, errors.New("its MTU is locked")
+			}
+		case unix.RTAX_HOPLIMIT:
+			return 0, errors.New("it sets a hop limit")
 		}
 	}
-	return 0
+	return mtu, nil
+}
+
+// hopLimits are the interface's IPv6 hop limit (what the kernel sends
+// with where the socket sets none; router advertisements change it) and
+// the namespace's default (what such a socket's IPV6_UNICAST_HOPS reads).
+func hopLimits(iface string) (int, int, error) {
+	read := func(name string) (int, error) {
+		b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + name + "/hop_limit")
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	own, err := read(iface)
+	if err != nil {
+		return 0, 0, err
+	}
+	all, err := read("all")
+	return own, all, err
 }
 
 // neighbour is the link-layer address of hop on ifindex, as "ip neigh
@@ -184,194 +252,4 @@ func neighbour(ifindex int, hop netip.Addr) ([6]byte, bool, error) {
 		return [6]byte{}, false, &Refusal{fmt.Sprintf("neighbour %s in state %#x", hop, got.State), true}
 	}
 	return mac, got.State&(nudReachable|nudPermanent) != 0, nil
-}
-
-// Bypassed says what a frame handed to ifindex's driver directly would
-// pass by that the kernel's own sending would not ("" if nothing): a root
-// qdisc that may delay or drop (anything but noqueue, a FIFO, fq_codel or
-// mq of those), a clsact qdisc (TC egress programs), an nftables chain on
-// the IPv4, IPv6 or inet output or postrouting hooks or the interface's
-// netdev egress hook, or a legacy iptables table.
-func Bypassed(ifindex int) (string, error) {
-	if why, err := qdiscs(ifindex); why != "" || err != nil {
-		return why, err
-	}
-	if why, err := nftChains(ifindex); why != "" || err != nil {
-		return why, err
-	}
-	return legacyTables(), nil
-}
-
-// Qdiscs a sender may pass by: they neither shape nor drop but when full.
-var passable = map[string]bool{"noqueue": true, "pfifo_fast": true, "pfifo": true, "bfifo": true, "fq_codel": true, "mq": true, "ingress": true}
-
-func qdiscs(ifindex int) (string, error) {
-	var tc [20]byte // struct tcmsg: family, pads, ifindex, handle, parent, info
-	binary.NativeEndian.PutUint32(tc[4:], uint32(ifindex))
-	msgs, err := request(unix.NETLINK_ROUTE, unix.RTM_GETQDISC, unix.NLM_F_DUMP, tc[:])
-	if err != nil {
-		return "", fmt.Errorf("egress: qdiscs: %w", err)
-	}
-	for _, m := range msgs {
-		if m.Header.Type != unix.RTM_NEWQDISC || len(m.Data) < len(tc) || int(binary.NativeEndian.Uint32(m.Data[4:])) != ifindex {
-			continue
-		}
-		attrs, err := parseAttrs(m.Data[len(tc):])
-		if err != nil {
-			return "", err
-		}
-		for _, a := range attrs {
-			if a.typ != unix.TCA_KIND {
-				continue
-			}
-			if kind := cString(a.value); !passable[kind] {
-				return "qdisc " + kind, nil
-			}
-		}
-	}
-	return "", nil
-}
-
-// nftables (linux/netfilter/nf_tables.h, nfnetlink.h).
-const (
-	nfnlSubsysNFTables = 10
-	nftMsgNewChain     = 3
-	nftMsgGetChain     = 4
-	nftaChainTable     = 1
-	nftaChainName      = 3
-	nftaChainHook      = 4
-	nftaHookHooknum    = 1
-	nftaHookDev        = 3
-	nfprotoInet        = 1
-	nfprotoIPv4        = 2
-	nfprotoNetdev      = 5
-	nfprotoIPv6        = 10
-	nfInetLocalOut     = 3
-	nfInetPostRouting  = 4
-	nfNetdevEgress     = 1
-)
-
-func nftChains(ifindex int) (string, error) {
-	ifi, _ := net.InterfaceByIndex(ifindex)
-	// One dump per family: the answers' nfgenmsg does not say which.
-	for _, family := range []uint8{nfprotoInet, nfprotoIPv4, nfprotoIPv6, nfprotoNetdev} {
-		msgs, err := request(unix.NETLINK_NETFILTER, nfnlSubsysNFTables<<8|nftMsgGetChain, unix.NLM_F_DUMP, []byte{family, 0, 0, 0})
-		if errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EAFNOSUPPORT) {
-			continue // no nf_tables, or not for this family: no chains
-		}
-		if err != nil {
-			return "", fmt.Errorf("egress: nftables chains: %w", err)
-		}
-		for _, m := range msgs {
-			if m.Header.Type != nfnlSubsysNFTables<<8|nftMsgNewChain || len(m.Data) < 4 {
-				continue
-			}
-			attrs, err := parseAttrs(m.Data[4:])
-			if err != nil {
-				return "", err
-			}
-			var table, name, dev string
-			hook := -1
-			for _, a := range attrs {
-				switch a.typ {
-				case nftaChainTable:
-					table = cString(a.value)
-				case nftaChainName:
-					name = cString(a.value)
-				case nftaChainHook:
-					hook, dev = chainHook(a.value)
-				}
-			}
-			switch {
-			case family != nfprotoNetdev && (hook == nfInetLocalOut || hook == nfInetPostRouting),
-				family == nfprotoNetdev && hook == nfNetdevEgress && (ifi == nil || dev == ifi.Name):
-				return fmt.Sprintf("nftables chain %s %s hooked on %s", table, name, hookName(family, hook)), nil
-			}
-		}
-	}
-	return "", nil
-}
-
-func chainHook(b []byte) (int, string) {
-	attrs, err := parseAttrs(b)
-	if err != nil {
-		return -1, ""
-	}
-	hook, dev := -1, ""
-	for _, a := range attrs {
-		switch {
-		case a.typ == nftaHookHooknum && len(a.value) == 4:
-			hook = int(binary.BigEndian.Uint32(a.value))
-		case a.typ == nftaHookDev:
-			dev = cString(a.value)
-		}
-	}
-	return hook, dev
-}
-
-func hookName(family uint8, hook int) string {
-	switch {
-	case family == nfprotoNetdev:
-		return "egress"
-	case hook == nfInetLocalOut:
-		return "output"
-	}
-	return "postrouting"
-}
-
-// legacyTables names an x_tables table loaded in this namespace (its
-// hooks run on output whatever its rules), "" if none.
-func legacyTables() string {
-	for _, f := range []string{"/proc/thread-self/net/ip_tables_names", "/proc/thread-self/net/ip6_tables_names"} {
-		b, err := os.ReadFile(f)
-		if t := strings.TrimSpace(string(b)); err == nil && t != "" {
-			return "iptables (legacy) tables " + strings.ReplaceAll(t, "\n", ", ")
-		}
-	}
-	return ""
-}
-
-// Namespace is a network namespace the questions are asked in, whichever
-// namespace the asking thread is in (netlink sockets, interface indexes and
-// /proc/thread-self/net are the thread's).
-type Namespace struct{ f *os.File }
-
-// CurrentNamespace is the calling thread's network namespace.
-func CurrentNamespace() (*Namespace, error) {
-	f, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		return nil, fmt.Errorf("egress: network namespace: %w", err)
-	}
-	return &Namespace{f}, nil
-}
-
-// Close lets the namespace go.
-func (n *Namespace) Close() error { return n.f.Close() }
-
-// Lookup is Lookup asked in n.
-func (n *Namespace) Lookup(dst, src netip.Addr) (p Path, err error) {
-	err = n.do(func() error { p, err = Lookup(dst, src); return err })
-	return p, err
-}
-
-// Bypassed is Bypassed asked in n.
-func (n *Namespace) Bypassed(ifindex int) (why string, err error) {
-	err = n.do(func() error { why, err = Bypassed(ifindex); return err })
-	return why, err
-}
-
-// do runs fn on an OS thread switched into n. The thread is never
-// unlocked: it ends with the goroutine, never back with the scheduler in
-// another namespace.
-func (n *Namespace) do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Setns(int(n.f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("egress: setns: %w", err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
 }

@@ -314,6 +314,11 @@ func (s *Socket) SendFrames(n int, fill func(i int, frame []byte) int) (int, err
 	s.Complete()
 	n = min(n, len(s.txFree), int(s.tx.free(uint32(n))))
 	if n == 0 {
+		// Everything in flight: frames a wakeup left on the ring (the
+		// kernel was busy, the link down) go out only with another.
+		if atomic.LoadUint32(s.tx.consumer) != s.tx.cachedProd {
+			return 0, s.kick()
+		}
 		return 0, nil
 	}
 	size := uint64(s.cfg.FrameSize)

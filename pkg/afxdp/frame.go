@@ -15,12 +15,12 @@ const (
 	udpLen  = 8
 )
 
-// ipOptions are the kernel socket's settings a frame's IP header carries,
-// as the kernel would write them for that socket.
-type ipOptions struct {
-	ttl, tos       uint8 // IPv4
-	hops, tclass   uint8 // IPv6
-	dontFragmentOK bool  // IPv4 datagrams go with DF (path MTU discovery on), as built here
+// header is what a frame's IP header carries besides the addresses, as
+// the kernel would write it for the socket and path.
+type header struct {
+	ttl, tos  uint8  // TTL or hop limit; TOS or traffic class
+	id        uint16 // IPv4: the datagram's ID
+	flowLabel uint32 // IPv6
 }
 
 // frameLen is the frame a datagram of n bytes to dst makes.
@@ -34,7 +34,7 @@ func frameLen(dst netip.Addr, n int) int {
 // writeFrame writes the Ethernet frame of a UDP datagram from src to dst
 // (both of one family, unmapped) along p into f, checksums computed, and
 // returns its length. f holds frameLen.
-func writeFrame(f []byte, p *egress.Path, src, dst netip.AddrPort, payload []byte, o *ipOptions) int {
+func writeFrame(f []byte, p *egress.Path, src, dst netip.AddrPort, payload []byte, h header) int {
 	copy(f[0:6], p.DstMAC[:])
 	copy(f[6:12], p.SrcMAC[:])
 	ulen := udpLen + len(payload)
@@ -43,12 +43,11 @@ func writeFrame(f []byte, p *egress.Path, src, dst netip.AddrPort, payload []byt
 	if dst.Addr().Is4() {
 		binary.BigEndian.PutUint16(f[12:], 0x0800)
 		ip := f[ethLen : ethLen+ipv4Len]
-		ip[0], ip[1] = 0x45, o.tos
+		ip[0], ip[1] = 0x45, h.tos
 		binary.BigEndian.PutUint16(ip[2:], uint16(ipv4Len+ulen))
-		// ID 0 with DF, as the kernel sends an unconnected socket's
-		// datagrams (RFC 6864).
-		binary.BigEndian.PutUint32(ip[4:], 0x4000)
-		ip[8], ip[9] = o.ttl, 17
+		binary.BigEndian.PutUint16(ip[4:], h.id)
+		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF: what does not fit the path went to the kernel
+		ip[8], ip[9] = h.ttl, 17
 		ip[10], ip[11] = 0, 0
 		s, d := src.Addr().As4(), dst.Addr().As4()
 		copy(ip[12:16], s[:])
@@ -59,9 +58,9 @@ func writeFrame(f []byte, p *egress.Path, src, dst netip.AddrPort, payload []byt
 	} else {
 		binary.BigEndian.PutUint16(f[12:], 0x86dd)
 		ip := f[ethLen : ethLen+ipv6Len]
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(o.tclass)<<20)
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(h.tos)<<20|h.flowLabel&0xfffff)
 		binary.BigEndian.PutUint16(ip[4:], uint16(ulen))
-		ip[6], ip[7] = 17, o.hops
+		ip[6], ip[7] = 17, h.ttl
 		s, d := src.Addr().As16(), dst.Addr().As16()
 		copy(ip[8:24], s[:])
 		copy(ip[24:40], d[:])

@@ -43,7 +43,7 @@ type queue struct {
 func openQueue(ns *namespace, ifindex, q int, slot uint32, polled bool, cfg *ListenConfig) (_ *queue, err error) {
 	// A slot's credit from a socket before: none until this one is filled.
 	atomic.StoreInt64(ns.credit(slot), 0)
-	sock, err := xsk.Open(ifindex, q, xsk.Config{Frames: cfg.frames(), FrameSize: frameSize, TXFrames: txFrames, Mode: cfg.Mode})
+	sock, err := xsk.Open(ifindex, q, xsk.Config{Frames: cfg.frames(), FrameSize: frameSize, TXFrames: txFramesOf(q), Mode: cfg.Mode})
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +71,15 @@ func openQueue(ns *namespace, ifindex, q int, slot uint32, polled bool, cfg *Lis
 		qu.startRunner()
 	}
 	return qu, nil
+}
+
+// txFramesOf is queue q's send frames: WriteBatch sends through each
+// interface's first queue.
+func txFramesOf(q int) int {
+	if q == 0 {
+		return txFrames
+	}
+	return 0
 }
 
 // startRunner starts the goroutine, once (under ns.mu, or before the

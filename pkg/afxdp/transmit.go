@@ -2,8 +2,12 @@ package afxdp
 
 import (
 	"errors"
+	"hash/fnv"
+	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,12 +62,13 @@ type transmit struct {
 	mu      sync.Mutex
 	paths   map[netip.Addr]*txPath
 	bypass  map[int]bypassCheck
-	opts    ipOptions
+	opts    socketOptions
 	optsAt  time.Time
 	routes  []*txPath        // per message of the batch being sent (nil: the kernel)
 	why     []txReason       // per message sent through the kernel
 	kmsgs   []ipv4.Message   // sendmmsg's
 	kaddrs  []net.UDPAddr    // their addresses
+	kips    [][16]byte       // and the addresses' bytes
 	batch4  *ipv4.PacketConn // the kernel socket as a batch
 	viaXDP  atomic.Uint64
 	viaKern [txReasons]atomic.Uint64
@@ -77,7 +82,9 @@ type txPath struct {
 	q       *queue // nil: through the kernel, for why
 	why     txReason
 	until   time.Time
-	confirm bool // the neighbour is stale: the next datagram goes through the kernel
+	confirm bool   // the neighbour is stale: the next datagram goes through the kernel
+	header  header // but the IPv4 ID, which counts per datagram (idCounts)
+	idCount bool
 }
 
 type bypassCheck struct {
@@ -144,23 +151,25 @@ func queueOf(p *txPath) *queue {
 // route fills t.routes and t.why for ms.
 func (t *transmit) route(c *Conn, ms []Message, now time.Time) {
 	if now.After(t.optsAt) {
-		t.opts, t.optsAt = c.readIPOptions(), now.Add(pathTTL)
+		t.opts, t.optsAt = c.readSocketOptions(), now.Add(pathTTL)
 	}
 	t.routes, t.why = t.routes[:0], t.why[:0]
 	for i := range ms {
-		p, why := t.pathFor(c, ms[i].Addr.Addr().Unmap(), len(ms[i].Buf), now)
+		p, why := t.pathFor(c, ms[i].Addr, len(ms[i].Buf), now)
 		t.routes, t.why = append(t.routes, p), append(t.why, why)
 	}
 }
 
-// pathFor is dst's path for a datagram of n bytes, or nil and why not.
-func (t *transmit) pathFor(c *Conn, dst netip.Addr, n int, now time.Time) (*txPath, txReason) {
+// pathFor is to's path for a datagram of n bytes, or nil and why not.
+func (t *transmit) pathFor(c *Conn, to netip.AddrPort, n int, now time.Time) (*txPath, txReason) {
+	dst := to.Addr().Unmap()
+	if to.Port() == 0 {
+		return nil, txRoute // (the kernel's EINVAL)
+	}
 	p := t.paths[dst]
 	if p == nil || now.After(p.until) {
-		if t.paths == nil || len(t.paths) >= maxPaths {
-			t.paths = map[netip.Addr]*txPath{}
-		}
-		p = t.lookup(c, dst, now)
+		t.makeRoom(now)
+		p = t.lookup(c, dst, to.Port(), now)
 		t.paths[dst] = p
 	}
 	switch {
@@ -175,19 +184,40 @@ func (t *transmit) pathFor(c *Conn, dst netip.Addr, n int, now time.Time) (*txPa
 	return p, 0
 }
 
-// lookup finds dst's path now.
-func (t *transmit) lookup(c *Conn, dst netip.Addr, now time.Time) *txPath {
+// makeRoom keeps the path cache under maxPaths: the expired go first.
+func (t *transmit) makeRoom(now time.Time) {
+	if t.paths == nil {
+		t.paths = map[netip.Addr]*txPath{}
+	}
+	if len(t.paths) < maxPaths {
+		return
+	}
+	for a, p := range t.paths {
+		if now.After(p.until) {
+			delete(t.paths, a)
+		}
+	}
+	if len(t.paths) >= maxPaths {
+		clear(t.paths)
+	}
+}
+
+// lookup finds dst's path now (the destination port is the first
+// datagram's: routing rules may match ports).
+func (t *transmit) lookup(c *Conn, dst netip.Addr, port uint16, now time.Time) *txPath {
 	p := &txPath{until: now.Add(pathTTL)}
 	local := c.localAddrPort()
-	if dst.Is4() && !t.opts.dontFragmentOK {
+	if t.opts.refusal != "" {
 		p.why = txSocket
+		t.refused(t.opts.refusal)
 		return p
 	}
-	if bound := local.Addr(); dst.Is6() && !c.v6Socket || dst.Is4() && bound.Is6() && !bound.IsUnspecified() && !bound.Is4In6() {
+	bound := local.Addr()
+	if dst.Is6() && !c.v6Socket || dst.Is4() && (t.opts.v6only || bound.Is6() && !bound.IsUnspecified() && !bound.Is4In6()) {
 		p.why = txRoute // a family the socket cannot send to: the kernel says so
 		return p
 	}
-	path, err := c.ns.egress.Lookup(dst, local.Addr())
+	path, err := c.ns.egress.Lookup(egress.Query{Dst: dst, Src: bound, SrcPort: local.Port(), DstPort: port, TOS: t.opts.tos, UID: t.opts.uid})
 	if err != nil {
 		var r *egress.Refusal
 		p.why = txRoute
@@ -202,22 +232,33 @@ func (t *transmit) lookup(c *Conn, dst netip.Addr, now time.Time) *txPath {
 		p.why = txInterface
 		return p
 	}
-	if why := t.bypassed(c, path.Ifindex, now); why != "" {
+	why, until := t.bypassed(c, path.Ifindex, now)
+	p.until = minTime(p.until, until) // a change on the egress shows within pathTTL
+	if why != "" {
 		p.q, p.why = nil, txEgress
 		t.refused(why)
 		return p
 	}
+	p.header, p.idCount = t.opts.header(dst, p.src, port, &path)
 	p.confirm = !path.Confirmed
 	return p
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func (t *transmit) refused(why string) { t.lastWhy.Store(&why) }
 
 // bypassed is what sending around the kernel on ifindex would pass by
-// (egress.Bypassed, kept pathTTL; an error reads as something).
-func (t *transmit) bypassed(c *Conn, ifindex int, now time.Time) string {
+// (egress.Bypassed, kept pathTTL; an error reads as something), and until
+// when that holds.
+func (t *transmit) bypassed(c *Conn, ifindex int, now time.Time) (string, time.Time) {
 	if b, ok := t.bypass[ifindex]; ok && now.Before(b.until) {
-		return b.why
+		return b.why, b.until
 	}
 	why, err := c.ns.egress.Bypassed(ifindex)
 	if err != nil {
@@ -226,8 +267,9 @@ func (t *transmit) bypassed(c *Conn, ifindex int, now time.Time) string {
 	if t.bypass == nil {
 		t.bypass = map[int]bypassCheck{}
 	}
-	t.bypass[ifindex] = bypassCheck{why, now.Add(pathTTL)}
-	return why
+	b := bypassCheck{why, now.Add(pathTTL)}
+	t.bypass[ifindex] = b
+	return b.why, b.until
 }
 
 // sendXDP queues ms (all for q) on q's TX ring; it returns how many it
@@ -241,14 +283,20 @@ func (t *transmit) sendXDP(q *queue, ms []Message, paths []*txPath) int {
 	var giveUp time.Time
 	for done < len(ms) {
 		rest, restPaths := ms[done:], paths[done:]
-		n, _ := q.sock.SendFrames(len(rest), func(i int, f []byte) int {
+		n, err := q.sock.SendFrames(len(rest), func(i int, f []byte) int {
 			p := restPaths[i]
 			dst := netip.AddrPortFrom(rest[i].Addr.Addr().Unmap(), rest[i].Addr.Port())
 			rest[i].N = len(rest[i].Buf)
-			return writeFrame(f, &p.path, p.src, dst, rest[i].Buf, &t.opts)
+			h := p.header
+			if p.idCount {
+				p.header.id++
+			}
+			return writeFrame(f, &p.path, p.src, dst, rest[i].Buf, h)
 		})
-		// (A kick's error leaves the frames queued: the next wakeup sends them.)
 		done += n
+		if err != nil {
+			break // (queued frames go with the next wakeup; the rest through the kernel, which reports)
+		}
 		switch now := time.Now(); {
 		case n > 0:
 			giveUp = time.Time{}
@@ -280,12 +328,21 @@ func (t *transmit) sendKernel(c *Conn, ms []Message, why []txReason) (int, error
 		t.batch4 = ipv4.NewPacketConn(c.udp) // (sendmmsg serves both families: the address says which)
 	}
 	t.kmsgs, t.kaddrs = t.kmsgs[:0], t.kaddrs[:0]
+	for len(t.kips) < len(ms) {
+		t.kips = append(t.kips, [16]byte{})
+	}
 	for i := range ms {
 		a := ms[i].Addr.Addr()
 		if !c.v6Socket {
 			a = a.Unmap()
 		}
-		t.kaddrs = append(t.kaddrs, net.UDPAddr{IP: a.AsSlice(), Port: int(ms[i].Addr.Port()), Zone: a.Zone()})
+		ip := t.kips[i][:a.BitLen()/8]
+		if a.Is4() {
+			*(*[4]byte)(ip) = a.As4()
+		} else {
+			*(*[16]byte)(ip) = a.As16()
+		}
+		t.kaddrs = append(t.kaddrs, net.UDPAddr{IP: ip, Port: int(ms[i].Addr.Port()), Zone: a.Zone()})
 	}
 	for i := range ms {
 		t.kmsgs = append(t.kmsgs, ipv4.Message{Buffers: [][]byte{ms[i].Buf}, Addr: &t.kaddrs[i]})
@@ -314,37 +371,121 @@ func (c *Conn) localAddrPort() netip.AddrPort {
 	return c.udp.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
-// readIPOptions reads the socket options the kernel would put in the IP
-// header (the kernel's defaults where unset).
-func (c *Conn) readIPOptions() ipOptions {
-	o := ipOptions{ttl: 64, hops: 64}
+// socketOptions are the kernel socket's settings a frame built here
+// depends on, as readSocketOptions found them.
+type socketOptions struct {
+	// refusal: an option makes the kernel's frames what these would not
+	// be (a mark or bound device its route follows, IP options, a
+	// priority, a path MTU discovery mode sending without DF...), or one
+	// could not be read: everything goes through the kernel.
+	refusal string
+	ttl     uint8 // IPv4 TTL
+	tos     uint8 // IPv4 TOS
+	hops    uint8 // IPv6 hop limit (what the socket reads: its own, or the namespace's default)
+	tclass  uint8
+	idZero  bool // IP_PMTUDISC_DO or PROBE: DF datagrams with ID 0, as the kernel sends them
+	v6only  bool
+	flowLab bool // IPv6 automatic flow labels
+	uid     uint32
+}
+
+// header is what a path's frames carry: the socket's TTL and TOS (IPv6:
+// its hop limit, or the interface's where it sets none and reads the
+// default; a flow label per flow where the kernel makes one), an IPv4 ID
+// counting from a random start (the kernel's for an unconnected socket
+// is a hashed counter per destination) unless DF datagrams carry 0.
+func (o *socketOptions) header(dst netip.Addr, src netip.AddrPort, port uint16, p *egress.Path) (header, bool) {
+	if dst.Is4() {
+		return header{ttl: o.ttl, tos: o.tos, id: uint16(rand.Uint32())}, !o.idZero
+	}
+	h := header{ttl: o.hops, tos: o.tclass}
+	if int(o.hops) == p.DefaultHopLimit {
+		h.ttl = uint8(p.HopLimit)
+	}
+	if o.flowLab {
+		h.flowLabel = flowLabel(src, netip.AddrPortFrom(dst, port))
+	}
+	return h, false
+}
+
+// flowLabel is a flow's IPv6 label: a hash of its addresses and ports,
+// never 0 (the kernel's own hash has a secret key: a flow's frames from
+// the kernel socket carry another label).
+func flowLabel(src, dst netip.AddrPort) uint32 {
+	h := fnv.New32a()
+	b, _ := src.MarshalBinary()
+	h.Write(b)
+	b, _ = dst.MarshalBinary()
+	h.Write(b)
+	return max(h.Sum32()&0xfffff, 1)
+}
+
+// readSocketOptions reads the kernel socket's options.
+func (c *Conn) readSocketOptions() (o socketOptions) {
+	o.uid = uint32(os.Getuid())
 	raw, err := c.udp.SyscallConn()
 	if err != nil {
+		o.refusal = "socket: " + err.Error()
 		return o
 	}
-	raw.Control(func(fd uintptr) {
-		get := func(level, opt int) (int, bool) {
+	err = raw.Control(func(fd uintptr) {
+		var errs []error
+		get := func(level, opt int) int {
 			v, err := unix.GetsockoptInt(int(fd), level, opt)
-			return v, err == nil
+			errs = append(errs, err)
+			return v
 		}
-		if v, ok := get(unix.IPPROTO_IP, unix.IP_TTL); ok {
-			o.ttl = uint8(v)
+		refuse := func(why string) {
+			if o.refusal == "" {
+				o.refusal = "socket option " + why
+			}
 		}
-		if v, ok := get(unix.IPPROTO_IP, unix.IP_TOS); ok {
-			o.tos = uint8(v)
+		o.ttl, o.tos = uint8(get(unix.IPPROTO_IP, unix.IP_TTL)), uint8(get(unix.IPPROTO_IP, unix.IP_TOS))
+		switch get(unix.IPPROTO_IP, unix.IP_MTU_DISCOVER) {
+		case unix.IP_PMTUDISC_WANT:
+		case unix.IP_PMTUDISC_DO, unix.IP_PMTUDISC_PROBE:
+			o.idZero = true
+		default:
+			refuse("IP_MTU_DISCOVER (datagrams without DF)")
 		}
-		if v, ok := get(unix.IPPROTO_IP, unix.IP_MTU_DISCOVER); ok {
-			o.dontFragmentOK = v == unix.IP_PMTUDISC_WANT || v == unix.IP_PMTUDISC_DO || v == unix.IP_PMTUDISC_PROBE
+		if get(unix.SOL_SOCKET, unix.SO_MARK) != 0 {
+			refuse("SO_MARK (routing by mark)")
+		}
+		if get(unix.SOL_SOCKET, unix.SO_PRIORITY) != 0 {
+			refuse("SO_PRIORITY")
+		}
+		if get(unix.IPPROTO_IP, unix.IP_UNICAST_IF) != 0 {
+			refuse("IP_UNICAST_IF")
+		}
+		if dev, err := unix.GetsockoptString(int(fd), unix.SOL_SOCKET, unix.SO_BINDTODEVICE); err != nil || dev != "" {
+			refuse("SO_BINDTODEVICE")
+		}
+		if opts, err := unix.GetsockoptString(int(fd), unix.IPPROTO_IP, unix.IP_OPTIONS); err != nil || opts != "" {
+			refuse("IP_OPTIONS")
 		}
 		if c.v6Socket {
-			if v, ok := get(unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS); ok {
-				o.hops = uint8(v)
+			o.hops, o.tclass = uint8(get(unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS)), uint8(get(unix.IPPROTO_IPV6, unix.IPV6_TCLASS))
+			o.v6only = get(unix.IPPROTO_IPV6, unix.IPV6_V6ONLY) != 0
+			o.flowLab = get(unix.IPPROTO_IPV6, unix.IPV6_AUTOFLOWLABEL) != 0
+			if get(unix.IPPROTO_IPV6, unix.IPV6_UNICAST_IF) != 0 {
+				refuse("IPV6_UNICAST_IF")
 			}
-			if v, ok := get(unix.IPPROTO_IPV6, unix.IPV6_TCLASS); ok {
-				o.tclass = uint8(v)
+			for _, opt := range []int{unix.IPV6_HOPOPTS, unix.IPV6_RTHDRDSTOPTS, unix.IPV6_RTHDR, unix.IPV6_DSTOPTS} {
+				if ext, err := unix.GetsockoptString(int(fd), unix.IPPROTO_IPV6, opt); err == nil && ext != "" {
+					refuse("IPv6 extension headers")
+				}
+			}
+			if pi, err := unix.GetsockoptString(int(fd), unix.IPPROTO_IPV6, unix.IPV6_PKTINFO); err == nil && strings.Trim(pi, "\x00") != "" {
+				refuse("IPV6_PKTINFO (a sticky source or interface)")
 			}
 		}
+		if err := errors.Join(errs...); err != nil {
+			refuse("unreadable: " + err.Error())
+		}
 	})
+	if err != nil && o.refusal == "" {
+		o.refusal = "socket: " + err.Error()
+	}
 	return o
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/egress"
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"golang.org/x/sys/unix"
 )
 
 // TestWriteFrame checks the frames WriteBatch builds against package
@@ -22,7 +25,6 @@ import (
 // both families and every payload length from 0 to 1472 bytes.
 func TestWriteFrame(t *testing.T) {
 	path := egress.Path{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2}, MTU: 1500}
-	opts := ipOptions{ttl: 63, tos: 0xb8, hops: 62, tclass: 0x28, dontFragmentOK: true}
 	for _, c := range []struct{ src, dst string }{
 		{"10.0.0.1:5000", "192.0.2.7:40000"},
 		{"[fd00::1]:5000", "[2001:db8::7]:40000"},
@@ -34,12 +36,13 @@ func TestWriteFrame(t *testing.T) {
 			for i := range payload {
 				payload[i] = byte(i*13 + n)
 			}
-			want := frame.UDP{SrcMAC: path.SrcMAC[:], DstMAC: path.DstMAC[:], Src: src, Dst: dst, TOS: opts.tos, TTL: opts.ttl,
-				DF: true, Payload: payload}
+			h := header{ttl: 63, tos: 0xb8, id: uint16(n * 7919), flowLabel: 0xabcde}
+			want := frame.UDP{SrcMAC: path.SrcMAC[:], DstMAC: path.DstMAC[:], Src: src, Dst: dst, TOS: h.tos, TTL: h.ttl,
+				DF: true, ID: h.id, Payload: payload}
 			if src.Addr().Is6() {
-				want.TOS, want.TTL, want.DF = opts.tclass, opts.hops, false
+				want.DF, want.ID, want.FlowLabel = false, 0, h.flowLabel
 			}
-			l := writeFrame(f, &path, src, dst, payload, &opts)
+			l := writeFrame(f, &path, src, dst, payload, h)
 			if got := f[:l]; !bytes.Equal(got, want.Marshal()) {
 				t.Fatalf("%s -> %s, %d bytes:\n got %x\nwant %x", src, dst, n, got, want.Marshal())
 			}
@@ -163,10 +166,11 @@ func TestWriteBatch(t *testing.T) {
 }
 
 // WriteBatch is never weaker than the kernel's sending it goes around:
-// with a shaping qdisc on the interface, or an nftables output chain in
-// the namespace, every datagram goes through the kernel socket (counted,
-// the cause named), and the chain's drop holds; a prohibited route is the
-// kernel's error; with both removed, AF_XDP again.
+// with a shaping qdisc on the interface, an nftables output chain or an
+// IPsec policy in the namespace, every datagram goes through the kernel
+// socket (counted, the cause named), and the chain's drop and the
+// policy's block hold; a prohibited route is the kernel's error; with
+// nothing on the way, AF_XDP.
 func TestWriteBatchKeepsTheKernelsEgress(t *testing.T) {
 	b := newTxBed(t, "udp4", testbed.ServerClientIP4.String()+":0", testbed.ClientIP4)
 	from := testbed.ServerClientIP4
@@ -191,9 +195,10 @@ func TestWriteBatchKeepsTheKernelsEgress(t *testing.T) {
 			}
 			b.receive(t, first, n, from)
 		} else {
-			// The kernel's answer to an output chain's drop: EPERM.
+			// The kernel's answer to an output chain's drop or a
+			// blocking policy: EPERM.
 			if k != 0 || !errors.Is(err, syscall.EPERM) {
-				t.Errorf("WriteBatch through a chain that drops: %d of %d, %v; want none, EPERM", k, n, err)
+				t.Errorf("WriteBatch where the kernel refuses: %d of %d, %v; want none, EPERM", k, n, err)
 			}
 			b.rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 			if k, _, err := b.rx.ReadFromUDPAddrPort(make([]byte, 2048)); err == nil {
@@ -237,6 +242,18 @@ func TestWriteBatchKeepsTheKernelsEgress(t *testing.T) {
 	if via, kernel, _ := run(t, true); via != 100 {
 		t.Errorf("with nothing on the way: %d through AF_XDP, through the kernel %v; want all 100 through AF_XDP", via, kernel)
 	}
+	// An IPsec policy blocking the flow: the kernel's EPERM, not a frame around it.
+	policy := []string{"xfrm", "policy", "add", "src", from.String() + "/32", "dst", testbed.ClientIP4.String() + "/32", "dir", "out", "action", "block"}
+	if out, err := ns.Output("ip", policy...); err != nil {
+		t.Fatalf("ip xfrm: %v %s", err, out)
+	}
+	t.Cleanup(func() { ns.Output("ip", "xfrm", "policy", "flush") })
+	if via, _, why := run(t, false); via != 0 || !strings.Contains(why, "xfrm") {
+		t.Errorf("under an xfrm policy: %d through AF_XDP (%q); want all through the kernel, refused there", via, why)
+	}
+	if out, err := ns.Output("ip", "xfrm", "policy", "flush"); err != nil {
+		t.Fatalf("ip xfrm: %v %s", err, out)
+	}
 
 	if out, err := ns.Output("ip", "route", "add", "prohibit", "10.201.1.77/32"); err != nil {
 		t.Fatalf("ip route: %v %s", err, out)
@@ -249,3 +266,108 @@ func TestWriteBatchKeepsTheKernelsEgress(t *testing.T) {
 		t.Logf("to a prohibited route: %v", err)
 	}
 }
+
+// WriteBatch follows the socket as the kernel would: a v6-only socket
+// sends no IPv4 and port 0 is refused (the kernel's errors, nothing
+// through AF_XDP); a socket with a mark goes through the kernel, whose
+// routing rule for the mark holds; the frames through AF_XDP carry what
+// the kernel's carry (captured at the peer: TTL, TOS, DF, lengths; all but
+// the ID and checksum of IPv4, the flow label of IPv6).
+func TestWriteBatchFollowsTheSocket(t *testing.T) {
+	b := newTxBed(t, "udp6", "[::]:0", testbed.ClientIP4)
+	v4 := netip.AddrPortFrom(testbed.ClientIP4, b.to.Port())
+	if k, err := b.conn.WriteBatch([]Message{{Buf: []byte("x"), Addr: v4}}); k != 0 || err == nil {
+		t.Errorf("IPv4 from a v6-only socket: %d sent, %v; want the kernel's error", k, err)
+	}
+	if k, err := b.conn.WriteBatch([]Message{{Buf: []byte("x"), Addr: netip.AddrPortFrom(testbed.ClientIP6, 0)}}); k != 0 || err == nil {
+		t.Errorf("to port 0: %d sent, %v; want the kernel's error", k, err)
+	}
+	if st, _ := b.conn.Stats(); st.Sent.ViaXDP != 0 {
+		t.Errorf("%d through AF_XDP", st.Sent.ViaXDP)
+	}
+
+	b = newTxBed(t, "udp4", testbed.ServerClientIP4.String()+":0", testbed.ClientIP4)
+	compareHeaders(t, b)
+	raw, _ := b.conn.SyscallConn()
+	raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, 7) })
+	time.Sleep(pathTTL + 100*time.Millisecond)
+	b.send(t, 100, 10, 10)
+	b.receive(t, 100, 10, testbed.ServerClientIP4)
+	if st, _ := b.conn.Stats(); st.Sent.ViaKernel["socket_options"] != 10 || !strings.Contains(st.Sent.Refusal, "SO_MARK") {
+		t.Errorf("with SO_MARK: %+v; want all through the kernel for the mark", st.Sent)
+	}
+	if out, err := b.tb.Server.Output("ip", "rule", "add", "fwmark", "7", "prohibit"); err != nil {
+		t.Fatalf("ip rule: %v %s", err, out)
+	}
+	if k, err := b.conn.WriteBatch([]Message{{Buf: []byte("x"), Addr: b.to}}); k != 0 || !errors.Is(err, syscall.EACCES) {
+		t.Errorf("marked, under a rule prohibiting the mark: %d sent, %v; want EACCES", k, err)
+	}
+}
+
+// compareHeaders sends a datagram through the kernel socket and one
+// through AF_XDP and compares their IP headers as captured at the peer.
+func compareHeaders(t *testing.T, b *txBed) {
+	t.Helper()
+	capture := captureIn(t, b.tb.Client, testbed.ClientIface, b.to.Port())
+	b.send(t, 0, 1, 1) // the neighbour resolved
+	b.receive(t, 0, 1, testbed.ServerClientIP4)
+	time.Sleep(pathTTL + 100*time.Millisecond)
+	if _, err := b.conn.WriteToUDPAddrPort(numbered(1), b.to); err != nil {
+		t.Fatal(err)
+	}
+	b.send(t, 2, 1, 1)
+	b.receive(t, 1, 2, testbed.ServerClientIP4)
+	if st, _ := b.conn.Stats(); st.Sent.ViaXDP != 1 {
+		t.Fatalf("sent %+v; want the second through AF_XDP", st.Sent)
+	}
+	frames := capture(3)
+	kernel, xdp := frames[1], frames[2]
+	k, x := slices.Clone(kernel[14:34]), slices.Clone(xdp[14:34])
+	for _, h := range [][]byte{k, x} {
+		h[2], h[3] = 0, 0   // total length: the datagrams differ
+		h[4], h[5] = 0, 0   // ID: the kernel's is a hashed counter
+		h[10], h[11] = 0, 0 // checksum
+	}
+	if !bytes.Equal(k, x) || !bytes.Equal(kernel[:14], xdp[:14]) {
+		t.Errorf("IPv4 headers differ:\nkernel %x\nAF_XDP %x", kernel[:34], xdp[:34])
+	}
+}
+
+// captureIn captures UDP frames to port on iface in ns (AF_PACKET);
+// capture(n) returns the first n, waiting up to 3 s.
+func captureIn(t *testing.T, ns *netns.NS, iface string, port uint16) func(n int) [][]byte {
+	t.Helper()
+	var fd int
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(iface)
+		if err != nil {
+			return err
+		}
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL))); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 3})
+	return func(n int) [][]byte {
+		var out [][]byte
+		buf := make([]byte, 2048)
+		for len(out) < n {
+			k, _, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				t.Fatalf("captured %d of %d frames: %v", len(out), n, err)
+			}
+			f := buf[:k]
+			if k >= 42 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 17 && binary.BigEndian.Uint16(f[36:]) == port {
+				out = append(out, slices.Clone(f))
+			}
+		}
+		return out
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
