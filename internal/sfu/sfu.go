@@ -210,7 +210,7 @@ func openMedia(cfg Config) (conns []*net.UDPConn, rx []*afxdp.Conn, err error) {
 // closes them; a failure closes them too.
 func openPlane(cfg Config, conns []*net.UDPConn, rx []*afxdp.Conn, upcall func([]byte, netip.AddrPort, *net.UDPConn)) (dataplane.Plane, error) {
 	if cfg.Dataplane == "user" {
-		readers := map[*net.UDPConn]dataplane.DatagramReader{}
+		readers := map[*net.UDPConn]dataplane.DatagramConn{}
 		for i, c := range rx {
 			readers[conns[i]] = c
 		}

@@ -86,6 +86,15 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 		if xdp+kernel < float64(count) || kernel != partial {
 			t.Errorf("media through AF_XDP %v and the kernel socket %v (want at least the publisher's %d, the kernel's only the %v partial-looking)", xdp, kernel, count, partial)
 		}
+		// The replicas leave through the TX ring (WriteBatch), but the
+		// first to each receiver (its neighbour resolved by the kernel)
+		// and any stale-neighbour confirmations.
+		sentXDP := m.Labeled("ebrtc_afxdp_sent_total", map[string]string{"path": "xdp"})
+		t.Logf("replicas through the TX ring: %v of %d", sentXDP, count*receivers)
+		if sentXDP < 0.9*float64(count*receivers) {
+			t.Errorf("%v replicas through the AF_XDP TX ring of %d; the kernel socket's: %v", sentXDP, count*receivers,
+				m.Labeled("ebrtc_afxdp_sent_total", nil)-sentXDP)
+		}
 	}
 }
 

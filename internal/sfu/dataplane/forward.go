@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
 	"net"
 	"net/netip"
 
@@ -79,10 +80,10 @@ type forwarder struct {
 type mediaConn struct {
 	conn   *net.UDPConn
 	batch  *ipv4.PacketConn // recvmmsg/sendmmsg; works on IPv6 sockets too
-	reader DatagramReader   // receives instead of batch, if set
+	reader DatagramConn     // receives and sends instead of batch, if set
 }
 
-func newMediaConn(c *net.UDPConn, reader DatagramReader) *mediaConn {
+func newMediaConn(c *net.UDPConn, reader DatagramConn) *mediaConn {
 	return &mediaConn{conn: c, batch: ipv4.NewPacketConn(c), reader: reader}
 }
 
@@ -100,10 +101,11 @@ func (f *forwarder) writeTo(p []byte, from, to netip.AddrPort) error {
 // a buffer per replica that differs from the input (renumbered, its own
 // transport-wide number), reused packet after packet.
 type replicaBatch struct {
-	msgs []ipv4.Message
-	to   []replicaState
-	bufs [][]byte
-	sent []bool // per message, after send
+	msgs  []ipv4.Message
+	xmsgs []afxdp.Message // the same for a conn's WriteBatch
+	to    []replicaState
+	bufs  [][]byte
+	sent  []bool // per message, after send
 }
 
 func newReplicaBatch() *replicaBatch {
@@ -216,14 +218,27 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 // which went: sendmmsg stops at a message that fails (one receiver's route
 // or queue), and the replicas after it, other receivers', go on in the
 // next call rather than with it.
-func sendEach(c *mediaConn, msgs []ipv4.Message, sent []bool) {
+func sendEach(c *mediaConn, msgs []ipv4.Message, sent []bool, b *replicaBatch) {
 	clear(sent)
 	if c == nil {
 		return
 	}
+	write := func(from int) int {
+		n, _ := c.batch.WriteBatch(msgs[from:], 0)
+		return n
+	}
+	if c.reader != nil { // an AF_XDP conn: its WriteBatch
+		b.xmsgs = b.xmsgs[:0]
+		for _, m := range msgs {
+			b.xmsgs = append(b.xmsgs, afxdp.Message{Buf: m.Buffers[0], Addr: m.Addr.(*net.UDPAddr).AddrPort()})
+		}
+		write = func(from int) int {
+			n, _ := c.reader.WriteBatch(b.xmsgs[from:])
+			return n
+		}
+	}
 	for start := 0; start < len(msgs); {
-		n, _ := c.batch.WriteBatch(msgs[start:], 0)
-		n = max(n, 0)
+		n := max(write(start), 0)
 		for k := start; k < start+n; k++ {
 			sent[k] = true
 		}
@@ -240,7 +255,7 @@ func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
 		b.sent = make([]bool, len(b.msgs))
 	}
 	sent := b.sent[:len(b.msgs)]
-	sendEach(f.conns[via], b.msgs, sent)
+	sendEach(f.conns[via], b.msgs, sent, b)
 	for k, r := range b.to {
 		if !sent[k] {
 			f.count(CloneFailed, len(pi.p))

@@ -28,7 +28,7 @@ func TestSendEachGoesPastAFailure(t *testing.T) {
 		{Buffers: [][]byte{[]byte("to b")}, Addr: b.LocalAddr()},
 	}
 	sent := make([]bool, len(msgs))
-	sendEach(c, msgs, sent)
+	sendEach(c, msgs, sent, newReplicaBatch())
 	if !sent[0] || sent[1] || !sent[2] {
 		t.Fatalf("sent %v, want [true false true]", sent)
 	}

@@ -55,12 +55,14 @@ type UserConfig struct {
 	// Readers, where set, receive for a conn in its place (an AF_XDP conn
 	// whose kernel socket it is: --rx afxdp); replicas still leave by
 	// the conn. Close closes them.
-	Readers map[*net.UDPConn]DatagramReader
+	Readers map[*net.UDPConn]DatagramConn
 }
 
-// DatagramReader receives datagrams a batch at a time (an AF_XDP conn).
-type DatagramReader interface {
+// DatagramConn receives and sends datagrams a batch at a time (an AF_XDP
+// conn: its TX ring where the kernel would send the same frames).
+type DatagramConn interface {
 	ReadBatch(ms []afxdp.Message) (int, error)
+	WriteBatch(ms []afxdp.Message) (int, error)
 	Close() error
 }
 
@@ -174,7 +176,7 @@ func NewUser(cfg UserConfig) (*User, error) {
 }
 
 // mediaConns are the sockets by local address, which must be specific.
-func mediaConns(cs []*net.UDPConn, readers map[*net.UDPConn]DatagramReader) (map[netip.AddrPort]*mediaConn, error) {
+func mediaConns(cs []*net.UDPConn, readers map[*net.UDPConn]DatagramConn) (map[netip.AddrPort]*mediaConn, error) {
 	out := map[netip.AddrPort]*mediaConn{}
 	for _, c := range cs {
 		local := unmapped(c.LocalAddr().(*net.UDPAddr).AddrPort())
