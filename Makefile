@@ -3,7 +3,7 @@
 GO ?= go
 BIN := bin/ebrtc
 
-.PHONY: all build deps generate check-generate vet test test-pion test-acceptance fuzz soak demo clean
+.PHONY: all build deps generate check-generate vet test test-pion fuzz soak demo clean
 
 all: build
 
@@ -30,11 +30,6 @@ vet:
 # Short fuzz and churn budgets; make fuzz and make soak run the long ones.
 test: deps vet test-pion
 	$(GO) test -count=1 -p 1 -timeout 25m ./...
-
-# Acceptance cases of open issues not reliable yet on the 2-core VM
-# (issue 23: VP8-60% of TestShapedReceiver); make test runs the others.
-test-acceptance: deps
-	EBRTC_ACCEPTANCE=1 $(GO) test -count=1 -p 1 -timeout 25m -run 'TestShapedReceiver' -v ./internal/sfu/
 
 # The packages our patched copy of pion/turn changes (third_party/pion-turn/PATCHES.md).
 # Skipped: TestClientWithSTUN needs the Internet; TestChannelBindReset (timing) and
