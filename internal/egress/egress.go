@@ -143,7 +143,7 @@ func Lookup(q Query) (Path, error) {
 	if p.Ifindex == 0 || !p.Src.IsValid() || p.Src.IsUnspecified() {
 		return Path{}, &Refusal{fmt.Sprintf("route to %s names no interface or source", dst), false}
 	}
-	ifi, err := net.InterfaceByIndex(p.Ifindex)
+	ifi, err := interfaceByIndex(p.Ifindex)
 	if err != nil {
 		return Path{}, fmt.Errorf("egress: interface %d: %w", p.Ifindex, err)
 	}
@@ -163,6 +163,46 @@ func Lookup(q Query) (Path, error) {
 		return Path{}, err
 	}
 	return p, nil
+}
+
+// interfaceByIndex is one interface's name, flags, MTU and address, as
+// one RTM_GETLINK for it reads them (net.InterfaceByIndex dumps every
+// link, hundreds on a container host, for each lookup).
+func interfaceByIndex(index int) (*net.Interface, error) {
+	info := unix.IfInfomsg{Index: int32(index)}
+	body := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&info)), unix.SizeofIfInfomsg)...)
+	msgs, err := request(unix.NETLINK_ROUTE, unix.RTM_GETLINK, 0, body)
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) != 1 || msgs[0].Header.Type != unix.RTM_NEWLINK || len(msgs[0].Data) < unix.SizeofIfInfomsg {
+		return nil, errors.New("unexpected answer")
+	}
+	got := (*unix.IfInfomsg)(unsafe.Pointer(&msgs[0].Data[0]))
+	attrs, err := parseAttrs(msgs[0].Data[unix.SizeofIfInfomsg:])
+	if err != nil {
+		return nil, err
+	}
+	ifi := &net.Interface{Index: int(got.Index)}
+	if got.Flags&unix.IFF_UP != 0 {
+		ifi.Flags |= net.FlagUp
+	}
+	if got.Flags&unix.IFF_LOOPBACK != 0 {
+		ifi.Flags |= net.FlagLoopback
+	}
+	for _, a := range attrs {
+		switch a.typ {
+		case unix.IFLA_IFNAME:
+			ifi.Name = cString(a.value)
+		case unix.IFLA_MTU:
+			if len(a.value) >= 4 {
+				ifi.MTU = int(binary.NativeEndian.Uint32(a.value))
+			}
+		case unix.IFLA_ADDRESS:
+			ifi.HardwareAddr = net.HardwareAddr(append([]byte(nil), a.value...))
+		}
+	}
+	return ifi, nil
 }
 
 // readMetrics reads a route's metrics: its MTU (0: none), or an error for

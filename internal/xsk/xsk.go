@@ -137,6 +137,9 @@ func (s *Socket) registerUMEM() error {
 	s.umem = mem
 	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&mem[0]))), Len: uint64(size), Size: uint32(s.cfg.FrameSize)}
 	if err := setsockopt(s.fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+		if errors.Is(err, unix.ENOBUFS) { // (xdp_umem_account_pages)
+			return fmt.Errorf("xsk: register a UMEM of %d KiB: over the locked-memory limit (raise RLIMIT_MEMLOCK: ulimit -l, systemd's LimitMEMLOCK=; or grant CAP_IPC_LOCK): %w", size>>10, err)
+		}
 		return fmt.Errorf("xsk: register UMEM: %w", err)
 	}
 	return nil

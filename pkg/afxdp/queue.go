@@ -28,6 +28,9 @@ type queue struct {
 
 	fillMu sync.Mutex // the fill ring has one producer at a time
 	txMu   sync.Mutex // so has the TX ring (WriteBatch)
+	// noTX: why the socket has no TX ring where it should (the UMEM with
+	// send frames was over the locked-memory limit); "" if it has one.
+	noTX string
 
 	running bool          // a goroutine consumes it (else readers poll it); under ns.mu
 	pollMu  sync.Mutex    // held by whoever consumes the RX ring: a reader, or the goroutine for good
@@ -43,11 +46,21 @@ type queue struct {
 func openQueue(ns *namespace, ifindex, q int, slot uint32, polled bool, cfg *ListenConfig) (_ *queue, err error) {
 	// A slot's credit from a socket before: none until this one is filled.
 	atomic.StoreInt64(ns.credit(slot), 0)
-	sock, err := xsk.Open(ifindex, q, xsk.Config{Frames: cfg.frames(), FrameSize: frameSize, TXFrames: txFramesOf(q), Mode: cfg.Mode})
+	xc := xsk.Config{Frames: cfg.frames(), FrameSize: frameSize, TXFrames: txFramesOf(q), Mode: cfg.Mode}
+	sock, err := xsk.Open(ifindex, q, xc)
+	var noTX string
+	if errors.Is(err, syscall.ENOBUFS) && xc.TXFrames > 0 {
+		// Over the locked-memory limit with the send frames (the common
+		// 8 MiB holds the receive frames alone): receive, and let
+		// WriteBatch send through the kernel socket, saying why.
+		noTX = err.Error()
+		xc.TXFrames = 0
+		sock, err = xsk.Open(ifindex, q, xc)
+	}
 	if err != nil {
 		return nil, err
 	}
-	qu := &queue{ns: ns, sock: sock, slot: slot, credit: ns.credit(slot), free: make(chan struct{}, 1)}
+	qu := &queue{ns: ns, sock: sock, slot: slot, credit: ns.credit(slot), free: make(chan struct{}, 1), noTX: noTX}
 	defer func() {
 		if err != nil {
 			sock.Close()

@@ -42,10 +42,11 @@ const (
 	txTooLong                   // over the path's MTU or a send frame
 	txRingFull                  // no send frame free
 	txSocket                    // the socket's options (no DF) make frames not built here
+	txNoRing                    // the interface's socket has no TX ring (locked memory)
 	txReasons
 )
 
-var txReasonNames = [txReasons]string{"route", "neighbour", "confirm", "interface", "egress", "too_long", "ring_full", "socket_options"}
+var txReasonNames = [txReasons]string{"route", "neighbour", "confirm", "interface", "egress", "too_long", "ring_full", "socket_options", "no_tx_ring"}
 
 // Path lookups are kept this long: a route, neighbour or egress change
 // takes effect within it.
@@ -205,7 +206,9 @@ func (t *transmit) makeRoom(now time.Time) {
 // lookup finds dst's path now (the destination port is the first
 // datagram's: routing rules may match ports).
 func (t *transmit) lookup(c *Conn, dst netip.Addr, port uint16, now time.Time) *txPath {
-	p := &txPath{until: now.Add(pathTTL)}
+	// (Kept pathTTL, less up to a quarter: a fan-out's paths, looked up
+	// together, spread their next lookups.)
+	p := &txPath{until: now.Add(pathTTL - rand.N(pathTTL/4))}
 	local := c.localAddrPort()
 	if t.opts.refusal != "" {
 		p.why = txSocket
@@ -230,6 +233,11 @@ func (t *transmit) lookup(c *Conn, dst netip.Addr, port uint16, now time.Time) *
 	p.path, p.src = path, netip.AddrPortFrom(path.Src.Unmap(), local.Port())
 	if p.q = c.txQueue(path.Ifindex); p.q == nil {
 		p.why = txInterface
+		return p
+	}
+	if why := p.q.noTX; why != "" {
+		p.q, p.why = nil, txNoRing
+		t.refused("no TX ring: " + why)
 		return p
 	}
 	why, until := t.bypassed(c, path.Ifindex, now)

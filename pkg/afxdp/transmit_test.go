@@ -286,8 +286,10 @@ func TestWriteBatchFollowsTheSocket(t *testing.T) {
 		t.Errorf("%d through AF_XDP", st.Sent.ViaXDP)
 	}
 
+	b6 := newTxBed(t, "udp6", "["+testbed.ServerClientIP6.String()+"]:0", testbed.ClientIP6)
+	compareHeaders(t, b6, testbed.ServerClientIP6)
 	b = newTxBed(t, "udp4", testbed.ServerClientIP4.String()+":0", testbed.ClientIP4)
-	compareHeaders(t, b)
+	compareHeaders(t, b, testbed.ServerClientIP4)
 	raw, _ := b.conn.SyscallConn()
 	raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, 7) })
 	time.Sleep(pathTTL + 100*time.Millisecond)
@@ -305,31 +307,42 @@ func TestWriteBatchFollowsTheSocket(t *testing.T) {
 }
 
 // compareHeaders sends a datagram through the kernel socket and one
-// through AF_XDP and compares their IP headers as captured at the peer.
-func compareHeaders(t *testing.T, b *txBed) {
+// through AF_XDP from the conn's address from and compares their
+// Ethernet and IP headers as captured at the peer: all but the lengths,
+// the IPv4 ID and checksum (the kernel's ID is a hashed counter) and the
+// IPv6 flow label (the kernel's hash has a secret key).
+func compareHeaders(t *testing.T, b *txBed, from netip.Addr) {
 	t.Helper()
 	capture := captureIn(t, b.tb.Client, testbed.ClientIface, b.to.Port())
 	b.send(t, 0, 1, 1) // the neighbour resolved
-	b.receive(t, 0, 1, testbed.ServerClientIP4)
+	b.receive(t, 0, 1, from)
 	time.Sleep(pathTTL + 100*time.Millisecond)
 	if _, err := b.conn.WriteToUDPAddrPort(numbered(1), b.to); err != nil {
 		t.Fatal(err)
 	}
 	b.send(t, 2, 1, 1)
-	b.receive(t, 1, 2, testbed.ServerClientIP4)
+	b.receive(t, 1, 2, from)
 	if st, _ := b.conn.Stats(); st.Sent.ViaXDP != 1 {
 		t.Fatalf("sent %+v; want the second through AF_XDP", st.Sent)
 	}
 	frames := capture(3)
 	kernel, xdp := frames[1], frames[2]
-	k, x := slices.Clone(kernel[14:34]), slices.Clone(xdp[14:34])
-	for _, h := range [][]byte{k, x} {
-		h[2], h[3] = 0, 0   // total length: the datagrams differ
-		h[4], h[5] = 0, 0   // ID: the kernel's is a hashed counter
-		h[10], h[11] = 0, 0 // checksum
+	n := 34
+	if from.Is6() {
+		n = 54
 	}
-	if !bytes.Equal(k, x) || !bytes.Equal(kernel[:14], xdp[:14]) {
-		t.Errorf("IPv4 headers differ:\nkernel %x\nAF_XDP %x", kernel[:34], xdp[:34])
+	k, x := slices.Clone(kernel[:n]), slices.Clone(xdp[:n])
+	for _, h := range [][]byte{k[14:], x[14:]} {
+		if from.Is4() {
+			clear(h[2:6])   // total length, ID
+			clear(h[10:12]) // checksum
+		} else {
+			h[1] &= 0xf0  // flow label
+			clear(h[2:6]) // flow label, payload length
+		}
+	}
+	if !bytes.Equal(k, x) {
+		t.Errorf("headers differ:\nkernel %x\nAF_XDP %x", kernel[:n], xdp[:n])
 	}
 }
 
@@ -362,7 +375,9 @@ func captureIn(t *testing.T, ns *netns.NS, iface string, port uint16) func(n int
 				t.Fatalf("captured %d of %d frames: %v", len(out), n, err)
 			}
 			f := buf[:k]
-			if k >= 42 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 17 && binary.BigEndian.Uint16(f[36:]) == port {
+			v4 := k >= 42 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 17 && binary.BigEndian.Uint16(f[36:]) == port
+			v6 := k >= 62 && binary.BigEndian.Uint16(f[12:]) == 0x86dd && f[20] == 17 && binary.BigEndian.Uint16(f[56:]) == port
+			if v4 || v6 {
 				out = append(out, slices.Clone(f))
 			}
 		}
