@@ -386,3 +386,20 @@ func captureIn(t *testing.T, ns *netns.NS, iface string, port uint16) func(n int
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// A socket that got no send frames (over the locked-memory limit) still
+// sends: WriteBatch goes through the kernel socket, counted, the cause
+// named.
+func TestWriteBatchWithoutSendFrames(t *testing.T) {
+	b := newTxBed(t, "udp4", testbed.ServerClientIP4.String()+":0", testbed.ClientIP4)
+	b.conn.ifaces[0].queues[0].noTX = "xsk: register a UMEM of 10240 KiB: over the locked-memory limit"
+	b.send(t, 0, 1, 1) // the neighbour resolved
+	b.receive(t, 0, 1, testbed.ServerClientIP4)
+	time.Sleep(pathTTL + 100*time.Millisecond)
+	b.send(t, 1, 100, 10)
+	b.receive(t, 1, 100, testbed.ServerClientIP4)
+	st, _ := b.conn.Stats()
+	if st.Sent.ViaXDP != 0 || st.Sent.ViaKernel["no_tx_ring"] != 100 || !strings.Contains(st.Sent.Refusal, "locked-memory limit") {
+		t.Errorf("sent %+v; want all through the kernel for want of a TX ring", st.Sent)
+	}
+}
