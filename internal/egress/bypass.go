@@ -166,8 +166,8 @@ func legacyTables(int) (string, error) {
 // clsact qdisc).
 func tcxPrograms(ifindex int) (string, error) {
 	r, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXEgress})
-	if errors.Is(err, ebpf.ErrNotSupported) {
-		return "", nil
+	if errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EINVAL) {
+		return "", nil // a kernel without tcx (before 6.6): nothing attached with it
 	}
 	if err != nil {
 		return "", fmt.Errorf("egress: tcx programs: %w", err)

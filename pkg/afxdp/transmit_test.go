@@ -13,11 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
 	"github.com/ebrtc/ebrtc/internal/egress"
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/testbed"
-	"golang.org/x/sys/unix"
 )
 
 // TestWriteFrame checks the frames WriteBatch builds against package
@@ -242,6 +246,13 @@ func TestWriteBatchKeepsTheKernelsEgress(t *testing.T) {
 	if via, kernel, _ := run(t, true); via != 100 {
 		t.Errorf("with nothing on the way: %d through AF_XDP, through the kernel %v; want all 100 through AF_XDP", via, kernel)
 	}
+	// A TC egress program attached with tcx (no clsact qdisc to see): every
+	// datagram through the kernel, where the program runs.
+	detach := attachTCXEgress(t, ns, testbed.ServerCliIface)
+	if via, kernel, why := run(t, true); via != 0 || kernel["egress"] != 100 || !strings.Contains(why, "tcx") {
+		t.Errorf("under a tcx egress program: %d through AF_XDP, through the kernel %v (%q); want all through the kernel", via, kernel, why)
+	}
+	detach()
 	// An IPsec policy blocking the flow: the kernel's EPERM, not a frame around it.
 	policy := []string{"xfrm", "policy", "add", "src", from.String() + "/32", "dst", testbed.ClientIP4.String() + "/32", "dir", "out", "action", "block"}
 	if out, err := ns.Output("ip", policy...); err != nil {
@@ -402,4 +413,31 @@ func TestWriteBatchWithoutSendFrames(t *testing.T) {
 	if st.Sent.ViaXDP != 0 || st.Sent.ViaKernel["no_tx_ring"] != 100 || !strings.Contains(st.Sent.Refusal, "locked-memory limit") {
 		t.Errorf("sent %+v; want all through the kernel for want of a TX ring", st.Sent)
 	}
+}
+
+// attachTCXEgress attaches a TC program that passes everything to iface's
+// egress in ns with tcx; the returned func detaches it (so does the
+// test's end).
+func attachTCXEgress(t *testing.T, ns *netns.NS, iface string) func() {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}}) // TC_ACT_OK
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	var l link.Link
+	err = ns.Do(func() error {
+		ifi, err := net.InterfaceByName(iface)
+		if err != nil {
+			return err
+		}
+		l, err = link.AttachTCX(link.TCXOptions{Interface: ifi.Index, Program: prog, Attach: ebpf.AttachTCXEgress})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("tcx: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return func() { l.Close() }
 }
