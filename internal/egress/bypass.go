@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/rtnl"
 )
 
 // Bypassed says what a frame handed to ifindex's driver directly would
@@ -38,7 +40,7 @@ var passable = map[string]bool{"noqueue": true, "pfifo_fast": true, "pfifo": tru
 func qdiscs(ifindex int) (string, error) {
 	var tc [20]byte // struct tcmsg: family, pads, ifindex, handle, parent, info
 	binary.NativeEndian.PutUint32(tc[4:], uint32(ifindex))
-	msgs, err := request(unix.NETLINK_ROUTE, unix.RTM_GETQDISC, unix.NLM_F_DUMP, tc[:])
+	msgs, err := rtnl.Request(unix.NETLINK_ROUTE, unix.RTM_GETQDISC, unix.NLM_F_DUMP, tc[:])
 	if err != nil {
 		return "", fmt.Errorf("egress: qdiscs: %w", err)
 	}
@@ -46,15 +48,15 @@ func qdiscs(ifindex int) (string, error) {
 		if m.Header.Type != unix.RTM_NEWQDISC || len(m.Data) < len(tc) || int(binary.NativeEndian.Uint32(m.Data[4:])) != ifindex {
 			continue
 		}
-		attrs, err := parseAttrs(m.Data[len(tc):])
+		attrs, err := rtnl.Attrs(m.Data[len(tc):])
 		if err != nil {
 			return "", err
 		}
 		for _, a := range attrs {
-			if a.typ != unix.TCA_KIND {
+			if a.Type != unix.TCA_KIND {
 				continue
 			}
-			if kind := cString(a.value); !passable[kind] {
+			if kind := rtnl.CString(a.Value); !passable[kind] {
 				return "qdisc " + kind, nil
 			}
 		}
@@ -84,7 +86,7 @@ func nftChains(ifindex int) (string, error) {
 	// One dump per family, which the request's nfgenmsg names (the
 	// answers read here carried none).
 	for _, family := range []uint8{nfprotoInet, nfprotoIPv4, nfprotoIPv6, nfprotoNetdev} {
-		msgs, err := request(unix.NETLINK_NETFILTER, nfnlSubsysNFTables<<8|nftMsgGetChain, unix.NLM_F_DUMP, []byte{family, 0, 0, 0})
+		msgs, err := rtnl.Request(unix.NETLINK_NETFILTER, nfnlSubsysNFTables<<8|nftMsgGetChain, unix.NLM_F_DUMP, []byte{family, 0, 0, 0})
 		if errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EAFNOSUPPORT) {
 			continue // no nf_tables, or not for this family: no chains
 		}
@@ -95,20 +97,20 @@ func nftChains(ifindex int) (string, error) {
 			if m.Header.Type != nfnlSubsysNFTables<<8|nftMsgNewChain || len(m.Data) < 4 {
 				continue
 			}
-			attrs, err := parseAttrs(m.Data[4:])
+			attrs, err := rtnl.Attrs(m.Data[4:])
 			if err != nil {
 				return "", err
 			}
 			var table, name string
 			hook := -1
 			for _, a := range attrs {
-				switch a.typ {
+				switch a.Type {
 				case nftaChainTable:
-					table = cString(a.value)
+					table = rtnl.CString(a.Value)
 				case nftaChainName:
-					name = cString(a.value)
+					name = rtnl.CString(a.Value)
 				case nftaChainHook:
-					hook = chainHook(a.value)
+					hook = chainHook(a.Value)
 				}
 			}
 			switch {
@@ -122,13 +124,13 @@ func nftChains(ifindex int) (string, error) {
 }
 
 func chainHook(b []byte) int {
-	attrs, err := parseAttrs(b)
+	attrs, err := rtnl.Attrs(b)
 	if err != nil {
 		return -1
 	}
 	for _, a := range attrs {
-		if a.typ == nftaHookHooknum && len(a.value) == 4 {
-			return int(binary.BigEndian.Uint32(a.value))
+		if a.Type == nftaHookHooknum && len(a.Value) == 4 {
+			return int(binary.BigEndian.Uint32(a.Value))
 		}
 	}
 	return -1
@@ -184,7 +186,7 @@ const xfrmMsgGetPolicy = 0x15
 // xfrmPolicies names IPsec policies: the kernel's sending looks them up
 // (and may encrypt, or drop) after the route.
 func xfrmPolicies(int) (string, error) {
-	msgs, err := request(unix.NETLINK_XFRM, xfrmMsgGetPolicy, unix.NLM_F_DUMP, nil)
+	msgs, err := rtnl.Request(unix.NETLINK_XFRM, xfrmMsgGetPolicy, unix.NLM_F_DUMP, nil)
 	if errors.Is(err, syscall.EPROTONOSUPPORT) {
 		return "", nil // no xfrm_user: no policies made through it
 	}

@@ -19,6 +19,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/rtnl"
 )
 
 // Path is where the kernel sends a datagram to an address: out of
@@ -92,16 +94,16 @@ func Lookup(q Query) (Path, error) {
 		rt.Tos = q.TOS
 	}
 	body := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&rt)), unix.SizeofRtMsg)...)
-	body = appendAttr(body, unix.RTA_DST, dst.AsSlice())
+	body = rtnl.AppendAttr(body, unix.RTA_DST, dst.AsSlice())
 	if src.IsValid() && !src.IsUnspecified() && src.Is6() == dst.Is6() {
 		body[2] = uint8(bits) // rtm_src_len
-		body = appendAttr(body, unix.RTA_SRC, src.AsSlice())
+		body = rtnl.AppendAttr(body, unix.RTA_SRC, src.AsSlice())
 	}
-	body = appendAttr(body, unix.RTA_UID, binary.NativeEndian.AppendUint32(nil, q.UID))
-	body = appendAttr(body, unix.RTA_IP_PROTO, []byte{unix.IPPROTO_UDP})
-	body = appendAttr(body, unix.RTA_SPORT, binary.BigEndian.AppendUint16(nil, q.SrcPort))
-	body = appendAttr(body, unix.RTA_DPORT, binary.BigEndian.AppendUint16(nil, q.DstPort))
-	msgs, err := request(unix.NETLINK_ROUTE, unix.RTM_GETROUTE, 0, body)
+	body = rtnl.AppendAttr(body, unix.RTA_UID, binary.NativeEndian.AppendUint32(nil, q.UID))
+	body = rtnl.AppendAttr(body, unix.RTA_IP_PROTO, []byte{unix.IPPROTO_UDP})
+	body = rtnl.AppendAttr(body, unix.RTA_SPORT, binary.BigEndian.AppendUint16(nil, q.SrcPort))
+	body = rtnl.AppendAttr(body, unix.RTA_DPORT, binary.BigEndian.AppendUint16(nil, q.DstPort))
+	msgs, err := rtnl.Request(unix.NETLINK_ROUTE, unix.RTM_GETROUTE, 0, body)
 	if err != nil {
 		return Path{}, fmt.Errorf("egress: route to %s: %w", dst, err)
 	}
@@ -112,28 +114,28 @@ func Lookup(q Query) (Path, error) {
 	if got.Type != rtnUnicast {
 		return Path{}, &Refusal{fmt.Sprintf("route to %s of type %d, not unicast", dst, got.Type), false}
 	}
-	attrs, err := parseAttrs(msgs[0].Data[unix.SizeofRtMsg:])
+	attrs, err := rtnl.Attrs(msgs[0].Data[unix.SizeofRtMsg:])
 	if err != nil {
 		return Path{}, err
 	}
 	p := Path{Src: src}
 	hop := dst
 	for _, a := range attrs {
-		switch a.typ {
+		switch a.Type {
 		case unix.RTA_OIF:
-			p.Ifindex = int(binary.NativeEndian.Uint32(a.value))
+			p.Ifindex = int(binary.NativeEndian.Uint32(a.Value))
 		case unix.RTA_GATEWAY:
-			hop, _ = netip.AddrFromSlice(a.value)
+			hop, _ = netip.AddrFromSlice(a.Value)
 		case unix.RTA_VIA, unix.RTA_MULTIPATH:
 			return Path{}, &Refusal{fmt.Sprintf("route to %s through a next hop of another family or several", dst), false}
 		case unix.RTA_ENCAP, unix.RTA_ENCAP_TYPE:
 			return Path{}, &Refusal{fmt.Sprintf("route to %s encapsulates (lwtunnel)", dst), false}
 		case unix.RTA_PREFSRC:
 			if !src.IsValid() || src.IsUnspecified() {
-				p.Src, _ = netip.AddrFromSlice(a.value)
+				p.Src, _ = netip.AddrFromSlice(a.Value)
 			}
 		case unix.RTA_METRICS:
-			m, err := readMetrics(a.value)
+			m, err := readMetrics(a.Value)
 			if err != nil {
 				return Path{}, &Refusal{fmt.Sprintf("route to %s: %v", dst, err), false}
 			}
@@ -171,7 +173,7 @@ func Lookup(q Query) (Path, error) {
 func interfaceByIndex(index int) (*net.Interface, error) {
 	info := unix.IfInfomsg{Index: int32(index)}
 	body := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&info)), unix.SizeofIfInfomsg)...)
-	msgs, err := request(unix.NETLINK_ROUTE, unix.RTM_GETLINK, 0, body)
+	msgs, err := rtnl.Request(unix.NETLINK_ROUTE, unix.RTM_GETLINK, 0, body)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +181,7 @@ func interfaceByIndex(index int) (*net.Interface, error) {
 		return nil, errors.New("unexpected answer")
 	}
 	got := (*unix.IfInfomsg)(unsafe.Pointer(&msgs[0].Data[0]))
-	attrs, err := parseAttrs(msgs[0].Data[unix.SizeofIfInfomsg:])
+	attrs, err := rtnl.Attrs(msgs[0].Data[unix.SizeofIfInfomsg:])
 	if err != nil {
 		return nil, err
 	}
@@ -191,15 +193,15 @@ func interfaceByIndex(index int) (*net.Interface, error) {
 		ifi.Flags |= net.FlagLoopback
 	}
 	for _, a := range attrs {
-		switch a.typ {
+		switch a.Type {
 		case unix.IFLA_IFNAME:
-			ifi.Name = cString(a.value)
+			ifi.Name = rtnl.CString(a.Value)
 		case unix.IFLA_MTU:
-			if len(a.value) >= 4 {
-				ifi.MTU = int(binary.NativeEndian.Uint32(a.value))
+			if len(a.Value) >= 4 {
+				ifi.MTU = int(binary.NativeEndian.Uint32(a.Value))
 			}
 		case unix.IFLA_ADDRESS:
-			ifi.HardwareAddr = net.HardwareAddr(append([]byte(nil), a.value...))
+			ifi.HardwareAddr = net.HardwareAddr(append([]byte(nil), a.Value...))
 		}
 	}
 	return ifi, nil
@@ -209,17 +211,17 @@ func interfaceByIndex(index int) (*net.Interface, error) {
 // what a frame built by hand would not follow: a locked MTU (the kernel
 // then sends without DF) or a hop limit of the route's own.
 func readMetrics(b []byte) (int, error) {
-	metrics, err := parseAttrs(b)
+	metrics, err := rtnl.Attrs(b)
 	if err != nil {
 		return 0, err
 	}
 	mtu := 0
 	for _, m := range metrics {
-		if len(m.value) < 4 {
+		if len(m.Value) < 4 {
 			continue
 		}
-		v := binary.NativeEndian.Uint32(m.value)
-		switch m.typ {
+		v := binary.NativeEndian.Uint32(m.Value)
+		switch m.Type {
 		case unix.RTAX_MTU:
 			mtu = int(v)
 		case unix.RTAX_LOCK:
@@ -263,8 +265,8 @@ func neighbour(ifindex int, hop netip.Addr) ([6]byte, bool, error) {
 	}
 	nd := unix.NdMsg{Family: family, Ifindex: int32(ifindex)}
 	body := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&nd)), unix.SizeofNdMsg)...)
-	body = appendAttr(body, unix.NDA_DST, hop.AsSlice())
-	msgs, err := request(unix.NETLINK_ROUTE, unix.RTM_GETNEIGH, 0, body)
+	body = rtnl.AppendAttr(body, unix.NDA_DST, hop.AsSlice())
+	msgs, err := rtnl.Request(unix.NETLINK_ROUTE, unix.RTM_GETNEIGH, 0, body)
 	if errors.Is(err, syscall.ENOENT) {
 		return [6]byte{}, false, &Refusal{fmt.Sprintf("no neighbour entry for %s yet", hop), true}
 	}
@@ -275,15 +277,15 @@ func neighbour(ifindex int, hop netip.Addr) ([6]byte, bool, error) {
 		return [6]byte{}, false, fmt.Errorf("egress: neighbour %s: unexpected answer", hop)
 	}
 	got := (*unix.NdMsg)(unsafe.Pointer(&msgs[0].Data[0]))
-	attrs, err := parseAttrs(msgs[0].Data[unix.SizeofNdMsg:])
+	attrs, err := rtnl.Attrs(msgs[0].Data[unix.SizeofNdMsg:])
 	if err != nil {
 		return [6]byte{}, false, err
 	}
 	var mac [6]byte
 	found := false
 	for _, a := range attrs {
-		if a.typ == unix.NDA_LLADDR && len(a.value) == 6 {
-			copy(mac[:], a.value)
+		if a.Type == unix.NDA_LLADDR && len(a.Value) == 6 {
+			copy(mac[:], a.Value)
 			found = true
 		}
 	}

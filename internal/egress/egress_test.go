@@ -18,19 +18,3 @@ func TestLookupRefusesLocal(t *testing.T) {
 		}
 	}
 }
-
-// Attributes written are read back, padded to 4 bytes.
-func TestAttrs(t *testing.T) {
-	b := appendAttr(nil, 1, []byte{1, 2, 3})
-	b = appendAttr(b, 7, []byte("eth0\x00"))
-	if len(b) != 8+12 {
-		t.Fatalf("%d bytes: %x", len(b), b)
-	}
-	attrs, err := parseAttrs(b)
-	if err != nil || len(attrs) != 2 || attrs[0].typ != 1 || string(attrs[0].value) != "\x01\x02\x03" || cString(attrs[1].value) != "eth0" {
-		t.Fatalf("%+v, %v", attrs, err)
-	}
-	if _, err := parseAttrs([]byte{200, 0, 1, 0}); err == nil {
-		t.Fatal("an attribute longer than its buffer was read")
-	}
-}

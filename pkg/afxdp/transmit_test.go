@@ -64,7 +64,12 @@ type txBed struct {
 }
 
 func newTxBed(t *testing.T, network, addr string, to netip.Addr) *txBed {
-	tb := newBed(t, testbed.Options{})
+	return newTxBedWith(t, testbed.Options{}, network, addr, to)
+}
+
+// newTxBedWith is newTxBed on a testbed made as opts says.
+func newTxBedWith(t *testing.T, opts testbed.Options, network, addr string, to netip.Addr) *txBed {
+	tb := newBed(t, opts)
 	b := &txBed{tb: tb, conn: listenIn(t, tb.Server, ListenConfig{}, network, addr)}
 	var err error
 	if b.rx, err = testbed.ListenUDP(tb.Client, netip.AddrPortFrom(to, 0)); err != nil {
@@ -136,18 +141,22 @@ func (b *txBed) receive(t *testing.T, first, n int, from netip.Addr) {
 // as it sends them), every datagram of a 3,000-datagram run goes through
 // AF_XDP, arrives whole (the receiving kernel checks both checksums), in
 // order, from the conn's address; IPv4 and IPv6, a bound address and a
-// wildcard.
+// wildcard, and on a container host's veths.
 func TestWriteBatch(t *testing.T) {
 	for _, c := range []struct {
 		name, network, addr string
 		from, to            netip.Addr
+		opts                testbed.Options
 	}{
-		{"IPv4", "udp4", testbed.ServerClientIP4.String() + ":0", testbed.ServerClientIP4, testbed.ClientIP4},
-		{"IPv6", "udp6", "[" + testbed.ServerClientIP6.String() + "]:0", testbed.ServerClientIP6, testbed.ClientIP6},
-		{"wildcard", "udp", "[::]:0", testbed.ServerClientIP4, testbed.ClientIP4},
+		{"IPv4", "udp4", testbed.ServerClientIP4.String() + ":0", testbed.ServerClientIP4, testbed.ClientIP4, testbed.Options{}},
+		{"IPv6", "udp6", "[" + testbed.ServerClientIP6.String() + "]:0", testbed.ServerClientIP6, testbed.ClientIP6, testbed.Options{}},
+		{"wildcard", "udp", "[::]:0", testbed.ServerClientIP4, testbed.ClientIP4, testbed.Options{}},
+		// A container host: the far end runs no XDP and keeps TX checksum
+		// offload on (the frames arrive by its stack alone).
+		{"container host", "udp4", testbed.ServerClientIP4.String() + ":0", testbed.ServerClientIP4, testbed.ClientIP4, testbed.Options{Unprepared: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b := newTxBed(t, c.network, c.addr, c.to)
+			b := newTxBedWith(t, c.opts, c.network, c.addr, c.to)
 			b.send(t, 0, 1, 1)
 			b.receive(t, 0, 1, c.from)
 			time.Sleep(pathTTL + 100*time.Millisecond) // the path looked up again, the neighbour resolved

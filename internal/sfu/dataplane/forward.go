@@ -3,13 +3,13 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/ebrtc/ebrtc/pkg/afxdp"
 	"net"
 	"net/netip"
 
 	"golang.org/x/net/ipv4"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
 // Forwarding in user space: the user plane's for every datagram, and the
@@ -97,19 +97,21 @@ func (f *forwarder) writeTo(p []byte, from, to netip.AddrPort) error {
 	return err
 }
 
-// replicaBatch is one thread's scratch: the messages of one sendmmsg and
-// a buffer per replica that differs from the input (renumbered, its own
-// transport-wide number), reused packet after packet.
+// replicaBatch is one thread's scratch: one socket's run of replicas
+// (bytes and receiver, as an AF_XDP conn's WriteBatch takes them; msgs is
+// the same for sendmmsg) and a buffer per replica that differs from the
+// input (renumbered, its own transport-wide number), reused packet after
+// packet.
 type replicaBatch struct {
-	msgs  []ipv4.Message
-	xmsgs []afxdp.Message // the same for a conn's WriteBatch
-	to    []replicaState
-	bufs  [][]byte
-	sent  []bool // per message, after send
+	replicas []afxdp.Message
+	msgs     []ipv4.Message
+	to       []replicaState
+	bufs     [][]byte
+	sent     []bool // per replica, after send
 }
 
 func newReplicaBatch() *replicaBatch {
-	b := &replicaBatch{msgs: make([]ipv4.Message, 0, MaxFanout), bufs: make([][]byte, MaxFanout), sent: make([]bool, MaxFanout)}
+	b := &replicaBatch{replicas: make([]afxdp.Message, 0, MaxFanout), bufs: make([][]byte, MaxFanout), sent: make([]bool, MaxFanout)}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, 0, 1500)
 	}
@@ -158,10 +160,10 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 	s.received(len(p), pi.frameEnd)
 	for i := 0; i < len(rs); {
 		via := rs[i].receiver().From
-		b.msgs, b.to = b.msgs[:0], b.to[:0]
+		b.replicas, b.to = b.replicas[:0], b.to[:0]
 		for ; i < len(rs) && rs[i].receiver().From == via; i++ {
-			if out := f.ready(rs[i], &pi, b.bufs[len(b.msgs)][:0]); out != nil {
-				b.msgs = append(b.msgs, ipv4.Message{Buffers: [][]byte{out}, Addr: net.UDPAddrFromAddrPort(rs[i].receiver().To)})
+			if out := f.ready(rs[i], &pi, b.bufs[len(b.replicas)][:0]); out != nil {
+				b.replicas = append(b.replicas, afxdp.Message{Buf: out, Addr: rs[i].receiver().To})
 				b.to = append(b.to, rs[i])
 			}
 		}
@@ -214,30 +216,32 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 	return out
 }
 
-// sendEach sends msgs in as few sendmmsg calls as it can and marks in sent
-// which went: sendmmsg stops at a message that fails (one receiver's route
-// or queue), and the replicas after it, other receivers', go on in the
-// next call rather than with it.
-func sendEach(c *mediaConn, msgs []ipv4.Message, sent []bool, b *replicaBatch) {
+// sendEach sends replicas in as few batch calls as it can (an AF_XDP
+// conn's WriteBatch, else sendmmsg, its messages made in msgs) and marks
+// in sent which went: a batch stops at a message that fails (one
+// receiver's route or queue), and the replicas after it, other
+// receivers', go on in the next call rather than with it.
+func sendEach(c *mediaConn, replicas []afxdp.Message, sent []bool, msgs *[]ipv4.Message) {
 	clear(sent)
 	if c == nil {
 		return
 	}
 	write := func(from int) int {
-		n, _ := c.batch.WriteBatch(msgs[from:], 0)
+		n, _ := c.batch.WriteBatch((*msgs)[from:], 0)
 		return n
 	}
-	if c.reader != nil { // an AF_XDP conn: its WriteBatch
-		b.xmsgs = b.xmsgs[:0]
-		for _, m := range msgs {
-			b.xmsgs = append(b.xmsgs, afxdp.Message{Buf: m.Buffers[0], Addr: m.Addr.(*net.UDPAddr).AddrPort()})
-		}
+	if c.reader != nil {
 		write = func(from int) int {
-			n, _ := c.reader.WriteBatch(b.xmsgs[from:])
+			n, _ := c.reader.WriteBatch(replicas[from:])
 			return n
 		}
+	} else {
+		*msgs = (*msgs)[:0]
+		for _, r := range replicas {
+			*msgs = append(*msgs, ipv4.Message{Buffers: [][]byte{r.Buf}, Addr: net.UDPAddrFromAddrPort(r.Addr)})
+		}
 	}
-	for start := 0; start < len(msgs); {
+	for start := 0; start < len(replicas); {
 		n := max(write(start), 0)
 		for k := start; k < start+n; k++ {
 			sent[k] = true
@@ -248,14 +252,14 @@ func sendEach(c *mediaConn, msgs []ipv4.Message, sent []bool, b *replicaBatch) {
 
 // send sends one socket's run of replicas and counts what went.
 func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
-	if len(b.msgs) == 0 {
+	if len(b.replicas) == 0 {
 		return
 	}
-	if len(b.sent) < len(b.msgs) {
-		b.sent = make([]bool, len(b.msgs))
+	if len(b.sent) < len(b.replicas) {
+		b.sent = make([]bool, len(b.replicas))
 	}
-	sent := b.sent[:len(b.msgs)]
-	sendEach(f.conns[via], b.msgs, sent, b)
+	sent := b.sent[:len(b.replicas)]
+	sendEach(f.conns[via], b.replicas, sent, &b.msgs)
 	for k, r := range b.to {
 		if !sent[k] {
 			f.count(CloneFailed, len(pi.p))

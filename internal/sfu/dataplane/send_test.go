@@ -2,10 +2,13 @@ package dataplane
 
 import (
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
 	"golang.org/x/net/ipv4"
+
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
 // A replica whose send fails (here: port 0, refused at once) costs only
@@ -22,13 +25,15 @@ func TestSendEachGoesPastAFailure(t *testing.T) {
 	}
 	a, b, out := listen(), listen(), listen()
 	c := newMediaConn(out, nil)
-	msgs := []ipv4.Message{
-		{Buffers: [][]byte{[]byte("to a")}, Addr: a.LocalAddr()},
-		{Buffers: [][]byte{[]byte("refused")}, Addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 0}},
-		{Buffers: [][]byte{[]byte("to b")}, Addr: b.LocalAddr()},
+	addr := func(c *net.UDPConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr).AddrPort() }
+	replicas := []afxdp.Message{
+		{Buf: []byte("to a"), Addr: addr(a)},
+		{Buf: []byte("refused"), Addr: netip.MustParseAddrPort("127.0.0.1:0")},
+		{Buf: []byte("to b"), Addr: addr(b)},
 	}
-	sent := make([]bool, len(msgs))
-	sendEach(c, msgs, sent, newReplicaBatch())
+	sent := make([]bool, len(replicas))
+	var msgs []ipv4.Message
+	sendEach(c, replicas, sent, &msgs)
 	if !sent[0] || sent[1] || !sent[2] {
 		t.Fatalf("sent %v, want [true false true]", sent)
 	}

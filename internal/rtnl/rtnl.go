@@ -1,4 +1,6 @@
-package egress
+// Package rtnl speaks netlink as the kernel's rtnetlink, nfnetlink and xfrm
+// families do: one request and its answers, attributes read and written.
+package rtnl
 
 import (
 	"encoding/binary"
@@ -10,11 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// request sends one netlink message (type typ, flags besides
+// Request sends one netlink message (type typ, flags besides
 // NLM_F_REQUEST, body) on a socket of protocol proto and returns the
 // answers, up to NLMSG_DONE for a dump. An NLMSG_ERROR with an error
 // comes back as that errno.
-func request(proto int, typ uint16, flags uint16, body []byte) ([]syscall.NetlinkMessage, error) {
+func Request(proto int, typ uint16, flags uint16, body []byte) ([]syscall.NetlinkMessage, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
 	if err != nil {
 		return nil, err
@@ -62,29 +64,49 @@ func request(proto int, typ uint16, flags uint16, body []byte) ([]syscall.Netlin
 	}
 }
 
-// attr is one netlink attribute (type without the nested and byte-order flags).
-type attr struct {
-	typ   uint16
-	value []byte
+// Attr is one netlink attribute (its type without the nested and
+// byte-order flags).
+type Attr struct {
+	Type  uint16
+	Value []byte
 }
 
-// parseAttrs reads the attributes in b.
-func parseAttrs(b []byte) ([]attr, error) {
-	var out []attr
+// Attrs reads the attributes in b; a malformed one is an error.
+func Attrs(b []byte) ([]Attr, error) {
+	out, rest := walk(b)
+	if len(rest) >= unix.SizeofRtAttr {
+		return nil, fmt.Errorf("netlink: attribute of %d bytes in %d", binary.NativeEndian.Uint16(rest), len(rest))
+	}
+	return out, nil
+}
+
+// AttrMap is the attributes of b by type (the last of a type), up to a
+// malformed one.
+func AttrMap(b []byte) map[uint16][]byte {
+	attrs, _ := walk(b)
+	out := make(map[uint16][]byte, len(attrs))
+	for _, a := range attrs {
+		out[a.Type] = a.Value
+	}
+	return out
+}
+
+// walk reads attributes from b up to the end or a malformed one (rest).
+func walk(b []byte) (out []Attr, rest []byte) {
 	for len(b) >= unix.SizeofRtAttr {
 		l := int(binary.NativeEndian.Uint16(b))
 		t := binary.NativeEndian.Uint16(b[2:])
 		if l < unix.SizeofRtAttr || l > len(b) {
-			return nil, fmt.Errorf("netlink: attribute of %d bytes in %d", l, len(b))
+			return out, b
 		}
-		out = append(out, attr{typ: t &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER), value: b[unix.SizeofRtAttr:l]})
+		out = append(out, Attr{Type: t &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER), Value: b[unix.SizeofRtAttr:l]})
 		b = b[min(len(b), (l+unix.RTA_ALIGNTO-1)&^(unix.RTA_ALIGNTO-1)):]
 	}
 	return out, nil
 }
 
-// appendAttr appends an attribute of type t and value v, padded.
-func appendAttr(b []byte, t uint16, v []byte) []byte {
+// AppendAttr appends an attribute of type t and value v, padded.
+func AppendAttr(b []byte, t uint16, v []byte) []byte {
 	l := unix.SizeofRtAttr + len(v)
 	b = binary.NativeEndian.AppendUint16(b, uint16(l))
 	b = binary.NativeEndian.AppendUint16(b, t)
@@ -95,8 +117,8 @@ func appendAttr(b []byte, t uint16, v []byte) []byte {
 	return b
 }
 
-// cString is a NUL-terminated attribute's string.
-func cString(b []byte) string {
+// CString is a NUL-terminated attribute's string.
+func CString(b []byte) string {
 	for i, c := range b {
 		if c == 0 {
 			return string(b[:i])
