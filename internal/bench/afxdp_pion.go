@@ -249,10 +249,11 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 	if err := sendData(dc, o.PionBytes); err != nil {
 		return res, err
 	}
-	var busy float64
+	var busy, perCore float64
 	if e.core != nil {
 		if after, err := runTime(core.tids()); err == nil && after > before {
 			busy = float64(after-before) / float64(time.Since(start))
+			perCore = float64(o.PionBytes) * 8 / float64(after-before) * 1e3 // bits/ns to Mbit/s
 		}
 	}
 	if err := sendRTP(track, o.PionPackets); err != nil {
@@ -272,7 +273,7 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 	if err := json.Unmarshal([]byte(line), &res); err != nil {
 		return res, err
 	}
-	res.ReceiverCore = busy
+	res.ReceiverCore, res.MbpsPerCore = busy, perCore
 	if res.DataChannelBytes < o.PionBytes {
 		return res, fmt.Errorf("data channel: %d of %d bytes", res.DataChannelBytes, o.PionBytes)
 	}

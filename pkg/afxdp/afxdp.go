@@ -541,12 +541,23 @@ func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 	return n, net.UDPAddrFromAddrPort(from), nil
 }
 
-// WriteTo sends through the kernel socket.
-func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) { return c.udp.WriteTo(b, addr) }
+// WriteTo sends b as WriteBatch sends a batch of one: through the TX ring
+// where the kernel would send the same frame, else the kernel socket.
+func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	ua, ok := addr.(*net.UDPAddr)
+	if !ok {
+		return c.udp.WriteTo(b, addr) // the kernel socket's error
+	}
+	return c.WriteToUDPAddrPort(b, ua.AddrPort())
+}
 
-// WriteToUDPAddrPort sends through the kernel socket.
+// WriteToUDPAddrPort sends b as WriteTo does.
 func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
-	return c.udp.WriteToUDPAddrPort(b, addr)
+	ms := [1]Message{{Buf: b, Addr: addr}}
+	if _, err := c.WriteBatch(ms[:]); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // ReadFromAddrPort is ReadFromUDPAddrPort under the name pion/ice's
@@ -558,7 +569,7 @@ func (c *Conn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 
 // WriteToAddrPort is WriteToUDPAddrPort (pion/ice's AddrPortReaderWriter).
 func (c *Conn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
-	return c.udp.WriteToUDPAddrPort(b, addr)
+	return c.WriteToUDPAddrPort(b, addr)
 }
 
 // KernelConn is the kernel socket: for sending (sendmmsg included) and

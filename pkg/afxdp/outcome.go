@@ -48,7 +48,7 @@ type Stats struct {
 	// classifier's attachment, "native" or "generic" (by interface).
 	Mode    string
 	XDPMode map[string]string
-	// Sent counts what WriteBatch sent, by path.
+	// Sent counts what the conn sent (WriteBatch, WriteTo), by path.
 	Sent SendStats
 }
 

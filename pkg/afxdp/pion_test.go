@@ -185,4 +185,15 @@ func runPion(t *testing.T, receiver, sender *webrtc.PeerConnection, xc *Conn, du
 	if st.BadChecksum+st.Malformed > 0 {
 		t.Errorf("bad checksums %d, malformed %d", st.BadChecksum, st.Malformed)
 	}
+	// The peer's own sends (ICE, DTLS, SCTP's acknowledgements, RTCP) are
+	// WriteTo calls: through the TX ring but for a neighbour being
+	// resolved or confirmed by the kernel.
+	if st.Sent.ViaXDP < 10 {
+		t.Errorf("the peer sent %d datagrams through the TX ring, want its acknowledgements there: %+v", st.Sent.ViaXDP, st.Sent)
+	}
+	for why := range st.Sent.ViaKernel {
+		if why != "neighbour" && why != "confirm" {
+			t.Errorf("the peer sent through the kernel socket for %q: %+v", why, st.Sent)
+		}
+	}
 }

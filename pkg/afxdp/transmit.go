@@ -86,14 +86,21 @@ type txPath struct {
 	confirm bool   // the neighbour is stale: the next datagram goes through the kernel
 	header  header // but the IPv4 ID, which counts per datagram (idCounts)
 	idCount bool
+	// retry: without a neighbour entry, the kernel's send resolves one;
+	// it is looked for again after retry, doubling up to pathTTL.
+	retry time.Duration
 }
+
+// neighbourRetry is how soon a destination without a neighbour entry is
+// looked up again: resolving one on a link takes a round trip or two.
+const neighbourRetry = 5 * time.Millisecond
 
 type bypassCheck struct {
 	why   string
 	until time.Time
 }
 
-// SendStats count the datagrams WriteBatch sent, by path.
+// SendStats count the datagrams the conn sent, by path.
 type SendStats struct {
 	ViaXDP    uint64
 	ViaKernel map[string]uint64 // by reason (nonzero only)
@@ -170,7 +177,14 @@ func (t *transmit) pathFor(c *Conn, to netip.AddrPort, n int, now time.Time) (*t
 	p := t.paths[dst]
 	if p == nil || now.After(p.until) {
 		t.makeRoom(now)
+		retry := neighbourRetry
+		if p != nil && p.why == txNeighbour {
+			retry = min(2*p.retry, pathTTL)
+		}
 		p = t.lookup(c, dst, to.Port(), now)
+		if p.why == txNeighbour {
+			p.retry, p.until = retry, now.Add(retry)
+		}
 		t.paths[dst] = p
 	}
 	switch {
