@@ -25,6 +25,10 @@ enum sfu_outcome {
 	SFU_EVENT_LOST,     /* user space could not be told (ring buffer full): a structure or a padding packet lost */
 	SFU_LAYER_BUSY,     /* a video replica not sent: another CPU was deciding for its receiver (a loss it NACKs) */
 	SFU_DUPLICATE,      /* a packet the sender's history holds (a retransmission, a duplicate): nobody gets it twice */
+	/* Encrypted media (user space only: this program forwards plain RTP): */
+	SFU_DTLS,           /* a DTLS record: to the agent, for its connection's handshake */
+	SFU_UNPROTECTED,    /* RTP/RTCP from or to an address whose connection has no SRTP keys: dropped */
+	SFU_UNAUTHENTIC,    /* SRTP/SRTCP that fails authentication, is replayed or truncated: dropped */
 	SFU_OUTCOME_MAX,
 };
 

@@ -20,7 +20,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&media, "media", "media address IP:PORT, one per family: the ICE candidates (repeatable, required)")
 	fs.Var(&ifaces, "iface", "interface media arrives on, for the eBPF data plane (repeatable)")
 	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling")
-	dataplane := fs.String("dataplane", "ebpf", "ebpf (TC ingress) or user (recvmmsg/sendmmsg)")
+	dataplane := fs.String("dataplane", "", "user (recvmmsg/sendmmsg, or AF_XDP with --rx afxdp; the default, and the only one for encrypted media) or ebpf (TC ingress; plain RTP: the default with --unencrypted-media)")
 	rx := fs.String("rx", "kernel", "how the user data plane receives: kernel (recvmmsg) or afxdp (AF_XDP sockets fed by an XDP classifier; --dataplane user only)")
 	noRA := fs.Bool("no-rate-adaptation", false, "send every receiver every layer (default: each receiver's temporal layers follow its link's estimate, and its video pauses when even the lowest does not fit)")
 	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")
@@ -29,9 +29,9 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	metricsLabels := fs.String("metrics-labels", "none", "rate control's series: none (summed over receivers) or receiver (a series per sender and receiver)")
 	adminListen := fs.String("admin-listen", "", "admin endpoint for 'ebrtc top': unix:PATH or a loopback IP:PORT (empty: off)")
 	newLog := logFlags(fs)
-	unencrypted := fs.Bool("unencrypted-media", false, "acknowledge that media is forwarded unencrypted (required: see docs/sfu.md)")
+	unencrypted := fs.Bool("unencrypted-media", false, "forward plain RTP (browsers with their encryption off: Chromium's --disable-webrtc-encryption), which the eBPF data plane can; only on trusted networks (docs/sfu.md)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: ebrtc sfu --unencrypted-media --media IP:PORT [--iface IFACE] [flags]\n\nA selective forwarding unit whose media forwarding runs in eBPF. Browsers join\nat the web address and must run with --disable-webrtc-encryption. Needs root\nfor the eBPF data plane.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: ebrtc sfu --media IP:PORT [flags]\n\nA selective forwarding unit. Browsers join at the web address as they ship: every\nconnection is DTLS-SRTP, decrypted once and encrypted per receiver on the user-space\ndata plane (AF_XDP with --rx afxdp). With --unencrypted-media it forwards plain RTP,\nin eBPF at TC ingress (--iface; needs root).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -40,16 +40,12 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if !*unencrypted {
-		fmt.Fprintln(stderr, "ebrtc sfu: unencrypted-media: media is forwarded as plain RTP, readable and forgeable on the path;\nrun it only where that is acceptable (docs/sfu.md) and say so with --unencrypted-media")
-		return 2
-	}
 	logger, err := newLog(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "ebrtc sfu: %v\n", err)
 		return 2
 	}
-	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen, MetricsLabels: *metricsLabels, AdminListen: *adminListen,
+	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, Unencrypted: *unencrypted, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen, MetricsLabels: *metricsLabels, AdminListen: *adminListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger}
 	for _, m := range media {
 		ap, err := netip.ParseAddrPort(m)

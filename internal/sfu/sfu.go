@@ -20,6 +20,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/leg"
 	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
+	"github.com/ebrtc/ebrtc/internal/sfu/secure"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
@@ -27,10 +28,17 @@ import (
 
 // Config of an SFU.
 type Config struct {
-	Listen    string           // the web server (page and signaling)
-	Media     []netip.AddrPort // media sockets: the ICE candidates, one per family
-	Ifaces    []string         // where the eBPF data plane runs (TC ingress)
-	Dataplane string           // "ebpf" or "user"
+	Listen string           // the web server (page and signaling)
+	Media  []netip.AddrPort // media sockets: the ICE candidates, one per family
+	Ifaces []string         // where the eBPF data plane runs (TC ingress)
+	// Dataplane is "user" (the default with encrypted media) or "ebpf"
+	// (the default with Unencrypted: forwarding in TC BPF).
+	Dataplane string
+	// Unencrypted: media is plain RTP (browsers with their encryption
+	// off), which the eBPF data plane can forward. By default every
+	// connection is DTLS-SRTP and the user data plane decrypts each
+	// packet once and encrypts each replica for its receiver.
+	Unencrypted bool
 	// RX is how the user data plane receives: "kernel" (the default:
 	// recvmmsg) or "afxdp" (AF_XDP sockets, pkg/afxdp).
 	RX     string
@@ -68,8 +76,14 @@ func (c *Config) validate() error {
 	if len(c.Media) == 2 && c.Media[0].Addr().Unmap().Is4() == c.Media[1].Addr().Unmap().Is4() {
 		return errors.New("sfu: media: two addresses of one family")
 	}
+	if c.Dataplane == "" {
+		c.Dataplane = map[bool]string{true: "ebpf", false: "user"}[c.Unencrypted]
+	}
 	switch c.Dataplane {
 	case "ebpf":
+		if !c.Unencrypted {
+			return errors.New("sfu: dataplane: the eBPF data plane forwards plain RTP only; encrypted media (the default) runs on the user data plane (--dataplane user), or say --unencrypted-media")
+		}
 		if len(c.Ifaces) == 0 {
 			return errors.New("sfu: iface: the eBPF data plane needs the interfaces media arrives on")
 		}
@@ -113,7 +127,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	ice, routes := agent.NewICE(agent.ICEConfig{}), leg.NewRoutes()
-	ag, err := agent.New(ice, routes)
+	var id *secure.Identity
+	var transports *secure.Transports
+	var dtls agent.DTLS
+	if !cfg.Unencrypted {
+		if id, err = secure.NewIdentity(); err != nil {
+			closeMedia(conns, rx)
+			return err
+		}
+		transports = secure.NewTransports(ice.SessionAt)
+		dtls = transports
+	}
+	ag, err := agent.New(ice, routes, dtls)
 	if err != nil {
 		closeMedia(conns, rx)
 		return err
@@ -132,8 +157,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ctrl, err := controller.New(controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs,
-		Adapt: !cfg.NoRateAdaptation})
+	ctrlCfg := controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs, Adapt: !cfg.NoRateAdaptation}
+	if id != nil {
+		ctrlCfg.Security = &controller.Security{Identity: id, Transports: transports, Protect: plane.(*dataplane.User).Protect, Send: plane.Send,
+			Failed: func(room, participant string, err error) {
+				cfg.Log.Info("DTLS handshake failed", "room", room, "participant", participant, "err", err)
+			}}
+		cfg.Log.Info("media encrypted (DTLS-SRTP)", "fingerprint", id.Fingerprint().String())
+	}
+	ctrl, err := controller.New(ctrlCfg)
 	if err != nil {
 		return err
 	}
@@ -165,7 +197,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer cancel()
 		_ = srv.Shutdown(shut)
 	}()
-	cfg.Log.Info("sfu serving", "web", ln.Addr().String(), "media", cfg.Media, "dataplane", cfg.Dataplane)
+	cfg.Log.Info("sfu serving", "web", ln.Addr().String(), "media", cfg.Media, "dataplane", cfg.Dataplane, "encrypted", !cfg.Unencrypted)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr(), plane)
 	}
@@ -214,7 +246,7 @@ func openPlane(cfg Config, conns []*net.UDPConn, rx []*afxdp.Conn, upcall func([
 		for i, c := range rx {
 			readers[conns[i]] = c
 		}
-		u, err := dataplane.NewUser(dataplane.UserConfig{Conns: conns, Readers: readers, Upcall: upcall})
+		u, err := dataplane.NewUser(dataplane.UserConfig{Conns: conns, Readers: readers, Upcall: upcall, Encrypted: !cfg.Unencrypted})
 		if err != nil {
 			closeMedia(conns, rx)
 		}

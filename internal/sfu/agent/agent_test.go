@@ -52,7 +52,7 @@ func TestAgentHandlesTheMediaSocket(t *testing.T) {
 	sfu, browser := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	bound := make(chan Binding, 4)
 	r := &router{}
-	a, err := New(NewICE(ICEConfig{}), r)
+	a, err := New(NewICE(ICEConfig{}), r, nil)
 	must(t, err)
 	s := sess
 	s.OnBinding = func(b Binding) { bound <- b }
@@ -76,5 +76,57 @@ func TestAgentHandlesTheMediaSocket(t *testing.T) {
 	}
 	if b := <-bound; b.Remote != addr(browser) || !b.Nominated || len(bound) != 0 {
 		t.Errorf("binding %v, %d more", b, len(bound))
+	}
+}
+
+type dtlsSink struct {
+	from netip.AddrPort
+	n    int
+}
+
+func (d *dtlsSink) Handle(p []byte, from netip.AddrPort) error {
+	d.from, d.n = from, d.n+1
+	return nil
+}
+
+// With encrypted media, DTLS records (first byte 20-63) go to the
+// handshakes; what is neither STUN, RTCP nor DTLS is still refused. The
+// ICE session an address's checks came from is found by the address
+// until its consent lapses or the session goes.
+func TestAgentHandsDTLSOn(t *testing.T) {
+	sfu, browser := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
+	now := time.Unix(1000, 0)
+	ice := NewICE(ICEConfig{Now: func() time.Time { return now }})
+	d := &dtlsSink{}
+	a, err := New(ice, &router{}, d)
+	must(t, err)
+	must(t, ice.Add(sess))
+	if _, ok := ice.SessionAt(addr(browser)); ok {
+		t.Fatal("a session for an address before its check")
+	}
+	must(t, a.Handle(check(t, "sfu1:brws", sess.LocalPwd, true), addr(browser), sfu))
+	if u, ok := ice.SessionAt(addr(browser)); !ok || u != sess.LocalUfrag {
+		t.Fatalf("session at the checked address: %q %v", u, ok)
+	}
+	for _, first := range []byte{20, 22, 23, 63} {
+		must(t, a.Handle([]byte{first, 0xfe, 0xfd, 0}, addr(browser), sfu))
+	}
+	if d.n != 4 || d.from != addr(browser) {
+		t.Errorf("DTLS handed on %d times, from %v", d.n, d.from)
+	}
+	for _, first := range []byte{4, 19, 64, 127} {
+		if a.Handle([]byte{first, 1, 2, 3}, addr(browser), sfu) == nil {
+			t.Errorf("first byte %d accepted", first)
+		}
+	}
+	now = now.Add(ConsentTimeout)
+	ice.Expire()
+	if _, ok := ice.SessionAt(addr(browser)); ok {
+		t.Error("a session for an address whose consent lapsed")
+	}
+	must(t, a.Handle(check(t, "sfu1:brws", sess.LocalPwd, true), addr(browser), sfu))
+	ice.Remove(sess.LocalUfrag)
+	if _, ok := ice.SessionAt(addr(browser)); ok {
+		t.Error("a session for an address after the session went")
 	}
 }

@@ -49,6 +49,7 @@ type ICE struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by local ufrag
+	byAddr   map[netip.AddrPort]*session
 }
 
 type session struct {
@@ -66,7 +67,7 @@ func NewICE(cfg ICEConfig) *ICE {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &ICE{cfg: cfg, sessions: map[string]*session{}}
+	return &ICE{cfg: cfg, sessions: map[string]*session{}, byAddr: map[netip.AddrPort]*session{}}
 }
 
 // Add accepts checks for s from now on.
@@ -90,8 +91,32 @@ func (i *ICE) Add(s Session) error {
 // Remove forgets a session: its checks are refused from now on.
 func (i *ICE) Remove(localUfrag string) {
 	i.mu.Lock()
+	defer i.mu.Unlock()
+	if s := i.sessions[localUfrag]; s != nil {
+		for addr := range s.remotes {
+			i.forget(s, addr)
+		}
+	}
 	delete(i.sessions, localUfrag)
-	i.mu.Unlock()
+}
+
+// forget drops addr from the address index if it points at s.
+func (i *ICE) forget(s *session, addr netip.AddrPort) {
+	if i.byAddr[addr] == s {
+		delete(i.byAddr, addr)
+	}
+}
+
+// SessionAt is the local ufrag of the session whose valid checks (with
+// consent) come from addr, if any: whose DTLS and media that address may
+// send.
+func (i *ICE) SessionAt(addr netip.AddrPort) (string, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if s := i.byAddr[addr]; s != nil {
+		return s.LocalUfrag, true
+	}
+	return "", false
 }
 
 // ErrNotBindingRequest: a STUN message that asks nothing of us (an
@@ -146,6 +171,7 @@ func (i *ICE) checked(s *session, from netip.AddrPort, useCandidate bool) {
 		r = &remote{}
 		s.remotes[from] = r
 	}
+	i.byAddr[from] = s
 	r.lastCheck = now
 	tell := !known || (useCandidate && !r.nominated)
 	r.nominated = r.nominated || useCandidate
@@ -168,6 +194,7 @@ func (i *ICE) Expire() []Binding {
 			if now.Sub(r.lastCheck) >= ConsentTimeout {
 				out = append(out, Binding{LocalUfrag: s.LocalUfrag, Remote: addr, Nominated: r.nominated})
 				delete(s.remotes, addr)
+				i.forget(s, addr)
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/leg"
+	"github.com/ebrtc/ebrtc/internal/sfu/secure"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 )
 
@@ -29,6 +30,9 @@ type Message struct {
 	ID   string `json:"id,omitempty"`   // joined: yours; offer, left, paused, resumed: the publisher's
 	SDP  string `json:"sdp,omitempty"`  // answer, offer
 	Text string `json:"text,omitempty"` // error
+	// Media is how media travels in the room (joined): "encrypted"
+	// (DTLS-SRTP) or "plain" (--unencrypted-media).
+	Media string `json:"media,omitempty"`
 }
 
 // Config of a controller.
@@ -44,6 +48,9 @@ type Config struct {
 	// Adapt: the data plane reads each stream's dependency descriptor, so
 	// that receivers' layers can follow their links.
 	Adapt bool
+	// Security, if set, makes media encrypted (DTLS-SRTP on every
+	// connection, secure.go); nil: plain RTP (--unencrypted-media).
+	Security *Security
 }
 
 // Controller holds the rooms.
@@ -81,6 +88,8 @@ type conn struct {
 	addr      netip.AddrPort           // bound by a check; invalid until then
 	answer    signaling.ReceiverAnswer // for a receive-only connection: what it accepted
 	dropped   bool
+	tr        *secure.Transport // encrypted media: its DTLS-SRTP
+	protected netip.AddrPort    // the address the data plane has its keys for
 }
 
 // New is a controller without rooms.
@@ -119,7 +128,7 @@ func (c *Controller) Join(roomID string, send func(Message)) (*Participant, erro
 	}
 	p := &Participant{ID: randomString(8), room: r, send: send, recv: map[string]*conn{}}
 	r.parts[p.ID] = p
-	send(Message{Type: "joined", ID: p.ID})
+	send(Message{Type: "joined", ID: p.ID, Media: map[bool]string{true: "encrypted", false: "plain"}[c.encrypted()]})
 	for _, other := range r.parts {
 		if other != p && other.publish != nil {
 			c.offerStream(other, p)
@@ -135,6 +144,9 @@ func (c *Controller) Publish(p *Participant, offer string) error {
 	if err != nil {
 		return err
 	}
+	if err := pub.Security.Check(c.encrypted(), true); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p.publish != nil {
@@ -144,10 +156,13 @@ func (c *Controller) Publish(p *Participant, offer string) error {
 	cn.ice.RemoteUfrag = pub.RemoteUfrag
 	answer, err := pub.Answer(c.ice(cn))
 	if err == nil {
+		err = c.secure(cn, pub.Security)
+	}
+	if err == nil {
 		err = c.cfg.ICE.Add(cn.ice)
 	}
 	if err != nil {
-		delete(c.conns, cn.ice.LocalUfrag)
+		c.dropConn(cn)
 		return err
 	}
 	p.publish, p.pub = pub, cn
@@ -175,6 +190,12 @@ func (c *Controller) Answer(p *Participant, publisherID, answer string) error {
 	}
 	a, err := cn.publisher.publish.ParseReceiverAnswer(answer)
 	if err != nil {
+		return err
+	}
+	if err := a.Security.Check(c.encrypted(), false); err != nil {
+		return err
+	}
+	if err := c.secure(cn, a.Security); err != nil {
 		return err
 	}
 	cn.answer, cn.ice.RemoteUfrag = a, a.Ufrag
@@ -225,6 +246,19 @@ func (c *Controller) onBinding(cn *conn, b agent.Binding) {
 		return
 	}
 	cn.addr = b.Remote
+	if cn.tr != nil {
+		cn.tr.Connect(b.Remote) // (where the SFU is the DTLS client)
+	}
+	c.bound(cn)
+}
+
+// bound: cn's address or keys changed; the data plane and the legs
+// follow (with encrypted media, once it has keys).
+func (c *Controller) bound(cn *conn) {
+	if !c.usable(cn) {
+		return
+	}
+	c.protect(cn)
 	if cn.publisher == nil {
 		_ = c.bindPublisher(cn.owner)
 		return
@@ -243,6 +277,7 @@ func (c *Controller) Expired(bs []agent.Binding) {
 			continue
 		}
 		cn.addr = netip.AddrPort{}
+		c.unprotect(cn)
 		if cn.publisher == nil {
 			if p := cn.owner; p.sender != nil {
 				_ = p.sender.Close()
@@ -297,7 +332,7 @@ func (c *Controller) updateLegs(p *Participant) error {
 	var legs []leg.LegConfig
 	for _, other := range p.room.parts {
 		cn := other.recv[p.ID]
-		if other == p || cn == nil || !cn.addr.IsValid() {
+		if other == p || cn == nil || !c.usable(cn) {
 			continue
 		}
 		from, ok := c.mediaFor(cn.addr)
@@ -405,13 +440,18 @@ func (c *Controller) newConn(owner, publisher *Participant) *conn {
 }
 
 func (c *Controller) dropConn(cn *conn) {
+	c.dropSecurity(cn)
 	c.cfg.ICE.Remove(cn.ice.LocalUfrag)
 	cn.dropped = true
 	delete(c.conns, cn.ice.LocalUfrag)
 }
 
 func (c *Controller) ice(cn *conn) signaling.ICE {
-	return signaling.ICE{Ufrag: cn.ice.LocalUfrag, Pwd: cn.ice.LocalPwd, Candidates: c.cfg.Media}
+	ice := signaling.ICE{Ufrag: cn.ice.LocalUfrag, Pwd: cn.ice.LocalPwd, Candidates: c.cfg.Media}
+	if c.encrypted() {
+		ice.Fingerprint = c.cfg.Security.Identity.Fingerprint()
+	}
+	return ice
 }
 
 // randomString is n characters of ICE's alphabet (RFC 8445 5.3: letters,

@@ -150,7 +150,7 @@ func Load(cfg Config) (*DataPlane, error) {
 		d.readers.Add(1)
 		go func() {
 			defer d.readers.Done()
-			serve(c, d.handle)
+			serve(c, false, d.handle)
 		}()
 	}
 	return d, nil

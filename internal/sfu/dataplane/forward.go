@@ -74,6 +74,9 @@ type forwarder struct {
 	// padding sends a receiver padding in place of a late packet of a
 	// layer it does not get (nil: writeTo).
 	padding func(p []byte, from, to netip.AddrPort) error
+	// keys, if set, seal every RTP and RTCP packet sent (encrypted media,
+	// protect.go).
+	keys *protections
 }
 
 // mediaConn is one of the SFU's media sockets.
@@ -93,9 +96,21 @@ func (f *forwarder) writeTo(p []byte, from, to netip.AddrPort) error {
 	if c == nil {
 		return fmt.Errorf("dataplane: no media socket at %v", from)
 	}
+	if f.keys != nil {
+		sealed, err := f.keys.seal(make([]byte, 0, len(p)+sealOverhead), p, to)
+		if err != nil {
+			f.count(Unprotected, len(p))
+			return err
+		}
+		p = sealed
+	}
 	_, err := c.conn.WriteToUDPAddrPort(p, to)
 	return err
 }
+
+// sealOverhead is the most SRTP or SRTCP adds to a packet: a 16-byte
+// tag, SRTCP's 4-byte index.
+const sealOverhead = 32
 
 // replicaBatch is one thread's scratch: one socket's run of replicas
 // (bytes and receiver, as an AF_XDP conn's WriteBatch takes them; msgs is
@@ -108,12 +123,21 @@ type replicaBatch struct {
 	to       []replicaState
 	bufs     [][]byte
 	sent     []bool // per replica, after send
+	// Encrypted media: the input packet opened, and each replica sealed.
+	plain  []byte
+	sealed [][]byte
 }
 
-func newReplicaBatch() *replicaBatch {
+func newReplicaBatch(encrypted bool) *replicaBatch {
 	b := &replicaBatch{replicas: make([]afxdp.Message, 0, MaxFanout), bufs: make([][]byte, MaxFanout), sent: make([]bool, MaxFanout)}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, 0, 1500)
+	}
+	if encrypted {
+		b.plain, b.sealed = make([]byte, 0, maxDatagram), make([][]byte, MaxFanout)
+		for i := range b.sealed {
+			b.sealed[i] = make([]byte, 0, 1500+sealOverhead)
+		}
 	}
 	return b
 }
@@ -254,6 +278,9 @@ func sendEach(c *mediaConn, replicas []afxdp.Message, sent []bool, msgs *[]ipv4.
 func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
 	if len(b.replicas) == 0 {
 		return
+	}
+	if f.keys != nil {
+		f.sealReplicas(pi, b)
 	}
 	if len(b.sent) < len(b.replicas) {
 		b.sent = make([]bool, len(b.replicas))

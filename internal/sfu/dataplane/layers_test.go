@@ -338,7 +338,7 @@ func layersAgree(t *testing.T, name string, stream func(*testing.T, uint16) [][]
 	fd := r.capture(t)
 	mismatches := 0
 	var sent, dropped, padding [6]int
-	batch := newReplicaBatch()
+	batch := newReplicaBatch(false)
 	for k, p := range pkts {
 		targets = agreementTargets(targets, k, len(pkts))
 		for i, tg := range targets {

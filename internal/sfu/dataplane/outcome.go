@@ -33,6 +33,10 @@ const (
 	EventLost
 	LayerBusy
 	Duplicate
+	// Encrypted media (the user plane only):
+	DTLS
+	Unprotected
+	Unauthentic
 	outcomeMax
 )
 
@@ -40,6 +44,7 @@ var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
 	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused", "no_route",
 	"gated", "layer_dropped", "padding_upcall", "event_lost", "layer_busy", "duplicate",
+	"dtls", "unprotected", "unauthentic",
 }
 
 func (o Outcome) String() string {

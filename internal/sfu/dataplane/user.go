@@ -56,6 +56,9 @@ type UserConfig struct {
 	// whose kernel socket it is: --rx afxdp); replicas still leave by
 	// the conn. Close closes them.
 	Readers map[*net.UDPConn]DatagramConn
+	// Encrypted: media is SRTP, keyed per connection (Protect): opened
+	// once as it arrives, sealed per receiver; DTLS goes to Upcall too.
+	Encrypted bool
 }
 
 // DatagramConn receives and sends datagrams a batch at a time (an AF_XDP
@@ -165,11 +168,14 @@ func NewUser(cfg UserConfig) (*User, error) {
 		return nil, err
 	}
 	u.fwd = forwarder{conns: conns, count: u.count}
+	if cfg.Encrypted {
+		u.fwd.keys = newProtections()
+	}
 	for _, c := range conns {
 		u.wg.Add(1)
 		go func() {
 			defer u.wg.Done()
-			serve(c, u.handle)
+			serve(c, cfg.Encrypted, u.handle)
 		}()
 	}
 	return u, nil
@@ -314,8 +320,8 @@ func (u *User) count(o Outcome, bytes int) { u.counts[o].add(bytes) }
 
 // serve reads a socket until it is closed, in batches (recvmmsg, or its
 // reader's ReadBatch), handing each datagram to handle with a scratch batch.
-func serve(c *mediaConn, handle func(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch)) {
-	b := newReplicaBatch()
+func serve(c *mediaConn, encrypted bool, handle func(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch)) {
+	b := newReplicaBatch(encrypted)
 	if c.reader != nil {
 		ms := make([]afxdp.Message, userBatch)
 		for i := range ms {
@@ -354,6 +360,12 @@ func serve(c *mediaConn, handle func(c *mediaConn, p []byte, from netip.AddrPort
 
 // handle judges one datagram and replicates it where the eBPF data plane would.
 func (u *User) handle(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch) {
+	if u.fwd.keys != nil {
+		var ok bool
+		if p, ok = u.open(c, p, from, b); !ok {
+			return
+		}
+	}
 	cl := Classify(p)
 	if !cl.Replicate {
 		u.count(cl.Outcome, len(p))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pion/sdp/v3"
 
+	"github.com/ebrtc/ebrtc/internal/sfu/secure"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
@@ -45,11 +46,24 @@ const report = (r) => fetch('/result', {method: 'POST', body: JSON.stringify(r)}
 })();
 </script></body></html>`
 
-// Chromium, with encryption off as the SFU needs, accepts the SFU's answer
-// to its send-only offer, and answers a receiver offer built from that
-// offer, taking the sender's codecs.
+// Chromium accepts the SFU's answer to its send-only offer, and answers a
+// receiver offer built from that offer, taking the sender's codecs: as it
+// ships (DTLS-SRTP, the SFU's fingerprint, the SFU the DTLS server) and
+// with its encryption off (--unencrypted-media).
 func TestChromiumAcceptsTheDescriptions(t *testing.T) {
 	chromium := testenv.RequireCommand(t, "chromium")
+	id, err := secure.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	encrypted := sfuICE
+	encrypted.Fingerprint = id.Fingerprint()
+	t.Run("encrypted", func(t *testing.T) { chromiumAccepts(t, chromium, encrypted) })
+	t.Run("plain", func(t *testing.T) { chromiumAccepts(t, chromium, sfuICE, "--disable-webrtc-encryption") })
+}
+
+func chromiumAccepts(t *testing.T, chromium string, sfuICE ICE, switches ...string) {
+	encrypted := sfuICE.Fingerprint.Value != ""
 	results := make(chan map[string]string, 1)
 	var pub *Publish
 	mux := http.NewServeMux()
@@ -61,6 +75,9 @@ func TestChromiumAcceptsTheDescriptions(t *testing.T) {
 			t.Errorf("Chromium's offer: %v", err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
+		}
+		if err := p.Security.Check(encrypted, true); err != nil {
+			t.Errorf("Chromium's offer: %v", err)
 		}
 		pub = p
 		a, err := p.Answer(sfuICE)
@@ -74,7 +91,7 @@ func TestChromiumAcceptsTheDescriptions(t *testing.T) {
 			http.Error(w, "no publisher", http.StatusConflict)
 			return
 		}
-		o, err := pub.ReceiverOffer(ICE{Ufrag: "sfu1", Pwd: sfuICE.Pwd, Candidates: sfuICE.Candidates})
+		o, err := pub.ReceiverOffer(ICE{Ufrag: "sfu1", Pwd: sfuICE.Pwd, Candidates: sfuICE.Candidates, Fingerprint: sfuICE.Fingerprint})
 		if err != nil {
 			t.Error(err)
 		}
@@ -95,9 +112,9 @@ func TestChromiumAcceptsTheDescriptions(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
-		"--disable-webrtc-encryption", "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
-		"--user-data-dir="+t.TempDir(), "http://"+ln.Addr().String()+"/")
+	args := append([]string{"--headless=new", "--no-sandbox", "--disable-gpu", "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+		"--user-data-dir=" + t.TempDir()}, switches...)
+	cmd := exec.CommandContext(ctx, chromium, append(args, "http://"+ln.Addr().String()+"/")...)
 	testenv.StartGroup(t, cmd)
 	var res map[string]string
 	select {
@@ -124,7 +141,14 @@ func TestChromiumAcceptsTheDescriptions(t *testing.T) {
 		}
 	}
 	// Chromium takes transport-cc and RTX on its receiving connection.
-	if r, err := pub.ParseReceiverAnswer(res["receiverAnswer"]); err != nil || !r.TWCC || !r.RTX || r.Ufrag == "" {
+	r, err := pub.ParseReceiverAnswer(res["receiverAnswer"])
+	if err != nil || !r.TWCC || !r.RTX || r.Ufrag == "" {
 		t.Errorf("receiver's answer read as %+v, %v; want transport-cc and RTX", r, err)
+	}
+	if err := r.Security.Check(encrypted, false); err != nil {
+		t.Errorf("receiver's answer: %v", err)
+	}
+	if encrypted != (r.Security.Setup == "active" && len(r.Security.Fingerprints) == 1) {
+		t.Errorf("receiver's answer's DTLS: %+v", r.Security)
 	}
 }

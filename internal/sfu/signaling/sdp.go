@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/pion/sdp/v3"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/secure"
 )
 
 // MaxSDPSize bounds a description a participant may send.
@@ -35,6 +37,9 @@ var DefaultCodecs = Codecs{Audio: "opus", Video: "AV1"}
 type ICE struct {
 	Ufrag, Pwd string
 	Candidates []netip.AddrPort
+	// Fingerprint is the SFU's certificate's, for DTLS-SRTP (zero: plain
+	// RTP, --unencrypted-media).
+	Fingerprint secure.Fingerprint
 }
 
 // Publish is a participant's send-only description, reduced to what the
@@ -46,7 +51,8 @@ type ICE struct {
 // (its best downlink's estimate) as well.
 type Publish struct {
 	RemoteUfrag, RemotePwd string
-	AllowMixed             bool // a=extmap-allow-mixed: two-byte extensions (the AV1 DD needs them)
+	Security               Security // its DTLS-SRTP, if it asked for it
+	AllowMixed             bool     // a=extmap-allow-mixed: two-byte extensions (the AV1 DD needs them)
 	Media                  []*Media
 }
 
@@ -102,9 +108,9 @@ const TransportCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide
 var strippedExtensions = []string{"rtp-stream-id", "repaired-rtp-stream-id", "video-layers-allocation"}
 
 // ParsePublish reads a participant's offer for its send-only
-// PeerConnection. The profile must be plain RTP (RTP/AVPF: the browser
-// runs with encryption off); each section must be send-only, in the
-// BUNDLE group, and offer the chosen codec.
+// PeerConnection: DTLS-SRTP or plain RTP (Security says which); each
+// section must be send-only, in the BUNDLE group, and offer the chosen
+// codec.
 func ParsePublish(offer string, codecs Codecs) (*Publish, error) {
 	if len(offer) > MaxSDPSize {
 		return nil, fmt.Errorf("signaling: description of %d bytes, at most %d", len(offer), MaxSDPSize)
@@ -114,6 +120,10 @@ func ParsePublish(offer string, codecs Codecs) (*Publish, error) {
 		return nil, fmt.Errorf("signaling: description: %w", err)
 	}
 	p := &Publish{}
+	var err error
+	if p.Security, err = securityOf(&s); err != nil {
+		return nil, err
+	}
 	_, p.AllowMixed = s.Attribute("extmap-allow-mixed")
 	bundle, _ := s.Attribute("group")
 	if len(s.MediaDescriptions) == 0 || len(s.MediaDescriptions) > 16 {
@@ -155,10 +165,6 @@ func parseMedia(md *sdp.MediaDescription, codecs Codecs) (*Media, error) {
 	want := map[string]string{"audio": codecs.Audio, "video": codecs.Video}[m.Kind]
 	if want == "" {
 		return nil, fmt.Errorf("kind %q (want audio or video)", m.Kind)
-	}
-	if strings.Join(md.MediaName.Protos, "/") != "RTP/AVPF" {
-		return nil, fmt.Errorf("profile %s: the SFU forwards plain RTP only (RTP/AVPF; start the browser with encryption off)",
-			strings.Join(md.MediaName.Protos, "/"))
 	}
 	if _, ok := md.Attribute("sendonly"); !ok {
 		return nil, errors.New("not send-only (one send-only PeerConnection per participant)")
@@ -342,11 +348,11 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 			formats = append(formats, strconv.Itoa(m.RTXPayloadType))
 		}
 		md := &sdp.MediaDescription{
-			MediaName: sdp.MediaName{Media: m.Kind, Port: sdp.RangedPort{Value: 9},
-				Protos: []string{"RTP", "AVPF"}, Formats: formats},
+			MediaName: sdp.MediaName{Media: m.Kind, Port: sdp.RangedPort{Value: 9}, Formats: formats},
 			ConnectionInformation: &sdp.ConnectionInformation{NetworkType: "IN", AddressType: "IP4",
 				Address: &sdp.Address{Address: "0.0.0.0"}},
 		}
+		withSecurity(md, ice, withSSRCs, p.Security)
 		md.WithValueAttribute("rtcp", "9 IN IP4 0.0.0.0")
 		md.WithICECredentials(ice.Ufrag, ice.Pwd)
 		md.WithValueAttribute("mid", m.Mid)
@@ -428,6 +434,8 @@ type ReceiverAnswer struct {
 	// RTX: its video section kept the retransmission payload type: NACKs
 	// are answered on RTX (else on the media SSRC), and probes can pad.
 	RTX bool
+	// Security: its DTLS-SRTP, if it asked for it.
+	Security Security
 }
 
 // ParseReceiverAnswer reads a receiver's answer to ReceiverOffer.
@@ -441,6 +449,9 @@ func (p *Publish) ParseReceiverAnswer(answer string) (ReceiverAnswer, error) {
 	var s sdp.SessionDescription
 	if err := s.UnmarshalString(answer); err != nil {
 		return r, fmt.Errorf("signaling: description: %w", err)
+	}
+	if r.Security, err = securityOf(&s); err != nil {
+		return r, err
 	}
 	for _, md := range s.MediaDescriptions {
 		mid, _ := md.Attribute("mid")

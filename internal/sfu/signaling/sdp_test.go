@@ -9,6 +9,7 @@ import (
 
 	"github.com/pion/sdp/v3"
 
+	"github.com/ebrtc/ebrtc/internal/sfu/secure"
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 )
 
@@ -128,12 +129,16 @@ func TestParsePublishRefuses(t *testing.T) {
 		codecs Codecs
 		want   string
 	}{
-		"encrypted":        {strings.ReplaceAll(offer, "RTP/AVPF", "UDP/TLS/RTP/SAVPF"), DefaultCodecs, "plain RTP"},
-		"codec not there":  {offer, Codecs{Audio: "opus", Video: "H265"}, "H265 not offered"},
-		"send and receive": {strings.ReplaceAll(offer, "a=sendonly", "a=sendrecv"), DefaultCodecs, "send-only"},
-		"too large":        {offer + strings.Repeat("a=x:y\r\n", MaxSDPSize/7), DefaultCodecs, "at most"},
-		"garbage":          {"hello", DefaultCodecs, "description"},
-		"not bundled":      {strings.Replace(offer, "a=group:BUNDLE 0 1", "a=group:BUNDLE 0", 1), DefaultCodecs, "BUNDLE"},
+		"encrypted without a fingerprint": {strings.ReplaceAll(offer, "RTP/AVPF", "UDP/TLS/RTP/SAVPF"), DefaultCodecs, "without a=fingerprint"},
+		"profiles mixed":                  {strings.Replace(encryptedOffer(t, "actpass"), "UDP/TLS/RTP/SAVPF", "RTP/AVPF", 1), DefaultCodecs, "mix"},
+		"two setup roles":                 {strings.Replace(encryptedOffer(t, "actpass"), "a=setup:actpass", "a=setup:active", 1), DefaultCodecs, "setup"},
+		"bad fingerprint":                 {strings.Replace(encryptedOffer(t, "actpass"), "a=fingerprint:sha-256 ", "a=fingerprint:sha-256 00:", 1), DefaultCodecs, "fingerprint"},
+		"other profile":                   {strings.ReplaceAll(offer, "RTP/AVPF", "RTP/AVP"), DefaultCodecs, "profile RTP/AVP"},
+		"codec not there":                 {offer, Codecs{Audio: "opus", Video: "H265"}, "H265 not offered"},
+		"send and receive":                {strings.ReplaceAll(offer, "a=sendonly", "a=sendrecv"), DefaultCodecs, "send-only"},
+		"too large":                       {offer + strings.Repeat("a=x:y\r\n", MaxSDPSize/7), DefaultCodecs, "at most"},
+		"garbage":                         {"hello", DefaultCodecs, "description"},
+		"not bundled":                     {strings.Replace(offer, "a=group:BUNDLE 0 1", "a=group:BUNDLE 0", 1), DefaultCodecs, "BUNDLE"},
 		"two video sections": {strings.Replace(offer, "a=group:BUNDLE 0 1", "a=group:BUNDLE 0 1 2", 1) +
 			strings.Replace(offer[strings.Index(offer, "m=video"):], "a=mid:1", "a=mid:2", 1), DefaultCodecs, "one video"},
 	} {
@@ -166,3 +171,87 @@ func FuzzParsePublish(f *testing.F) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// encryptedOffer is Chromium's offer as it ships: each section DTLS-SRTP
+// with its certificate's fingerprint and the setup role given.
+func encryptedOffer(t *testing.T, setup string) string {
+	t.Helper()
+	o := strings.ReplaceAll(chromiumOffer(t), "RTP/AVPF", "UDP/TLS/RTP/SAVPF")
+	return strings.ReplaceAll(o, "a=mid:", "a=fingerprint:"+browserFingerprint+"\r\na=setup:"+setup+"\r\na=mid:")
+}
+
+const browserFingerprint = "sha-256 8F:2B:3A:81:0C:61:8B:3B:FE:8F:3A:55:21:4C:31:9F:3E:62:CC:6E:11:3B:D0:8C:45:5B:DF:0E:A3:B5:A2:79"
+
+// An encrypted offer: its fingerprint (once, though every section says
+// it) and setup role are read; the SFU answers with its own fingerprint,
+// DTLS-SRTP and setup passive (active to a passive offer), and offers
+// receivers actpass; a plain offer to an encrypted SFU, an encrypted one
+// to a plain SFU, and roles RFC 8842 does not allow are refused, saying
+// why.
+func TestSecurityOfTheDescriptions(t *testing.T) {
+	fp, _ := secure.ParseFingerprint(browserFingerprint)
+	for _, setup := range []string{"actpass", "active", "passive", "holdconn"} {
+		p, err := ParsePublish(encryptedOffer(t, setup), DefaultCodecs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Security.Encrypted() || len(p.Security.Fingerprints) != 1 || p.Security.Fingerprints[0] != fp || p.Security.Setup != setup {
+			t.Errorf("%s: security %+v", setup, p.Security)
+		}
+		if err := p.Security.Check(true, true); (err == nil) != (setup != "holdconn") {
+			t.Errorf("offer with setup %s: %v", setup, err)
+		}
+		if err := p.Security.Check(false, true); err == nil || !strings.Contains(err.Error(), "plain RTP") {
+			t.Errorf("encrypted offer to a plain SFU: %v", err)
+		}
+		if p.Security.SFUIsClient() != (setup == "passive") {
+			t.Errorf("offer with setup %s: the SFU a client: %v", setup, p.Security.SFUIsClient())
+		}
+		if a, err := p.Answer(ICE{Ufrag: "sfu0", Pwd: sfuICE.Pwd, Candidates: sfuICE.Candidates, Fingerprint: fp}); err != nil ||
+			!strings.Contains(a, "a=setup:"+map[bool]string{true: "active", false: "passive"}[setup == "passive"]+"\r\n") {
+			t.Errorf("answer to setup %s: %v\n%s", setup, err, a)
+		}
+	}
+	plain, err := ParsePublish(chromiumOffer(t), DefaultCodecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Security.Check(true, true); err == nil || !strings.Contains(err.Error(), "encryption switched off") {
+		t.Errorf("plain offer to an encrypted SFU: %v", err)
+	}
+	if err := plain.Security.Check(false, true); err != nil {
+		t.Errorf("plain offer to a plain SFU: %v", err)
+	}
+	for setup, ok := range map[string]bool{"active": true, "passive": true, "actpass": false, "": false} {
+		if err := (Security{Fingerprints: []secure.Fingerprint{fp}, Setup: setup}).Check(true, false); (err == nil) != ok {
+			t.Errorf("an answer with setup %q: %v", setup, err)
+		}
+	}
+	p, _ := ParsePublish(encryptedOffer(t, "actpass"), DefaultCodecs)
+	sfu, _ := secure.ParseFingerprint("sha-256 " + strings.Repeat("AB:", 31) + "AB")
+	ice := sfuICE
+	ice.Fingerprint = sfu
+	for _, c := range []struct {
+		name, setup string
+		describe    func(ICE) (string, error)
+	}{{"answer", "passive", p.Answer}, {"receiver offer", "actpass", p.ReceiverOffer}} {
+		text, err := c.describe(ice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d sdp.SessionDescription
+		if err := d.UnmarshalString(text); err != nil {
+			t.Fatal(err)
+		}
+		for i, md := range d.MediaDescriptions {
+			f, _ := md.Attribute("fingerprint")
+			setup, _ := md.Attribute("setup")
+			if strings.Join(md.MediaName.Protos, "/") != "UDP/TLS/RTP/SAVPF" || f != sfu.String() || setup != c.setup {
+				t.Errorf("%s, section %d: %v fingerprint %q setup %q", c.name, i, md.MediaName.Protos, f, setup)
+			}
+			if _, cryptex := md.Attribute("cryptex"); cryptex {
+				t.Errorf("%s offers cryptex: the SFU reads header extensions", c.name)
+			}
+		}
+	}
+}

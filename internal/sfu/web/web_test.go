@@ -73,7 +73,7 @@ func TestSignaling(t *testing.T) {
 	if m := exchange(request{Type: "join", Room: "bad room"}); m.Type != "error" || !strings.Contains(m.Text, "room name") {
 		t.Errorf("bad room: %+v", m)
 	}
-	if m := exchange(request{Type: "join", Room: "r"}); m.Type != "joined" || m.ID == "" {
+	if m := exchange(request{Type: "join", Room: "r"}); m.Type != "joined" || m.ID == "" || m.Media != "plain" {
 		t.Errorf("join: %+v", m)
 	}
 	if m := exchange(request{Type: "dance"}); m.Type != "error" || !strings.Contains(m.Text, "unknown message type") {

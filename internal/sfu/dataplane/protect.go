@@ -1,0 +1,132 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+)
+
+// Encrypted media (the user plane): each browser connection's SRTP keys
+// come from its DTLS handshake (package secure). A datagram's RTP or RTCP
+// is opened once with the keys of the connection it came from; each
+// replica, and every packet of the SFU's own (retransmissions, padding,
+// feedback), is sealed with the keys of the connection it goes to. What
+// comes from or goes to a connection without keys is dropped and counted
+// (Unprotected), what fails authentication too (Unauthentic): no plain
+// RTP ever leaves an encrypted plane.
+
+// Protection is one connection's SRTP and SRTCP (secure.Transport): Open
+// authenticates and decrypts, Seal encrypts and authenticates, each into
+// dst's storage. Safe for concurrent use.
+type Protection interface {
+	Open(dst, p []byte) ([]byte, error)
+	Seal(dst, p []byte) ([]byte, error)
+}
+
+// protections are the connections' keys by remote address.
+type protections struct {
+	mu sync.RWMutex
+	by map[netip.AddrPort]Protection
+}
+
+func newProtections() *protections { return &protections{by: map[netip.AddrPort]Protection{}} }
+
+func (k *protections) of(a netip.AddrPort) Protection {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.by[a]
+}
+
+func (k *protections) set(a netip.AddrPort, p Protection) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p == nil {
+		delete(k.by, a)
+		return
+	}
+	k.by[a] = p
+}
+
+// errUnprotected: RTP or RTCP for a connection without keys.
+var errUnprotected = errors.New("dataplane: no SRTP keys for the connection")
+
+// seal is p sealed for the connection at `to`, in buf's storage; DTLS
+// and STUN (not RTP or RTCP) go as they are.
+func (k *protections) seal(buf, p []byte, to netip.AddrPort) ([]byte, error) {
+	if !isRTPOrRTCP(p) {
+		return p, nil
+	}
+	pr := k.of(to)
+	if pr == nil {
+		return nil, errUnprotected
+	}
+	return pr.Seal(buf, p)
+}
+
+// isRTPOrRTCP: version 2 in the first byte (RFC 7983: 128-191).
+func isRTPOrRTCP(p []byte) bool { return len(p) > 0 && p[0] >= 128 && p[0] <= 191 }
+
+// isDTLS: a DTLS record's content type (RFC 7983: 20-63).
+func isDTLS(p []byte) bool { return len(p) > 0 && p[0] >= 20 && p[0] <= 63 }
+
+// Protect makes the connection at remote's RTP and RTCP go through p from
+// now on (nil: no keys any more, its media dropped). Only an encrypted
+// user plane takes keys.
+func (u *User) Protect(remote netip.AddrPort, p Protection) error {
+	if u.fwd.keys == nil {
+		return errors.New("dataplane: the plane forwards plain RTP (not encrypted)")
+	}
+	u.fwd.keys.set(unmapped(remote), p)
+	return nil
+}
+
+// Protect is refused: the eBPF data plane forwards plain RTP only.
+func (d *DataPlane) Protect(remote netip.AddrPort, _ Protection) error {
+	return fmt.Errorf("dataplane: the eBPF data plane forwards plain RTP only; no keys for %v", remote)
+}
+
+// open is the plain packet of an encrypted plane's datagram (in b's
+// scratch), or false when it is dropped or was the agent's (DTLS). STUN
+// and anything else pass as they are, for Classify to judge.
+func (u *User) open(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch) ([]byte, bool) {
+	switch {
+	case isDTLS(p):
+		u.count(DTLS, len(p))
+		if u.cfg.Upcall != nil {
+			u.cfg.Upcall(p, from, c.conn)
+		}
+		return nil, false
+	case !isRTPOrRTCP(p):
+		return p, true
+	}
+	pr := u.fwd.keys.of(from)
+	if pr == nil {
+		u.count(Unprotected, len(p))
+		return nil, false
+	}
+	plain, err := pr.Open(b.plain[:0], p)
+	if err != nil {
+		u.count(Unauthentic, len(p))
+		return nil, false
+	}
+	return plain, true
+}
+
+// sealReplicas seals each replica of b for its receiver, in b's sealing
+// buffers; a replica whose receiver has no keys is left out (counted).
+func (f *forwarder) sealReplicas(pi *packetInfo, b *replicaBatch) {
+	kept := 0
+	for k, m := range b.replicas {
+		sealed, err := f.keys.seal(b.sealed[k][:0], m.Buf, m.Addr)
+		if err != nil {
+			f.count(Unprotected, len(pi.p))
+			continue
+		}
+		b.sealed[k] = sealed[:0] // (a grown buffer is kept)
+		m.Buf = sealed
+		b.replicas[kept], b.to[kept] = m, b.to[k]
+		kept++
+	}
+	b.replicas, b.to = b.replicas[:kept], b.to[:kept]
+}

@@ -1,0 +1,201 @@
+package dataplane
+
+import (
+	"bytes"
+	"crypto/rand"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pion/srtp/v3"
+
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+// keyPair is one connection's SRTP as both its ends hold it (pion/srtp,
+// fresh random keys): the browser's side and the SFU's Protection.
+type keyPair struct {
+	browserOut, browserIn *srtp.Context // seals what the browser sends, opens what it gets
+	sfu                   *srtpProtection
+}
+
+// srtpProtection is a Protection over pion/srtp contexts, as
+// secure.Transport's (which needs a DTLS handshake to get its keys).
+type srtpProtection struct {
+	mu        sync.Mutex
+	open, out *srtp.Context
+}
+
+func (p *srtpProtection) Open(dst, b []byte) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b[1] >= 192 && b[1] <= 223 {
+		return p.open.DecryptRTCP(dst, b, nil)
+	}
+	return p.open.DecryptRTP(dst, b, nil)
+}
+
+func (p *srtpProtection) Seal(dst, b []byte) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b[1] >= 192 && b[1] <= 223 {
+		return p.out.EncryptRTCP(dst, b, nil)
+	}
+	return p.out.EncryptRTP(dst, b, nil)
+}
+
+func newKeyPair(t *testing.T) *keyPair {
+	t.Helper()
+	profile := srtp.ProtectionProfileAeadAes128Gcm
+	key := func() ([]byte, []byte) {
+		k, s := make([]byte, 16), make([]byte, 12)
+		rand.Read(k)
+		rand.Read(s)
+		return k, s
+	}
+	up, upSalt := key()
+	down, downSalt := key()
+	ctx := func(k, s []byte, opts ...srtp.ContextOption) *srtp.Context {
+		c, err := srtp.CreateContext(k, s, profile, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return &keyPair{browserOut: ctx(up, upSalt), browserIn: ctx(down, downSalt),
+		sfu: &srtpProtection{open: ctx(up, upSalt, srtp.SRTPReplayProtection(64)), out: ctx(down, downSalt)}}
+}
+
+// An encrypted user plane on loopback: RTP from a sender with keys is
+// opened once and each receiver gets it sealed with its own keys (the
+// other receiver's keys do not open it), the same packet underneath;
+// the SFU's own packets are sealed too; a receiver without keys gets
+// nothing and the others lose nothing; RTP from an address without keys,
+// a replay and a forged tag are dropped and counted; DTLS goes up.
+func TestUserPlaneEncrypted(t *testing.T) {
+	sfu, sender, stranger := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
+	rcv := []*net.UDPConn{testenv.LoopbackUDP(t), testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)}
+	var mu sync.Mutex
+	var up [][]byte
+	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{sfu}, Encrypted: true, Upcall: func(p []byte, _ netip.AddrPort, _ *net.UDPConn) {
+		mu.Lock()
+		up = append(up, bytes.Clone(p))
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	from := addrOf(sfu)
+	keys := map[netip.AddrPort]*keyPair{addrOf(sender): newKeyPair(t), addrOf(rcv[0]): newKeyPair(t), addrOf(rcv[1]): newKeyPair(t)}
+	for a, k := range keys {
+		must(t, u.Protect(a, k.sfu))
+	}
+	var receivers []Receiver
+	for _, c := range rcv {
+		receivers = append(receivers, Receiver{From: from, To: addrOf(c)})
+	}
+	must(t, u.SetStream(addrOf(sender), audio(7), receivers))
+	send := func(c *net.UDPConn, p []byte) {
+		if _, err := c.WriteToUDPAddrPort(p, from); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := rtpPacket(7, 1, 300)
+	sealed, err := keys[addrOf(sender)].browserOut.EncryptRTP(nil, plain, nil)
+	must(t, err)
+	send(sender, sealed)
+	var got [2][]byte
+	for i := range 2 {
+		buf := make([]byte, 1500)
+		must(t, rcv[i].SetReadDeadline(time.Now().Add(2*time.Second)))
+		n, _, err := rcv[i].ReadFromUDP(buf)
+		must(t, err)
+		got[i] = buf[:n]
+		if bytes.Contains(got[i], plain[12:]) {
+			t.Fatalf("receiver %d got the payload in the clear", i)
+		}
+		opened, err := keys[addrOf(rcv[i])].browserIn.DecryptRTP(nil, got[i], nil)
+		if err != nil || !bytes.Equal(opened, plain) {
+			t.Fatalf("receiver %d cannot open its replica to the packet sent: %v", i, err)
+		}
+	}
+	if _, err := keys[addrOf(rcv[1])].browserIn.DecryptRTP(nil, got[0], nil); err == nil {
+		t.Error("receiver 1's keys open receiver 0's replica")
+	}
+	must(t, rcv[2].SetReadDeadline(time.Now().Add(200*time.Millisecond)))
+	if n, _, err := rcv[2].ReadFromUDP(make([]byte, 1500)); err == nil {
+		t.Errorf("the receiver without keys got %d bytes", n)
+	}
+	// The SFU's own packets: sealed for their receiver, refused without keys.
+	pli := []byte{0x81, 206, 0, 2, 0, 0, 0, 1, 0, 0, 0, 7}
+	must(t, u.Send(pli, from, addrOf(sender)))
+	buf := make([]byte, 1500)
+	must(t, sender.SetReadDeadline(time.Now().Add(2*time.Second)))
+	n, _, err := sender.ReadFromUDP(buf)
+	must(t, err)
+	senderIn := keys[addrOf(sender)].browserIn
+	if opened, err := senderIn.DecryptRTCP(nil, buf[:n], nil); err != nil || !bytes.Equal(opened, pli) {
+		t.Errorf("the SFU's PLI: %v", err)
+	}
+	if u.Send(pli, from, addrOf(rcv[2])) == nil {
+		t.Error("an RTCP packet for an address without keys was sent")
+	}
+	// What is dropped.
+	before, _ := u.Outcomes()
+	send(sender, sealed) // a replay
+	forged := bytes.Clone(sealed)
+	forged[len(forged)-1] ^= 1
+	send(sender, forged)
+	send(stranger, sealed)
+	send(sender, []byte{22, 0xfe, 0xfd, 0, 0})
+	want := map[Outcome]uint64{Unauthentic: 2, Unprotected: 1, DTLS: 1}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		o, _ := u.Outcomes()
+		ok := true
+		for k, v := range want {
+			ok = ok && o[k].Packets-before[k].Packets == v
+		}
+		if ok && o[Replicated].Packets == 1 && o[Replica].Packets == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outcomes %v, want %v more than %v, one packet replicated twice", o, want, before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 2 {
+		must(t, rcv[i].SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+		if n, _, err := rcv[i].ReadFromUDP(make([]byte, 1500)); err == nil {
+			t.Errorf("receiver %d got %d more bytes", i, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(up) != 1 || up[0][0] != 22 {
+		t.Errorf("upcalls %d, want the DTLS record", len(up))
+	}
+	// Keys go: the sender's media is dropped from then on.
+	must(t, u.Protect(addrOf(sender), nil))
+	p2, _ := keys[addrOf(sender)].browserOut.EncryptRTP(nil, rtpPacket(7, 2, 300), nil)
+	send(sender, p2)
+	time.Sleep(100 * time.Millisecond)
+	if o, _ := u.Outcomes(); o[Unprotected].Packets-before[Unprotected].Packets != 2 {
+		t.Errorf("media after its keys went: unprotected %d", o[Unprotected].Packets-before[Unprotected].Packets)
+	}
+}
+
+// A plain user plane takes no keys.
+func TestPlainPlaneRefusesKeys(t *testing.T) {
+	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{testenv.LoopbackUDP(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if u.Protect(netip.MustParseAddrPort("127.0.0.1:5"), newKeyPair(t).sfu) == nil {
+		t.Error("a plain plane took keys")
+	}
+}
