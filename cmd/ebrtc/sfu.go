@@ -11,6 +11,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu"
 	sfudataplane "github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
+	"github.com/ebrtc/ebrtc/internal/sfu/web"
 )
 
 func runSFU(args []string, stdout, stderr io.Writer) int {
@@ -19,7 +20,11 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	var media, ifaces listValue
 	fs.Var(&media, "media", "media address IP:PORT, one per family: the ICE candidates (repeatable, required)")
 	fs.Var(&ifaces, "iface", "interface media arrives on, for the eBPF data plane (repeatable)")
-	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling")
+	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling (HTTPS and WSS unless --http)")
+	tlsCert := fs.String("tls-cert", "", "the web server's certificate (PEM; with --tls-key). Without: a self-signed one made on first start and kept in --state-dir")
+	tlsKey := fs.String("tls-key", "", "the web server's private key (PEM)")
+	stateDir := fs.String("state-dir", "/var/lib/ebrtc", "where ebrtc sfu keeps its self-signed web certificate")
+	plainHTTP := fs.Bool("http", false, "serve the page over plain HTTP (behind a proxy that terminates TLS; browsers elsewhere get no camera without a secure context)")
 	dataplane := fs.String("dataplane", "", "user (recvmmsg/sendmmsg, or AF_XDP with --rx afxdp; the default, and the only one for encrypted media) or ebpf (TC ingress; plain RTP: the default with --unencrypted-media)")
 	rx := fs.String("rx", "kernel", "how the user data plane receives: kernel (recvmmsg) or afxdp (AF_XDP sockets fed by an XDP classifier; --dataplane user only)")
 	noRA := fs.Bool("no-rate-adaptation", false, "send every receiver every layer (default: each receiver's temporal layers follow its link's estimate, and its video pauses when even the lowest does not fit)")
@@ -47,6 +52,10 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, Unencrypted: *unencrypted, RX: *rx, NoRateAdaptation: *noRA, MetricsListen: *metricsListen, MetricsLabels: *metricsLabels, AdminListen: *adminListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger}
+	cfg.Web = web.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, Dir: *stateDir, Plain: *plainHTTP}
+	if host, _, err := net.SplitHostPort(*listen); err == nil && host != "" {
+		cfg.Web.Hosts = append(cfg.Web.Hosts, host)
+	}
 	for _, m := range media {
 		ap, err := netip.ParseAddrPort(m)
 		if err != nil {
@@ -54,6 +63,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg.Media = append(cfg.Media, ap)
+		cfg.Web.Hosts = append(cfg.Web.Hosts, ap.Addr().String())
 	}
 	var runErr error
 	untilSignal(stderr, func(ctx context.Context) { runErr = sfu.Run(ctx, cfg) })

@@ -3,6 +3,8 @@ package sfu
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +27,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
+	"github.com/ebrtc/ebrtc/internal/sfu/web"
 )
 
 // plainMarker starts every payload the participants send: found in a
@@ -125,11 +129,13 @@ func TestEncryptedMeeting(t *testing.T) {
 }
 
 // encryptedSFU is ebrtc sfu with its defaults (DTLS-SRTP, the user data
-// plane) on loopback, in this process.
+// plane, the page over HTTPS with a self-signed certificate) on loopback,
+// in this process.
 type encryptedSFU struct {
 	web   string
 	media netip.AddrPort
 	plane dataplane.Plane
+	roots *x509.CertPool // the self-signed web certificate
 }
 
 func startEncryptedSFU(t *testing.T) *encryptedSFU {
@@ -143,7 +149,8 @@ func startEncryptedSFU(t *testing.T) *encryptedSFU {
 	ready := make(chan *encryptedSFU, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	cfg := Config{Listen: "127.0.0.1:0", Media: []netip.AddrPort{media}, Codecs: signaling.Codecs{Audio: "opus", Video: "VP8"},
+	state := t.TempDir()
+	cfg := Config{Listen: "127.0.0.1:0", Web: web.TLS{Dir: state}, Media: []netip.AddrPort{media}, Codecs: signaling.Codecs{Audio: "opus", Video: "VP8"},
 		NoRateAdaptation: true, Log: testLog(),
 		Ready: func(addr net.Addr, plane dataplane.Plane) {
 			ready <- &encryptedSFU{web: addr.String(), media: media, plane: plane}
@@ -157,6 +164,12 @@ func startEncryptedSFU(t *testing.T) *encryptedSFU {
 	})
 	select {
 	case s := <-ready:
+		pem, err := os.ReadFile(filepath.Join(state, "sfu-web.crt"))
+		if err != nil {
+			t.Fatalf("the self-signed web certificate: %v", err)
+		}
+		s.roots = x509.NewCertPool()
+		s.roots.AppendCertsFromPEM(pem)
 		return s
 	case err := <-done:
 		t.Fatalf("sfu: %v", err)
@@ -201,10 +214,11 @@ type participant struct {
 
 func (s *encryptedSFU) join(t *testing.T, name string, profiles []dtls.SRTPProtectionProfile, rewrite ...func(string) string) *participant {
 	t.Helper()
-	cfg, err := websocket.NewConfig("ws://"+s.web+"/ws", "http://"+s.web+"/")
+	cfg, err := websocket.NewConfig("wss://"+s.web+"/ws", "https://"+s.web+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.TlsConfig = &tls.Config{RootCAs: s.roots, ServerName: "127.0.0.1"} // WSS, the certificate checked
 	ws, err := websocket.DialConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 // Config of an SFU.
 type Config struct {
 	Listen string           // the web server (page and signaling)
+	Web    web.TLS          // HTTPS (a certificate given, or self-signed: the default) or plain HTTP
 	Media  []netip.AddrPort // media sockets: the ICE candidates, one per family
 	Ifaces []string         // where the eBPF data plane runs (TC ingress)
 	// Dataplane is "user" (the default with encrypted media) or "ebpf"
@@ -121,6 +122,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	cert, err := cfg.Web.Load()
+	if err != nil {
+		return fmt.Errorf("sfu: %w", err)
+	}
 	conns, rx, err := openMedia(cfg)
 	if err != nil {
 		closeMedia(conns, rx)
@@ -190,18 +195,27 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	go legs.Run(ctx)
 	go housekeeping(ctx, ctrl, ice)
-	srv := &http.Server{Handler: web.Handler(ctrl), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: web.Handler(ctrl), ReadHeaderTimeout: 10 * time.Second, TLSConfig: cert.Config}
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shut)
 	}()
-	cfg.Log.Info("sfu serving", "web", ln.Addr().String(), "media", cfg.Media, "dataplane", cfg.Dataplane, "encrypted", !cfg.Unencrypted)
+	scheme := "http"
+	if cert.Config != nil {
+		scheme = "https"
+		cfg.Log.Info("web certificate", "sha256", cert.Fingerprint, "self_signed_made_now", cert.Made, "file", cert.File)
+	}
+	cfg.Log.Info("sfu serving", "web", scheme+"://"+ln.Addr().String()+"/", "media", cfg.Media, "dataplane", cfg.Dataplane, "encrypted", !cfg.Unencrypted)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr(), plane)
 	}
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	serve := srv.Serve
+	if cert.Config != nil {
+		serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+	}
+	if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

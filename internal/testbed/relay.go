@@ -58,7 +58,7 @@ var (
 // SFUArgs are the `ebrtc sfu` flags that fit the testbed, with the data
 // plane named (ebpf, at TC ingress of the client-side interface, or user).
 func SFUArgs(plane string) []string {
-	args := []string{"sfu", "--unencrypted-media", "--media", SFUMedia.String(), "--listen", SFUWeb.String(),
+	args := []string{"sfu", "--unencrypted-media", "--http", "--media", SFUMedia.String(), "--listen", SFUWeb.String(),
 		"--metrics-listen", MetricsAddr, "--dataplane", plane}
 	if plane == "ebpf" {
 		args = append(args, "--iface", ServerCliIface)

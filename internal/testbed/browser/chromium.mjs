@@ -1,7 +1,11 @@
 // Headless Chromium as every script here starts it: fake camera and
 // microphone, no background traffic. For the SFU's pages (sfuOrigin set):
-// encryption off (ebrtc sfu relays plain RTP) and the plain-HTTP origin
-// treated as secure (the page needs a secure context for the camera).
+// an https: origin is ebrtc sfu's default, encrypted media, and Chromium
+// runs as it ships (no WebRTC switch; the page's self-signed certificate
+// is accepted by the browser context, contextOptions); an http: origin is
+// --unencrypted-media: encryption off (the SFU relays plain RTP) and the
+// plain-HTTP origin treated as secure (the page needs a secure context
+// for the camera).
 import { chromium } from 'playwright-core';
 
 export function launchChromium(sfuOrigin) {
@@ -10,8 +14,15 @@ export function launchChromium(sfuOrigin) {
     '--disable-background-networking', '--disable-component-update', '--disable-sync',
     '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
   ];
-  if (sfuOrigin) {
+  if (sfuOrigin && new URL(sfuOrigin).protocol === 'http:') {
     args.push('--disable-webrtc-encryption', '--unsafely-treat-insecure-origin-as-secure=' + sfuOrigin);
   }
   return chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args });
+}
+
+// contextOptions are a browser context's for a page at url: an https:
+// page of the testbed's SFU has a self-signed certificate, which the
+// context accepts (what a user does once by hand).
+export function contextOptions(url) {
+  return new URL(url).protocol === 'https:' ? { ignoreHTTPSErrors: true } : {};
 }

@@ -1,5 +1,6 @@
 // N participants join one room of ebrtc sfu in headless Chromium (each in
-// its own browser context, encryption off as the SFU needs), stay for
+// its own browser context; as it ships for an https: URL, encryption off
+// for an http: one: chromium.mjs), stay for
 // SECONDS; then the first leaves and rejoins (a reload), and the time until
 // it decodes video from every other participant again is measured. Prints
 // one JSON line: {stats: each page's inbound stats by publisher, rejoinMs}.
@@ -14,7 +15,7 @@
 //   e.g. L1T3,L1T2,L1T3,L1T1,L1T3,L1T3/2
 //
 // usage: node meeting.mjs URL N SECONDS [SCHEDULE]
-import { launchChromium } from './chromium.mjs';
+import { launchChromium, contextOptions } from './chromium.mjs';
 
 const [url, nArg, secondsArg, scheduleArg] = process.argv.slice(2);
 if (!url) {
@@ -57,7 +58,7 @@ const browser = await launchChromium(new URL(url).origin);
 try {
   const pages = [];
   for (let i = 0; i < n; i++) {
-    const page = await (await browser.newContext()).newPage();
+    const page = await (await browser.newContext(contextOptions(url))).newPage();
     page.on('pageerror', (e) => console.error('page', i, e));
     page.on('console', (m) => console.error('console', i, m.text()));
     await page.goto(url);
@@ -86,7 +87,19 @@ try {
     await sleep(100);
   }
   for (const p of pages) console.error("status", await p.evaluate(() => document.getElementById("status").textContent));
-  console.log(JSON.stringify({ stats: out, rejoinMs }));
+  const media = await pages[1].evaluate(() => window.meeting.media);
+  const ciphers = [];
+  for (const p of pages) {
+    ciphers.push(await p.evaluate(async () => {
+      const out = [];
+      const pcs = [window.meeting.pub, ...window.meeting.subs.values()].filter((pc) => pc && pc.getStats);
+      for (const pc of pcs) {
+        for (const r of (await pc.getStats()).values()) if (r.type === 'transport') out.push(r.srtpCipher || '');
+      }
+      return out;
+    }));
+  }
+  console.log(JSON.stringify({ stats: out, rejoinMs, media, ciphers }));
 } finally {
   await browser.close();
 }

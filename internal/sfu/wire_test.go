@@ -1,0 +1,123 @@
+package sfu
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
+)
+
+// The wire check: what crosses the SFU's interface to and from its media
+// port during a meeting, read from the RTP payloads' own structure. SRTP
+// leaves the RTP header in the clear and encrypts the payload, so a plain
+// payload shows its codec's framing: Chromium's Opus TOC byte is the same
+// packet after packet, and an AV1 aggregation header keeps its three
+// reserved bits zero. Encrypted, those hold for 1 in 256 and 1 in 8 of
+// the packets.
+
+// wireFlow is one direction of one flow's RTP, by payload type.
+type wireFlow struct {
+	packets, plainLooking int
+	firstBytes            map[byte]int
+}
+
+// wireCapture counts, per (source, destination, payload type), the RTP
+// to or from the media port on the SFU's client-side interface.
+type wireCapture map[string]*wireFlow
+
+// captureWire reads the SFU's interface until the meeting ends.
+func captureWire(tb *testbed.Testbed, meeting context.Context, opus, av1 uint8) (wireCapture, error) {
+	out := wireCapture{}
+	err := tb.Server.Do(func() error {
+		const all = unix.ETH_P_ALL>>8 | unix.ETH_P_ALL&0xff<<8 // in network order
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, all)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		ifi, err := net.InterfaceByName(testbed.ServerCliIface)
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: all, Ifindex: ifi.Index}); err != nil {
+			return err
+		}
+		tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
+		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		buf := make([]byte, 65536)
+		for meeting.Err() == nil {
+			n, _, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				continue
+			}
+			src, dport, payload, ok := ipv4UDP(buf[:n])
+			if !ok || (dport != testbed.SFUMedia.Port() && src.Port() != testbed.SFUMedia.Port()) {
+				continue
+			}
+			out.add(fmt.Sprintf("%v->:%d", src, dport), payload, opus, av1)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (w wireCapture) add(flow string, p []byte, opus, av1 uint8) {
+	if len(p) < 12 || p[0]>>6 != 2 || (p[1] >= 192 && p[1] <= 223) {
+		return // not RTP (STUN, DTLS, RTCP)
+	}
+	pt := p[1] & 0x7f
+	if pt != opus && pt != av1 {
+		return // RTX, padding
+	}
+	off := 12 + 4*int(p[0]&0x0f)
+	if p[0]&0x10 != 0 && len(p) >= off+4 {
+		off += 4 + 4*int(binary.BigEndian.Uint16(p[off+2:]))
+	}
+	end := len(p)
+	if p[0]&0x20 != 0 && end > off { // padding: its length is the last byte (encrypted: the tag's)
+		end = max(off, end-int(p[end-1]))
+	}
+	if end-off < 2 {
+		return
+	}
+	key := fmt.Sprintf("%s pt %d", flow, pt)
+	f := w[key]
+	if f == nil {
+		f = &wireFlow{firstBytes: map[byte]int{}}
+		w[key] = f
+	}
+	f.packets++
+	b := p[off]
+	f.firstBytes[b]++
+	if pt == av1 && b&0x07 == 0 {
+		f.plainLooking++
+	}
+}
+
+// plain says which flows (of at least 50 packets) look plain: over half
+// their Opus payloads start with the flow's most common byte, or over
+// half their AV1 aggregation headers keep the reserved bits zero.
+func (w wireCapture) plain(opus uint8) (flows []string, total int) {
+	for key, f := range w {
+		total += f.packets
+		if f.packets < 50 {
+			continue
+		}
+		looks := f.plainLooking
+		if len(key) > 0 && fmt.Sprintf("pt %d", opus) == key[len(key)-len(fmt.Sprintf("pt %d", opus)):] {
+			looks = 0
+			for _, n := range f.firstBytes {
+				looks = max(looks, n)
+			}
+		}
+		if 2*looks > f.packets {
+			flows = append(flows, fmt.Sprintf("%s: %d of %d packets", key, looks, f.packets))
+		}
+	}
+	return flows, total
+}
