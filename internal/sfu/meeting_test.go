@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
@@ -34,31 +36,33 @@ type inbound struct {
 // This is --unencrypted-media (browsers with their encryption off): the
 // wire check finds the payloads in the clear, as it must.
 func TestBrowserMeeting(t *testing.T) {
-	m := browserMeetingChecked(t, "ebpf")
-	flows, total := m.wire.plain(chromiumOpusPT)
-	t.Logf("wire: %d RTP packets of Opus and AV1 captured in %d flows, %d of them plain", total, len(m.wire), len(flows))
+	m := browserMeetingChecked(t, "ebpf", "chromium")
+	flows, total := m.wire.plain()
+	t.Logf("wire: %d RTP packets captured in %d flows (by payload type), %d of them plain", total, len(m.wire), len(flows))
 	if len(flows) < 6 {
 		t.Errorf("the wire check finds %d plain flows in a plain meeting, want every publisher's and replica's: %v", len(flows), flows)
 	}
 }
 
 // The same meeting with ebrtc sfu's defaults: encrypted media (DTLS-SRTP,
-// the user data plane) and the page over HTTPS, Chromium as it ships (no
-// WebRTC switch: chromium.mjs). The same requirements hold; every
-// connection negotiated AES-GCM, the page says the room is encrypted,
-// nothing failed authentication, and the wire carries no payload in the
-// clear.
+// the user data plane) and the page over HTTPS, the browsers as they ship
+// (no WebRTC switch: chromium.mjs, firefox.mjs), mixed: Firefox ESR (the
+// one that leaves and rejoins) and two Chromium, in VP8, which both send.
+// The same requirements hold; every connection negotiated AES-GCM, the
+// page says the room is encrypted, nothing failed authentication, and the
+// wire carries no payload in the clear.
 func TestBrowserMeetingEncrypted(t *testing.T) {
-	m := browserMeetingChecked(t, "user+encrypted")
+	m := browserMeetingChecked(t, "user+encrypted+vp8", "firefox,chromium,chromium")
 	if m.res.Media != "encrypted" {
 		t.Errorf("the page says the room's media is %q", m.res.Media)
 	}
+	t.Logf("SRTP ciphers by participant and connection: %v", m.res.Ciphers)
 	for i, cs := range m.res.Ciphers {
-		for _, c := range cs {
-			if c != "SRTP_AEAD_AES_128_GCM" {
-				t.Errorf("participant %d's connections negotiated %v, want SRTP_AEAD_AES_128_GCM each", i, cs)
-				break
-			}
+		if len(cs) == 0 && i == 0 { // (Firefox may not report transport stats)
+			continue
+		}
+		if len(cs) != 3 || slices.ContainsFunc(cs, func(c string) bool { return c != "SRTP_AEAD_AES_128_GCM" }) {
+			t.Errorf("participant %d's connections negotiated %v, want SRTP_AEAD_AES_128_GCM on each of 3", i, cs)
 		}
 	}
 	if o := m.outcomes; o[dataplane.Unauthentic].Packets != 0 || o[dataplane.DTLS].Packets == 0 ||
@@ -66,16 +70,12 @@ func TestBrowserMeetingEncrypted(t *testing.T) {
 		t.Errorf("data plane: %d unauthentic, %d DTLS, %d unprotected of %d replicated", o[dataplane.Unauthentic].Packets,
 			o[dataplane.DTLS].Packets, o[dataplane.Unprotected].Packets, o[dataplane.Replicated].Packets)
 	}
-	flows, total := m.wire.plain(chromiumOpusPT)
-	t.Logf("wire: %d RTP packets of Opus and AV1 captured in %d flows", total, len(m.wire))
+	flows, total := m.wire.plain()
+	t.Logf("wire: %d RTP packets captured in %d flows (by payload type)", total, len(m.wire))
 	if len(flows) > 0 || total < 1000 {
 		t.Errorf("the wire carries plain RTP in %v (of %d packets captured)", flows, total)
 	}
 }
-
-// Chromium's payload types for Opus and AV1 (its offer's, which the SFU
-// keeps).
-const chromiumOpusPT, chromiumAV1PT = 111, 45
 
 // checkedMeeting is what a browser meeting left to check beyond the
 // common requirements.
@@ -92,15 +92,16 @@ type checkedMeeting struct {
 
 // browserMeetingChecked runs the three-party meeting on plane (testbedSFU)
 // with the wire captured, and holds it to what every meeting must do.
-func browserMeetingChecked(t *testing.T, plane string) *checkedMeeting {
+func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting {
 	tb, dp := testbedSFU(t, plane, testbed.SFUMedia)
 	const participants, seconds = 3, 30
 	scraped := make(chan sfuScrape, 1)
 	captured := make(chan wireCapture, 1)
-	scheme := map[bool]string{true: "https", false: "http"}[strings.HasSuffix(plane, "+encrypted")]
-	stdout, stderr := browserMeetingAt(t, tb, scheme, participants, seconds, "", func(meeting context.Context) {
+	scheme := map[bool]string{true: "https", false: "http"}[strings.Contains(plane, "+encrypted")]
+	video := map[bool]string{true: "video/VP8", false: "video/AV1"}[strings.HasSuffix(plane, "+vp8")]
+	stdout, stderr := browserMeetingAt(t, tb, scheme, browsers, participants, seconds, "", func(meeting context.Context) {
 		go func() {
-			w, err := captureWire(tb, meeting, chromiumOpusPT, chromiumAV1PT)
+			w, err := captureWire(tb, meeting)
 			if err != nil {
 				t.Errorf("capture: %v", err)
 			}
@@ -124,10 +125,11 @@ func browserMeetingChecked(t *testing.T, plane string) *checkedMeeting {
 		}
 		for from, s := range streams {
 			v, a := s["video"], s["audio"]
-			// The page asks for 320x180 in AV1 (L1T3); the SFU negotiates AV1 and Opus only.
+			// The page asks for 320x180 in AV1 (L1T3); the SFU negotiates one
+			// video codec (AV1 or VP8) and Opus.
 			if v.FramesDecoded < 5*seconds || a.PacketsReceived < 10*seconds || v.FreezeCount > 0 ||
 				v.PacketsLost+a.PacketsLost > (v.PacketsReceived+a.PacketsReceived)/100 ||
-				v.Codec != "video/AV1" || a.Codec != "audio/opus" || v.FrameWidth != 320 {
+				v.Codec != video || a.Codec != "audio/opus" || v.FrameWidth != 320 {
 				t.Errorf("participant %d from %s: video %+v, audio %+v", i, from, v, a)
 			}
 		}
@@ -226,6 +228,12 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 	if p, ok := strings.CutSuffix(plane, "+afxdp"); ok {
 		plane, rx, opts = p, "afxdp", testbed.Options{}
 	}
+	// plane "...+vp8": VP8 the room's video codec (Firefox and Chromium
+	// both send it; AV1 otherwise).
+	codecs := signaling.DefaultCodecs
+	if p, ok := strings.CutSuffix(plane, "+vp8"); ok {
+		plane, codecs.Video = p, "VP8"
+	}
 	// plane "user+encrypted": DTLS-SRTP, and the page over HTTPS with a
 	// self-signed certificate (else plain RTP, and plain HTTP).
 	plane, encrypted := strings.CutSuffix(plane, "+encrypted")
@@ -243,7 +251,7 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 	done := make(chan error, 1)
 	go func() {
 		done <- tb.Server.Do(func() error {
-			return Run(ctx, Config{Listen: testbed.SFUWeb.String(), Web: webTLS, Dataplane: plane, RX: rx, Unencrypted: !encrypted,
+			return Run(ctx, Config{Listen: testbed.SFUWeb.String(), Web: webTLS, Dataplane: plane, RX: rx, Unencrypted: !encrypted, Codecs: codecs,
 				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
 				AdminListen:   sfuAdmin,
 				Media:         media,
@@ -278,13 +286,17 @@ func browserMeeting(t *testing.T, tb *testbed.Testbed, n, seconds int, during fu
 // "L1T3,L1T2,L1T3/2": scalability modes and resolution scales, applied
 // evenly across the seconds.
 func browserMeetingScheduled(t *testing.T, tb *testbed.Testbed, n, seconds int, schedule string, during func(meeting context.Context)) (stdout, stderr string) {
-	return browserMeetingAt(t, tb, "http", n, seconds, schedule, during)
+	return browserMeetingAt(t, tb, "http", "chromium", n, seconds, schedule, during)
 }
 
 // browserMeetingAt is browserMeetingScheduled with the page at scheme
-// (https: ebrtc sfu's default, encrypted media; http: --unencrypted-media).
-func browserMeetingAt(t *testing.T, tb *testbed.Testbed, scheme string, n, seconds int, schedule string, during func(meeting context.Context)) (stdout, stderr string) {
+// (https: ebrtc sfu's default, encrypted media; http: --unencrypted-media)
+// and the participants' browsers in turn (meeting.mjs's BROWSERS).
+func browserMeetingAt(t *testing.T, tb *testbed.Testbed, scheme, browsers string, n, seconds int, schedule string, during func(meeting context.Context)) (stdout, stderr string) {
 	testenv.RequireCommand(t, "chromium")
+	if strings.Contains(browsers, "firefox") {
+		testenv.RequireCommand(t, "firefox-esr")
+	}
 	node := testenv.RequireCommand(t, "node")
 	script, _ := filepath.Abs("../testbed/browser/meeting.mjs")
 	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
@@ -298,7 +310,7 @@ func browserMeetingAt(t *testing.T, tb *testbed.Testbed, scheme string, n, secon
 		args = append(args, schedule)
 	}
 	cmd := exec.CommandContext(run, "ip", args...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "BROWSERS="+browsers)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	testenv.StartGroup(t, cmd)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -13,17 +14,18 @@ import (
 )
 
 // The wire check: what crosses the SFU's interface to and from its media
-// port during a meeting, read from the RTP payloads' own structure. SRTP
-// leaves the RTP header in the clear and encrypts the payload, so a plain
-// payload shows its codec's framing: Chromium's Opus TOC byte is the same
-// packet after packet, and an AV1 aggregation header keeps its three
-// reserved bits zero. Encrypted, those hold for 1 in 256 and 1 in 8 of
-// the packets.
+// port during a meeting, read from the RTP payloads. SRTP leaves the RTP
+// header in the clear and encrypts the payload, so a plain payload shows
+// its codec's framing in its first byte, which takes few values (Opus's
+// TOC byte, a VP8 payload descriptor, an AV1 aggregation header, an RTX
+// packet's original sequence number): nearly every packet's first byte is
+// among the flow's 8 most common. Encrypted, the byte is uniform: about 8
+// in 256 are.
 
 // wireFlow is one direction of one flow's RTP, by payload type.
 type wireFlow struct {
-	packets, plainLooking int
-	firstBytes            map[byte]int
+	packets    int
+	firstBytes map[byte]int
 }
 
 // wireCapture counts, per (source, destination, payload type), the RTP
@@ -31,7 +33,7 @@ type wireFlow struct {
 type wireCapture map[string]*wireFlow
 
 // captureWire reads the SFU's interface until the meeting ends.
-func captureWire(tb *testbed.Testbed, meeting context.Context, opus, av1 uint8) (wireCapture, error) {
+func captureWire(tb *testbed.Testbed, meeting context.Context) (wireCapture, error) {
 	out := wireCapture{}
 	err := tb.Server.Do(func() error {
 		const all = unix.ETH_P_ALL>>8 | unix.ETH_P_ALL&0xff<<8 // in network order
@@ -59,21 +61,18 @@ func captureWire(tb *testbed.Testbed, meeting context.Context, opus, av1 uint8) 
 			if !ok || (dport != testbed.SFUMedia.Port() && src.Port() != testbed.SFUMedia.Port()) {
 				continue
 			}
-			out.add(fmt.Sprintf("%v->:%d", src, dport), payload, opus, av1)
+			out.add(fmt.Sprintf("%v->:%d", src, dport), payload)
 		}
 		return nil
 	})
 	return out, err
 }
 
-func (w wireCapture) add(flow string, p []byte, opus, av1 uint8) {
+func (w wireCapture) add(flow string, p []byte) {
 	if len(p) < 12 || p[0]>>6 != 2 || (p[1] >= 192 && p[1] <= 223) {
 		return // not RTP (STUN, DTLS, RTCP)
 	}
 	pt := p[1] & 0x7f
-	if pt != opus && pt != av1 {
-		return // RTX, padding
-	}
 	off := 12 + 4*int(p[0]&0x0f)
 	if p[0]&0x10 != 0 && len(p) >= off+4 {
 		off += 4 + 4*int(binary.BigEndian.Uint16(p[off+2:]))
@@ -92,31 +91,28 @@ func (w wireCapture) add(flow string, p []byte, opus, av1 uint8) {
 		w[key] = f
 	}
 	f.packets++
-	b := p[off]
-	f.firstBytes[b]++
-	if pt == av1 && b&0x07 == 0 {
-		f.plainLooking++
-	}
+	f.firstBytes[p[off]]++
 }
 
 // plain says which flows (of at least 50 packets) look plain: over half
-// their Opus payloads start with the flow's most common byte, or over
-// half their AV1 aggregation headers keep the reserved bits zero.
-func (w wireCapture) plain(opus uint8) (flows []string, total int) {
+// their payloads start with one of the flow's 8 most common bytes.
+func (w wireCapture) plain() (flows []string, total int) {
 	for key, f := range w {
 		total += f.packets
 		if f.packets < 50 {
 			continue
 		}
-		looks := f.plainLooking
-		if len(key) > 0 && fmt.Sprintf("pt %d", opus) == key[len(key)-len(fmt.Sprintf("pt %d", opus)):] {
-			looks = 0
-			for _, n := range f.firstBytes {
-				looks = max(looks, n)
-			}
+		counts := make([]int, 0, len(f.firstBytes))
+		for _, n := range f.firstBytes {
+			counts = append(counts, n)
 		}
-		if 2*looks > f.packets {
-			flows = append(flows, fmt.Sprintf("%s: %d of %d packets", key, looks, f.packets))
+		slices.Sort(counts)
+		top := 0
+		for _, n := range counts[max(0, len(counts)-8):] {
+			top += n
+		}
+		if 2*top > f.packets {
+			flows = append(flows, fmt.Sprintf("%s: %d of %d packets", key, top, f.packets))
 		}
 	}
 	return flows, total

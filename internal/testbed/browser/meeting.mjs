@@ -14,8 +14,13 @@
 // scale stays until a later step sets another (L1T3/2,L1T3/1 goes back).
 //   e.g. L1T3,L1T2,L1T3,L1T1,L1T3,L1T3/2
 //
+// BROWSERS (environment), if set, is a comma-separated list of the
+// participants' browsers in turn: chromium (the default) or firefox
+// (Firefox ESR over WebDriver BiDi: firefox.mjs), e.g. firefox,chromium.
+//
 // usage: node meeting.mjs URL N SECONDS [SCHEDULE]
 import { launchChromium, contextOptions } from './chromium.mjs';
+import { launchFirefox } from './firefox.mjs';
 
 const [url, nArg, secondsArg, scheduleArg] = process.argv.slice(2);
 if (!url) {
@@ -54,11 +59,25 @@ async function apply(page, step) {
   }, step);
 }
 
-const browser = await launchChromium(new URL(url).origin);
+const kinds = (process.env.BROWSERS || 'chromium').split(',');
+const browsers = {};
+// newPage opens a page in a browser context of its own, in the kind of
+// browser participant i uses (each kind launched once).
+async function newPage(i) {
+  const kind = kinds[i % kinds.length];
+  if (kind === 'firefox') {
+    browsers.firefox ||= await launchFirefox();
+    return (await browsers.firefox.createBrowserContext()).newPage();
+  }
+  if (kind !== 'chromium') throw new Error('BROWSERS: ' + kind + ' (want chromium or firefox)');
+  browsers.chromium ||= await launchChromium(new URL(url).origin);
+  return (await browsers.chromium.newContext(contextOptions(url))).newPage();
+}
+
 try {
   const pages = [];
   for (let i = 0; i < n; i++) {
-    const page = await (await browser.newContext(contextOptions(url))).newPage();
+    const page = await newPage(i);
     page.on('pageerror', (e) => console.error('page', i, e));
     page.on('console', (m) => console.error('console', i, m.text()));
     await page.goto(url);
@@ -101,5 +120,5 @@ try {
   }
   console.log(JSON.stringify({ stats: out, rejoinMs, media, ciphers }));
 } finally {
-  await browser.close();
+  for (const b of Object.values(browsers)) await b.close();
 }
