@@ -28,6 +28,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
+	"github.com/ebrtc/ebrtc/internal/sfu/web"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
@@ -49,7 +50,11 @@ const senderMaxKbps = 250
 const rateInterval = time.Second
 
 // rateBed is ebrtc sfu with the eBPF data plane on the testbed (set up as a
-// container host has it), attached to the client's veth and to P3's.
+// container host has it), attached to the client's veth and to P3's:
+// plain RTP (--unencrypted-media) over plain HTTP, whose RTCP the test
+// reads on the veths; or, configured so, encrypted media (the user data
+// plane) with the page over HTTPS, the RTCP on the veths SRTCP (its
+// reports then say less).
 // newRateBed's configure, if set, changes the SFU's Config before it starts.
 type rateBed struct {
 	tb      *testbed.Testbed
@@ -60,6 +65,7 @@ type rateBed struct {
 	senders *participants
 	admin   string              // the SFU's admin endpoint
 	acks    *ratecontrol.AckLog // EBRTC_SFU_ACK_LOG's, nil without
+	scheme  string              // the page's: http, or https with encrypted media
 }
 
 // setMode switches P1's (page 0) or P2's (page 1) video encoder to a
@@ -180,13 +186,17 @@ func newRateBed(t *testing.T, configure func(*Config)) *rateBed {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan dataplane.Plane, 1)
 	done := make(chan error, 1)
-	cfg := Config{Listen: testbed.SFUWeb.String(), Dataplane: "ebpf",
+	cfg := Config{Listen: testbed.SFUWeb.String(), Web: web.TLS{Plain: true}, Dataplane: "ebpf", Unencrypted: true,
 		MetricsListen: testbed.ServerClientIP4.String() + ":9108",
 		Media:         []netip.AddrPort{testbed.SFUMedia},
 		Ifaces:        []string{testbed.ServerCliIface, b.p3Link}, AdminListen: b.admin,
 		Ready: func(_ net.Addr, p dataplane.Plane) { ready <- p }}
 	if configure != nil {
 		configure(&cfg)
+	}
+	b.scheme = "http"
+	if !cfg.Unencrypted { // encrypted media: the page over HTTPS too
+		cfg.Web, b.scheme = web.TLS{Dir: t.TempDir(), Hosts: []string{testbed.SFUWeb.Addr().String()}}, "https"
 	}
 	if path := os.Getenv("EBRTC_SFU_ACK_LOG"); path != "" { // the acks P3's link took, for a run looked into (and ratecontrol's testdata)
 		f, err := os.Create(path)
@@ -433,7 +443,7 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 	ctx, cancel := context.WithTimeout(context.Background(), total+joinWithin+time.Minute)
 	t.Cleanup(cancel)
 	room := "rate" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	url := fmt.Sprintf("http://%s/?room=%s&maxKbps=%d", testbed.SFUWeb, room, senderMaxKbps)
+	url := fmt.Sprintf("%s://%s/?room=%s&maxKbps=%d", b.scheme, testbed.SFUWeb, room, senderMaxKbps)
 	seconds := int((total + joinWithin + 20*time.Second) / time.Second)
 
 	caps := map[string]*rtcpCapture{

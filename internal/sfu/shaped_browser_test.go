@@ -56,7 +56,7 @@ func TestShapedReceiver(t *testing.T) {
 	for _, c := range []shapedCase{
 		{name: "AV1-35%-ebpf", plane: "ebpf", codec: "AV1", share: 0.35},
 		{name: "VP8-60%-ebpf", plane: "ebpf", codec: "VP8", share: 0.60},
-		{name: "AV1-45%-user", plane: "user", codec: "AV1", share: 0.45},
+		{name: "AV1-45%-user-encrypted", plane: "user", codec: "AV1", share: 0.45, encrypted: true},
 		{name: "AV1-70%-ebpf", plane: "ebpf", codec: "AV1", share: 0.70},
 	} {
 		t.Run(c.name, func(t *testing.T) { shapedReceiver(t, c) })
@@ -66,6 +66,7 @@ func TestShapedReceiver(t *testing.T) {
 type shapedCase struct {
 	name, plane, codec string
 	share              float64 // of what P3 received, audio included, the shaper carries
+	encrypted          bool    // DTLS-SRTP (ebrtc sfu's default; the user plane), the page over HTTPS
 }
 
 // The phases' timing: the shaped phase's first settleTime is not judged;
@@ -88,6 +89,7 @@ func shapedReceiver(t *testing.T, c shapedCase) {
 		if c.plane == "user" {
 			cfg.Dataplane, cfg.Ifaces = "user", nil
 		}
+		cfg.Unencrypted = !c.encrypted
 	})
 	var fit fitting
 	res := bed.run(t, shapedPhases(c.share, &fit))

@@ -260,10 +260,7 @@ func sendEach(c *mediaConn, replicas []afxdp.Message, sent []bool, msgs *[]ipv4.
 			return n
 		}
 	} else {
-		*msgs = (*msgs)[:0]
-		for _, r := range replicas {
-			*msgs = append(*msgs, ipv4.Message{Buffers: [][]byte{r.Buf}, Addr: net.UDPAddrFromAddrPort(r.Addr)})
-		}
+		setMessages(msgs, replicas)
 	}
 	for start := 0; start < len(replicas); {
 		n := max(write(start), 0)
@@ -271,6 +268,29 @@ func sendEach(c *mediaConn, replicas []afxdp.Message, sent []bool, msgs *[]ipv4.
 			sent[k] = true
 		}
 		start += n + 1 // past the one that failed
+	}
+}
+
+// setMessages makes msgs sendmmsg's messages for replicas, reusing each
+// message's buffer list and address from the packets before (no
+// allocation per replica).
+func setMessages(msgs *[]ipv4.Message, replicas []afxdp.Message) {
+	for len(*msgs) < len(replicas) {
+		*msgs = append(*msgs, ipv4.Message{Buffers: make([][]byte, 1), Addr: &net.UDPAddr{IP: make(net.IP, 0, 16)}})
+	}
+	*msgs = (*msgs)[:len(replicas)]
+	for i, r := range replicas {
+		m := &(*msgs)[i]
+		m.Buffers[0] = r.Buf
+		ua := m.Addr.(*net.UDPAddr)
+		if a := r.Addr.Addr(); a.Is4() {
+			b := a.As4()
+			ua.IP = append(ua.IP[:0], b[:]...)
+		} else {
+			b := a.As16()
+			ua.IP = append(ua.IP[:0], b[:]...)
+		}
+		ua.Port, ua.Zone = int(r.Addr.Port()), r.Addr.Addr().Zone()
 	}
 }
 

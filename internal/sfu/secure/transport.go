@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/pion/dtls/v3"
+	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
 	"github.com/pion/srtp/v3"
 )
 
@@ -77,6 +79,10 @@ type Transport struct {
 type sealer struct {
 	mu  sync.Mutex
 	ctx *srtp.Context
+	// The headers pion/srtp parses into, reused packet after packet (a
+	// nil header is a new allocation each time).
+	rtp  rtp.Header
+	rtcp rtcp.Header
 }
 
 // NewTransport is a transport waiting for the browser's first DTLS record.
@@ -264,9 +270,9 @@ func (t *Transport) Open(dst, p []byte) ([]byte, error) {
 		return nil, ErrNotReady
 	}
 	if isRTCP(p) {
-		return t.in.ctx.DecryptRTCP(dst, p, nil)
+		return t.in.ctx.DecryptRTCP(dst, p, &t.in.rtcp)
 	}
-	return t.in.ctx.DecryptRTP(dst, p, nil)
+	return t.in.ctx.DecryptRTP(dst, p, &t.in.rtp)
 }
 
 // Seal encrypts and authenticates a plain RTP or RTCP packet into dst's
@@ -281,9 +287,9 @@ func (t *Transport) Seal(dst, p []byte) ([]byte, error) {
 		return nil, ErrNotReady
 	}
 	if isRTCP(p) {
-		return t.out.ctx.EncryptRTCP(dst, p, nil)
+		return t.out.ctx.EncryptRTCP(dst, p, &t.out.rtcp)
 	}
-	return t.out.ctx.EncryptRTP(dst, p, nil)
+	return t.out.ctx.EncryptRTP(dst, p, &t.out.rtp)
 }
 
 // isRTCP: RFC 5761 4, RTCP packet types 192-223 in the second byte.

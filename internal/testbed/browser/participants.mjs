@@ -25,7 +25,7 @@
 //
 // usage: node participants.mjs URL ROLES SECONDS [INTERVAL_MS]
 //   e.g. node participants.mjs 'http://10.201.1.1:8088/?room=r' send,send 60 1000
-import { launchChromium } from './chromium.mjs';
+import { launchChromium, contextOptions } from './chromium.mjs';
 import { createInterface } from 'node:readline';
 
 const [url, rolesArg, secondsArg, intervalArg] = process.argv.slice(2);
@@ -121,7 +121,7 @@ let code = 0;
 try {
   const pages = [];
   for (const [i, role] of roles.entries()) {
-    const ctx = await browser.newContext();
+    const ctx = await browser.newContext(contextOptions(url));
     if (role === 'recv') {
       // Join without publishing: the page's publish message never leaves.
       await ctx.addInitScript(() => {
