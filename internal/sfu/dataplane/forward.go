@@ -30,9 +30,9 @@ type streamState interface {
 	// seenOrKeep: the packet is in the sender's history (nobody gets it
 	// again); if not, it is kept there. False without a history.
 	seenOrKeep(seq uint16, ts uint32, p []byte) bool
-	// frame is the packet's frame for rate adaptation, its bytes counted
-	// to its layer, a structure it attaches installed.
-	frame(p []byte, hdr int, src Source) layers.Frame
+	// frame is the packet's frame for rate adaptation, its size (bytes
+	// on the wire) counted to its layer, a structure it attaches installed.
+	frame(p []byte, hdr int, src Source, size int) layers.Frame
 }
 
 // replicaState is what forwarding reads and updates of one receiver.
@@ -123,9 +123,11 @@ type replicaBatch struct {
 	to       []replicaState
 	bufs     [][]byte
 	sent     []bool // per replica, after send
-	// Encrypted media: the input packet opened, and each replica sealed.
-	plain  []byte
-	sealed [][]byte
+	// Encrypted media: the input packet opened, what SRTP added to it
+	// (its tag: counted in rates), and each replica sealed.
+	plain    []byte
+	overhead int
+	sealed   [][]byte
 }
 
 func newReplicaBatch(encrypted bool) *replicaBatch {
@@ -145,6 +147,7 @@ func newReplicaBatch(encrypted bool) *replicaBatch {
 // packetInfo is what every replica's decision needs of one input packet.
 type packetInfo struct {
 	p        []byte
+	size     int // on the wire: p and, with encrypted media, its SRTP tag
 	gate     gate
 	adapt    bool
 	frame    layers.Frame
@@ -157,31 +160,33 @@ type packetInfo struct {
 // receivers, runs of one socket in one sendmmsg.
 func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBatch) {
 	src, _ := s.source(cl.SSRC)
-	pi := packetInfo{p: p, now: coarseNow()}
+	// Rates are counted as the links carry them: an encrypted packet with
+	// the tag it came with (b.overhead), which its replicas carry too.
+	pi := packetInfo{p: p, size: len(p) + b.overhead, now: coarseNow()}
 	if cl.Payload != nil {
 		hdr := len(p) - len(cl.Payload)
 		if src.History && s.seenOrKeep(binary.BigEndian.Uint16(p[2:]), binary.BigEndian.Uint32(p[4:]), p) {
-			f.count(Duplicate, len(p))
+			f.count(Duplicate, pi.size)
 			return
 		}
 		pi.gate = gateOf(src.Video, cl)
 		pi.frameEnd = src.Video != NoVideo && p[1]&0x80 != 0
 		if src.TWCCExt != 0 {
 			if pi.twccOff = twccOffset(p, hdr, src.TWCCExt); pi.twccOff > 0 {
-				s.arrived(binary.BigEndian.Uint16(p[pi.twccOff:]), len(p))
+				s.arrived(binary.BigEndian.Uint16(p[pi.twccOff:]), pi.size)
 			}
 		}
 		if src.Video != NoVideo && src.DDExt != 0 {
-			pi.adapt, pi.frame = true, s.frame(p, hdr, src)
+			pi.adapt, pi.frame = true, s.frame(p, hdr, src, pi.size)
 			pi.frame.Key = pi.gate == gateOpen
 		}
 	}
 	rs := s.replicas()
 	if len(rs) == 0 {
-		f.count(NoReceivers, len(p))
+		f.count(NoReceivers, pi.size)
 		return
 	}
-	s.received(len(p), pi.frameEnd)
+	s.received(pi.size, pi.frameEnd)
 	for i := 0; i < len(rs); {
 		via := rs[i].receiver().From
 		b.replicas, b.to = b.replicas[:0], b.to[:0]
@@ -193,7 +198,7 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 		}
 		f.send(via, &pi, b)
 	}
-	f.count(Replicated, len(p))
+	f.count(Replicated, pi.size)
 }
 
 // ready is replica r's bytes (p itself, or a copy in buf that differs),
@@ -201,7 +206,7 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 	p := pi.p
 	if pi.gate == gateHold && r.waiting() {
-		f.count(Gated, len(p))
+		f.count(Gated, pi.size)
 		return nil
 	}
 	out := p
@@ -209,10 +214,10 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 		number, v, busy := r.decide(&pi.frame, pi.now)
 		switch {
 		case busy:
-			f.count(LayerBusy, len(p))
+			f.count(LayerBusy, pi.size)
 			return nil
 		case v == layers.Drop:
-			f.count(LayerDropped, len(p))
+			f.count(LayerDropped, pi.size)
 			return nil
 		case v == layers.Padding:
 			rc := r.receiver()
@@ -221,9 +226,9 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 				send = f.writeTo
 			}
 			if err := send(PaddingPacket(p, number), rc.From, rc.To); err != nil {
-				f.count(CloneFailed, len(p))
+				f.count(CloneFailed, pi.size)
 			} else {
-				f.count(PaddingUpcall, len(p))
+				f.count(PaddingUpcall, pi.size)
 			}
 			return nil
 		case v == layers.Send && number != binary.BigEndian.Uint16(p[2:]):
@@ -235,7 +240,7 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 		if &out[0] == &p[0] {
 			out = append(buf, p...)
 		}
-		stampTWCC(out, pi.twccOff, l.take(len(p)))
+		stampTWCC(out, pi.twccOff, l.take(pi.size))
 	}
 	return out
 }
@@ -309,11 +314,11 @@ func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
 	sendEach(f.conns[via], b.replicas, sent, &b.msgs)
 	for k, r := range b.to {
 		if !sent[k] {
-			f.count(CloneFailed, len(pi.p))
+			f.count(CloneFailed, pi.size)
 			continue
 		}
-		f.count(Replica, len(pi.p))
-		r.replicated(len(pi.p), pi.frameEnd)
+		f.count(Replica, pi.size)
+		r.replicated(pi.size, pi.frameEnd)
 		if pi.gate == gateOpen { // sent: its gate opens (bpf/sfu.c gate_open)
 			r.open()
 		}

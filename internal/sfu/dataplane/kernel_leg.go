@@ -191,11 +191,11 @@ func (s *slowStream) seenOrKeep(seq uint16, ts uint32, p []byte) bool {
 	return s.history && s.d.kernelSeenOrKeep(s.id, seq, ts, p)
 }
 
-func (s *slowStream) frame(p []byte, hdr int, src Source) layers.Frame {
+func (s *slowStream) frame(p []byte, hdr int, src Source, size int) layers.Frame {
 	s.vmu.Lock()
 	f, layer, structure := frameOf(p, hdr, src.DDExt, &s.templates)
 	if layer >= 0 {
-		s.bytes[layer].add(len(p))
+		s.bytes[layer].add(size)
 	}
 	s.vmu.Unlock()
 	if structure != nil {

@@ -64,6 +64,19 @@ func (k *protections) seal(buf, p []byte, to netip.AddrPort) ([]byte, error) {
 	return pr.Seal(buf, p)
 }
 
+// overhead is what sealing adds to an RTP packet for the connection at
+// `to` (0 without keys, or on a plain plane): counted in its leg's sent
+// sizes, as the link carries them.
+func (k *protections) overhead(to netip.AddrPort) int {
+	if k == nil {
+		return 0
+	}
+	if o, ok := k.of(to).(interface{ Overhead() int }); ok {
+		return o.Overhead()
+	}
+	return 0
+}
+
 // isRTPOrRTCP: version 2 in the first byte (RFC 7983: 128-191).
 func isRTPOrRTCP(p []byte) bool { return len(p) > 0 && p[0] >= 128 && p[0] <= 191 }
 
@@ -110,6 +123,7 @@ func (u *User) open(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch
 		u.count(Unauthentic, len(p))
 		return nil, false
 	}
+	b.overhead = len(p) - len(plain)
 	return plain, true
 }
 

@@ -405,7 +405,7 @@ func (s *userStream) seenOrKeep(seq uint16, ts uint32, p []byte) bool {
 	return s.video.history.seenOrKeep(seq, ts, p, monoNow())
 }
 
-func (s *userStream) frame(p []byte, hdr int, src Source) layers.Frame {
+func (s *userStream) frame(p []byte, hdr int, src Source, size int) layers.Frame {
 	v := s.video
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -416,7 +416,7 @@ func (s *userStream) frame(p []byte, hdr int, src Source) layers.Frame {
 		}
 	}
 	if layer >= 0 {
-		v.bytes[layer].add(len(p))
+		v.bytes[layer].add(size)
 	}
 	return f
 }
@@ -546,7 +546,7 @@ func (l *userLeg) Send(p []byte, twccOff int) error {
 		return errLegGone
 	}
 	if l.r.tw != nil && twccOff > 0 && twccOff+2 <= len(p) {
-		stampTWCC(p, twccOff, l.r.tw.take(len(p)))
+		stampTWCC(p, twccOff, l.r.tw.take(len(p)+l.u.fwd.keys.overhead(l.r.To)))
 	}
 	return l.u.fwd.writeTo(p, l.r.From, l.r.To)
 }

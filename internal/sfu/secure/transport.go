@@ -254,6 +254,18 @@ func (t *Transport) Profile() (dtls.SRTPProtectionProfile, bool) {
 	return p, ok
 }
 
+// Overhead is what Seal adds to an RTP packet: the authentication tag
+// (16 bytes with AES-GCM, 10 with HMAC-SHA1-80), 0 before keys.
+func (t *Transport) Overhead() int {
+	switch p, _ := t.Profile(); p {
+	case dtls.SRTP_AEAD_AES_128_GCM:
+		return 16
+	case dtls.SRTP_AES128_CM_HMAC_SHA1_80:
+		return 10
+	}
+	return 0
+}
+
 // ErrNotReady: no keys yet (or any more).
 var ErrNotReady = errors.New("secure: the transport has no keys")
 

@@ -172,8 +172,8 @@ func TestTransportHandshakeAndKeys(t *testing.T) {
 			if herr != nil || serr != nil {
 				t.Fatalf("handshake: browser %v, SFU %v", herr, serr)
 			}
-			if got, _ := tr.Profile(); got != c.want || !tr.Ready() {
-				t.Fatalf("profile %v ready %v, want %v", got, tr.Ready(), c.want)
+			if got, _ := tr.Profile(); got != c.want || !tr.Ready() || tr.Overhead() != c.overhead {
+				t.Fatalf("profile %v ready %v overhead %d, want %v and %d", got, tr.Ready(), tr.Overhead(), c.want, c.overhead)
 			}
 			for seq := uint16(1); seq < 50; seq++ {
 				plain := rtpPacket(t, seq, 1100)

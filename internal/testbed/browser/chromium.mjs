@@ -26,3 +26,17 @@ export function launchChromium(sfuOrigin) {
 export function contextOptions(url) {
   return new URL(url).protocol === 'https:' ? { ignoreHTTPSErrors: true } : {};
 }
+
+// open loads url in page, again (up to 3 times) when Chromium saw the
+// network change under the load (ERR_NETWORK_CHANGED: the testbed's
+// namespaces get links, routes and qdiscs while browsers start).
+export async function open(page, url) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await page.goto(url);
+    } catch (e) {
+      if (attempt >= 3 || !String(e).includes('ERR_NETWORK_CHANGED')) throw e;
+      console.error('reloading ' + url + ' after ' + String(e).split('\n')[0]);
+    }
+  }
+}

@@ -19,7 +19,7 @@
 // (Firefox ESR over WebDriver BiDi: firefox.mjs), e.g. firefox,chromium.
 //
 // usage: node meeting.mjs URL N SECONDS [SCHEDULE]
-import { launchChromium, contextOptions } from './chromium.mjs';
+import { launchChromium, contextOptions, open } from './chromium.mjs';
 import { launchFirefox } from './firefox.mjs';
 
 const [url, nArg, secondsArg, scheduleArg] = process.argv.slice(2);
@@ -80,7 +80,7 @@ try {
     const page = await newPage(i);
     page.on('pageerror', (e) => console.error('page', i, e));
     page.on('console', (m) => console.error('console', i, m.text()));
-    await page.goto(url);
+    await open(page, url);
     pages.push(page);
   }
   const begin = Date.now();

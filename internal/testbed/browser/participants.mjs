@@ -25,7 +25,7 @@
 //
 // usage: node participants.mjs URL ROLES SECONDS [INTERVAL_MS]
 //   e.g. node participants.mjs 'http://10.201.1.1:8088/?room=r' send,send 60 1000
-import { launchChromium, contextOptions } from './chromium.mjs';
+import { launchChromium, contextOptions, open } from './chromium.mjs';
 import { createInterface } from 'node:readline';
 
 const [url, rolesArg, secondsArg, intervalArg] = process.argv.slice(2);
@@ -135,7 +135,7 @@ try {
     const page = await ctx.newPage();
     page.on('pageerror', (e) => console.error('page', i, e));
     page.on('console', (m) => console.error('console', i, m.text()));
-    await page.goto(url);
+    await open(page, url);
     pages.push({ role, page });
   }
   const start = Date.now();
