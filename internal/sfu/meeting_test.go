@@ -223,11 +223,8 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 	testenv.RequireRoot(t)
 	// plane "user+afxdp": the user data plane receiving through AF_XDP, on
 	// a testbed whose hosts send full checksums (a container host's partial
-	// ones all take the kernel socket: pkg/afxdp).
-	opts, rx := testbed.Options{Unprepared: true}, "kernel"
-	if p, ok := strings.CutSuffix(plane, "+afxdp"); ok {
-		plane, rx, opts = p, "afxdp", testbed.Options{}
-	}
+	// ones all take the kernel socket: pkg/afxdp). Suffixes in this order:
+	// user+afxdp+encrypted+vp8.
 	// plane "...+vp8": VP8 the room's video codec (Firefox and Chromium
 	// both send it; AV1 otherwise).
 	codecs := signaling.DefaultCodecs
@@ -237,6 +234,10 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 	// plane "user+encrypted": DTLS-SRTP, and the page over HTTPS with a
 	// self-signed certificate (else plain RTP, and plain HTTP).
 	plane, encrypted := strings.CutSuffix(plane, "+encrypted")
+	opts, rx := testbed.Options{Unprepared: true}, "kernel"
+	if p, ok := strings.CutSuffix(plane, "+afxdp"); ok {
+		plane, rx, opts = p, "afxdp", testbed.Options{}
+	}
 	webTLS := web.TLS{Plain: true}
 	if encrypted {
 		webTLS = web.TLS{Dir: t.TempDir(), Hosts: []string{testbed.SFUWeb.Addr().String()}}
