@@ -41,7 +41,7 @@ type srtpProtection struct {
 func (p *srtpProtection) Open(dst, b []byte) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if b[1] >= 192 && b[1] <= 223 {
+	if len(b) > 1 && b[1] >= 192 && b[1] <= 223 {
 		return p.open.DecryptRTCP(dst, b, &p.rtcp)
 	}
 	return p.open.DecryptRTP(dst, b, &p.rtp)
@@ -50,7 +50,7 @@ func (p *srtpProtection) Open(dst, b []byte) ([]byte, error) {
 func (p *srtpProtection) Seal(dst, b []byte) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if b[1] >= 192 && b[1] <= 223 {
+	if len(b) > 1 && b[1] >= 192 && b[1] <= 223 {
 		return p.out.EncryptRTCP(dst, b, &p.rtcp)
 	}
 	return p.out.EncryptRTP(dst, b, &p.rtp)
