@@ -6,10 +6,12 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/pion/dtls/v3 v3.1.15
 	github.com/pion/ice/v4 v4.4.8
+	github.com/pion/interceptor v0.1.51
 	github.com/pion/logging v0.2.4
 	github.com/pion/rtcp v1.2.20
 	github.com/pion/rtp v1.10.6
 	github.com/pion/sdp/v3 v3.0.20
+	github.com/pion/srtp/v3 v3.1.3
 	github.com/pion/stun/v4 v4.0.1
 	github.com/pion/turn/v5 v5.1.3
 	github.com/pion/webrtc/v4 v4.2.26
@@ -34,11 +36,9 @@ require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pion/datachannel v1.6.3 // indirect
-	github.com/pion/interceptor v0.1.51 // indirect
 	github.com/pion/mdns/v2 v2.2.2 // indirect
 	github.com/pion/randutil v0.1.0 // indirect
 	github.com/pion/sctp v1.12.0 // indirect
-	github.com/pion/srtp/v3 v3.1.3 // indirect
 	github.com/pion/transport/v5 v5.1.4 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect

@@ -22,7 +22,7 @@ type command struct {
 var commands = []command{
 	{"turn", "run a TURN server (RFC 8656) with the XDP fast path", runTurn},
 	{"offload", "offload an unmodified TURN server's channels to XDP (needs root)", runOffload},
-	{"sfu", "run a selective forwarding unit whose media forwarding runs in eBPF", runSFU},
+	{"sfu", "run a selective forwarding unit: encrypted media (DTLS-SRTP) in user space, or plain RTP forwarded in eBPF", runSFU},
 	{"top", "live view of a running turn, offload or sfu server (its admin endpoint)", runTop},
 	{"bench", "benchmark TURN relays on a namespace testbed (needs root)", runBench},
 	{"rx-probe", "receive for ebrtc bench --afxdp: one receive path, per-datagram times (needs root)", runRXProbe},

@@ -141,6 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		transports = secure.NewTransports(ice.SessionAt)
+		defer transports.Close()
 		dtls = transports
 	}
 	ag, err := agent.New(ice, routes, dtls)
@@ -164,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ctrlCfg := controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs, Adapt: !cfg.NoRateAdaptation}
 	if id != nil {
-		ctrlCfg.Security = &controller.Security{Identity: id, Transports: transports, Protect: plane.(*dataplane.User).Protect, Send: plane.Send,
+		ctrlCfg.Security = &controller.Security{Identity: id, Transports: transports, Protect: plane.(*dataplane.User).Protect, Unprotect: plane.(*dataplane.User).Unprotect, Send: plane.Send,
 			Failed: func(room, participant string, err error) {
 				cfg.Log.Info("DTLS handshake failed", "room", room, "participant", participant, "err", err)
 			}}

@@ -166,6 +166,10 @@ func (i *ICE) Handle(datagram []byte, from netip.AddrPort) ([]byte, error) {
 func (i *ICE) checked(s *session, from netip.AddrPort, useCandidate bool) {
 	now := i.cfg.Now()
 	i.mu.Lock()
+	if i.sessions[s.LocalUfrag] != s { // removed since the check was read
+		i.mu.Unlock()
+		return
+	}
 	r, known := s.remotes[from]
 	if !known {
 		r = &remote{}

@@ -199,7 +199,12 @@ func (c *Controller) Answer(p *Participant, publisherID, answer string) error {
 		return err
 	}
 	cn.answer, cn.ice.RemoteUfrag = a, a.Ufrag
-	return c.cfg.ICE.Add(cn.ice)
+	if err := c.cfg.ICE.Add(cn.ice); err != nil {
+		cn.ice.RemoteUfrag = "" // (it may answer again)
+		c.dropSecurity(cn)
+		return err
+	}
+	return nil
 }
 
 // Leave removes the participant: its stream, its place among every other
@@ -346,7 +351,7 @@ func (c *Controller) updateLegs(p *Participant) error {
 
 // legOf is the leg of p's stream to other, as other's answer negotiated it.
 func (c *Controller) legOf(p, other *Participant, cn *conn, from netip.AddrPort) leg.LegConfig {
-	lc := leg.LegConfig{Receiver: other.ID, From: from, To: cn.addr, TTL: c.cfg.TTL, TWCC: cn.answer.TWCC}
+	lc := leg.LegConfig{Receiver: other.ID, From: from, To: cn.addr, TTL: c.cfg.TTL, TWCC: cn.answer.TWCC, Encrypted: c.encrypted()}
 	publisher, send := p.ID, other.send
 	lc.Notify = func(paused bool) {
 		t := "resumed"

@@ -16,9 +16,10 @@ import (
 type Security struct {
 	Identity   *secure.Identity
 	Transports *secure.Transports // the agent hands them DTLS
-	// Protect gives the connection at remote its keys, nil none
-	// (dataplane.User.Protect).
-	Protect func(remote netip.AddrPort, p dataplane.Protection) error
+	// Protect gives the connection at remote its keys, Unprotect takes
+	// them away if they are still its (dataplane.User's).
+	Protect   func(remote netip.AddrPort, p dataplane.Protection) error
+	Unprotect func(remote netip.AddrPort, p dataplane.Protection)
 	// Send sends a DTLS datagram from a media socket (Plane.Send).
 	Send func(p []byte, from, to netip.AddrPort) error
 	// Failed, if set, hears of a handshake that failed (logs, counts).
@@ -88,7 +89,7 @@ func (c *Controller) protect(cn *conn) {
 
 func (c *Controller) unprotect(cn *conn) {
 	if c.encrypted() && cn.protected.IsValid() {
-		_ = c.cfg.Security.Protect(cn.protected, nil)
+		c.cfg.Security.Unprotect(cn.protected, cn.tr)
 		cn.protected = netip.AddrPort{}
 	}
 }

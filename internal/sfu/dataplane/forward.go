@@ -240,7 +240,7 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 		if &out[0] == &p[0] {
 			out = append(buf, p...)
 		}
-		stampTWCC(out, pi.twccOff, l.take(pi.size))
+		stampTWCC(out, pi.twccOff, l.take(len(p)+f.keys.overhead(r.receiver().To)))
 	}
 	return out
 }
@@ -317,8 +317,9 @@ func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
 			f.count(CloneFailed, pi.size)
 			continue
 		}
-		f.count(Replica, pi.size)
-		r.replicated(pi.size, pi.frameEnd)
+		size := len(pi.p) + f.keys.overhead(r.receiver().To) // its own tag
+		f.count(Replica, size)
+		r.replicated(size, pi.frameEnd)
 		if pi.gate == gateOpen { // sent: its gate opens (bpf/sfu.c gate_open)
 			r.open()
 		}

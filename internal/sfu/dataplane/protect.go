@@ -22,6 +22,8 @@ import (
 type Protection interface {
 	Open(dst, p []byte) ([]byte, error)
 	Seal(dst, p []byte) ([]byte, error)
+	// Overhead is what Seal adds to an RTP packet (its tag).
+	Overhead() int
 }
 
 // protections are the connections' keys by remote address.
@@ -41,11 +43,17 @@ func (k *protections) of(a netip.AddrPort) Protection {
 func (k *protections) set(a netip.AddrPort, p Protection) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if p == nil {
-		delete(k.by, a)
-		return
-	}
 	k.by[a] = p
+}
+
+// drop takes a's keys away if they are p (another connection's, given
+// the address since, stay).
+func (k *protections) drop(a netip.AddrPort, p Protection) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.by[a] == p {
+		delete(k.by, a)
+	}
 }
 
 // errUnprotected: RTP or RTCP for a connection without keys.
@@ -71,8 +79,8 @@ func (k *protections) overhead(to netip.AddrPort) int {
 	if k == nil {
 		return 0
 	}
-	if o, ok := k.of(to).(interface{ Overhead() int }); ok {
-		return o.Overhead()
+	if p := k.of(to); p != nil {
+		return p.Overhead()
 	}
 	return 0
 }
@@ -84,14 +92,24 @@ func isRTPOrRTCP(p []byte) bool { return len(p) > 0 && p[0] >= 128 && p[0] <= 19
 func isDTLS(p []byte) bool { return len(p) > 0 && p[0] >= 20 && p[0] <= 63 }
 
 // Protect makes the connection at remote's RTP and RTCP go through p from
-// now on (nil: no keys any more, its media dropped). Only an encrypted
-// user plane takes keys.
+// now on. Only an encrypted user plane takes keys.
 func (u *User) Protect(remote netip.AddrPort, p Protection) error {
 	if u.fwd.keys == nil {
 		return errors.New("dataplane: the plane forwards plain RTP (not encrypted)")
 	}
+	if p == nil {
+		return errors.New("dataplane: no keys given (Unprotect takes them away)")
+	}
 	u.fwd.keys.set(unmapped(remote), p)
 	return nil
+}
+
+// Unprotect takes p away from remote, if they are still its keys: its
+// media is dropped from then on.
+func (u *User) Unprotect(remote netip.AddrPort, p Protection) {
+	if u.fwd.keys != nil {
+		u.fwd.keys.drop(unmapped(remote), p)
+	}
 }
 
 // Protect is refused: the eBPF data plane forwards plain RTP only.
@@ -134,7 +152,7 @@ func (f *forwarder) sealReplicas(pi *packetInfo, b *replicaBatch) {
 	for k, m := range b.replicas {
 		sealed, err := f.keys.seal(b.sealed[k][:0], m.Buf, m.Addr)
 		if err != nil {
-			f.count(Unprotected, len(pi.p))
+			f.count(Unprotected, pi.size)
 			continue
 		}
 		b.sealed[k] = sealed[:0] // (a grown buffer is kept)

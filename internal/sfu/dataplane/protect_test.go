@@ -47,6 +47,8 @@ func (p *srtpProtection) Open(dst, b []byte) ([]byte, error) {
 	return p.open.DecryptRTP(dst, b, &p.rtp)
 }
 
+func (p *srtpProtection) Overhead() int { return 16 }
+
 func (p *srtpProtection) Seal(dst, b []byte) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -188,8 +190,14 @@ func TestUserPlaneEncrypted(t *testing.T) {
 	if len(up) != 1 || up[0][0] != 22 {
 		t.Errorf("upcalls %d, want the DTLS record", len(up))
 	}
-	// Keys go: the sender's media is dropped from then on.
-	must(t, u.Protect(addrOf(sender), nil))
+	// Another connection's keys are not taken away by this one's
+	// leaving; the sender's own keys go, and its media is dropped from
+	// then on.
+	u.Unprotect(addrOf(sender), keys[addrOf(rcv[0])].sfu)
+	if u.fwd.keys.of(addrOf(sender)) == nil {
+		t.Fatal("another connection's Unprotect took the sender's keys")
+	}
+	u.Unprotect(addrOf(sender), keys[addrOf(sender)].sfu)
 	p2, _ := keys[addrOf(sender)].browserOut.EncryptRTP(nil, rtpPacket(7, 2, 300), nil)
 	send(sender, p2)
 	time.Sleep(100 * time.Millisecond)

@@ -31,10 +31,15 @@ type LegConfig struct {
 	// Notify tells the receiver's page its video from this sender paused
 	// (its link carries too little for the lowest layer) or resumed.
 	Notify func(paused bool)
+	// Encrypted: the connection is SRTP. A (SSRC, number) is never sent
+	// again with other bytes (a second sealing under one nonce gives
+	// AES-GCM's authentication key away): no retransmission under the
+	// media SSRC, no padding under a number that carried media.
+	Encrypted bool
 }
 
 func (c LegConfig) same(o LegConfig) bool {
-	return c.Receiver == o.Receiver && c.From == o.From && c.To == o.To && c.TWCC == o.TWCC && c.TWCCExt == o.TWCCExt &&
+	return c.Receiver == o.Receiver && c.From == o.From && c.To == o.To && c.TWCC == o.TWCC && c.TWCCExt == o.TWCCExt && c.Encrypted == o.Encrypted &&
 		(c.RTX == nil) == (o.RTX == nil) && (c.RTX == nil || *c.RTX == *o.RTX)
 }
 
@@ -304,6 +309,11 @@ func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome
 	case !ok:
 		l.count(func(c *Retransmissions) { c.Asked++ })
 		return askSender, seq, 0
+	case l.cfg.Encrypted && (l.cfg.RTX == nil || paused) && !l.droppedFrame(orig):
+		// Either answer would put other bytes under a number sealed
+		// before (Encrypted): the receiver waits for the next key frame.
+		l.count(func(c *Retransmissions) { c.NotOwed++ })
+		return notOwed, 0, 0
 	case paused || l.droppedFrame(orig):
 		// A late packet of a layer the receiver does not get took the
 		// number kept for it as padding, which was lost: it gets padding

@@ -515,6 +515,60 @@ func TestPausedLegNACKsGetPadding(t *testing.T) {
 	}
 }
 
+// On an encrypted connection a number is never sent twice with other
+// bytes: a paused leg gets no padding under numbers that carried media,
+// and a leg without RTX no retransmission under its number (each would
+// be a second AES-GCM sealing under one nonce); with RTX, NACKs are
+// answered on RTX as ever.
+func TestEncryptedLegNeverReusesANumber(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		rtx    bool
+		paused bool
+		want   int
+	}{{"paused", true, true, 0}, {"no RTX", false, false, 0}, {"RTX", true, false, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			table, plane, s, now := newTable(t)
+			for seq := uint16(100); seq < 104; seq++ {
+				plane.history[seq] = media(t, seq)
+			}
+			*now += time.Second
+			var legs []LegConfig
+			for _, l := range s.Legs() {
+				cfg := l.cfg
+				cfg.Encrypted = true
+				if !c.rtx {
+					cfg.RTX = nil
+				}
+				legs = append(legs, cfg)
+			}
+			must(t, s.SetLegs(legs))
+			var a *Leg
+			for _, l := range s.Legs() {
+				if l.cfg.Receiver == "A" {
+					a = l
+				}
+			}
+			if c.paused {
+				a.apply(ratecontrol.Decision{Target: ratecontrol.Paused, Reason: "test"})
+			}
+			must(t, table.cfg.Routes.Feedback(recvA, nack(100, 103)))
+			time.Sleep(50 * time.Millisecond)
+			sent := plane.legs[recvA].packets()
+			if len(sent) != c.want {
+				t.Fatalf("encrypted leg (%s) sent %d packets for 2 NACKed numbers, want %d", c.name, len(sent), c.want)
+			}
+			for _, b := range sent {
+				var p rtp.Packet
+				must(t, p.Unmarshal(b))
+				if p.SSRC == videoSSRC {
+					t.Errorf("a retransmission under the media SSRC %d, number %d", p.SSRC, p.SequenceNumber)
+				}
+			}
+		})
+	}
+}
+
 // The repair queue holds each number once and at most maxWaiting of
 // them, whatever a NACK lists; what it gives up for a key frame is
 // superseded for keyFrameRepairHold, no longer.

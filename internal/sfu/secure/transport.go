@@ -38,10 +38,12 @@ type TransportConfig struct {
 	Client bool
 }
 
-// Profiles the SFU accepts, in its order of preference: AES-GCM (RFC
-// 7714), which browsers offer first and AES-NI makes cheap, then the
-// mandatory AES-CM with HMAC-SHA1-80 (RFC 5764).
-var Profiles = []dtls.SRTPProtectionProfile{dtls.SRTP_AEAD_AES_128_GCM, dtls.SRTP_AES128_CM_HMAC_SHA1_80}
+// Profiles are the SRTP protection profiles the SFU accepts, in its order
+// of preference: AES-GCM (RFC 7714), which browsers offer first and AES-NI
+// makes cheap, then the mandatory AES-CM with HMAC-SHA1-80 (RFC 5764).
+func Profiles() []dtls.SRTPProtectionProfile {
+	return []dtls.SRTPProtectionProfile{dtls.SRTP_AEAD_AES_128_GCM, dtls.SRTP_AES128_CM_HMAC_SHA1_80}
+}
 
 // Replay windows (RFC 3711 3.3.2 asks at least 64): video comes in bursts
 // that may be reordered, so SRTP's is wider.
@@ -67,11 +69,9 @@ type Transport struct {
 	done      chan struct{} // the handshake goroutine ended
 	closeOnce sync.Once
 
-	ready atomic.Bool
-	// Profile is the negotiated protection profile, once ready.
-	profile  atomic.Value // dtls.SRTPProtectionProfile
-	in, out  sealer       // remote's keys (open) and ours (seal)
-	failures atomic.Uint64
+	ready   atomic.Bool
+	profile atomic.Value // dtls.SRTPProtectionProfile, once ready
+	in, out sealer       // remote's keys (open) and ours (seal)
 }
 
 // sealer is one direction's SRTP context; pion's contexts are not safe
@@ -85,7 +85,9 @@ type sealer struct {
 	rtcp rtcp.Header
 }
 
-// NewTransport is a transport waiting for the browser's first DTLS record.
+// NewTransport is a transport that has not started its handshake: a
+// server starts at the browser's first DTLS record (Handle), a client
+// once ICE has bound the connection (Connect).
 func (id *Identity) NewTransport(cfg TransportConfig) (*Transport, error) {
 	if len(cfg.Fingerprints) == 0 {
 		return nil, errors.New("secure: a transport needs the peer's certificate fingerprint")
@@ -141,7 +143,7 @@ func (t *Transport) handshake(ctx context.Context) {
 func (t *Transport) run(ctx context.Context) error {
 	opts := []dtls.Option{
 		dtls.WithCertificates(t.id.cert),
-		dtls.WithSRTPProtectionProfiles(Profiles...),
+		dtls.WithSRTPProtectionProfiles(Profiles()...),
 		dtls.WithExtendedMasterSecret(dtls.RequireExtendedMasterSecret),
 		// The chain is not what authenticates a browser (its certificate
 		// is self-signed): its fingerprint in the signaling is.
@@ -371,28 +373,38 @@ func (p *pipe) remoteAddr() net.Addr {
 
 func (p *pipe) ReadFrom(b []byte) (int, net.Addr, error) {
 	for {
-		p.mu.Lock()
-		deadline, changed := p.deadline, p.changed
-		p.mu.Unlock()
-		var expire <-chan time.Time
-		if !deadline.IsZero() {
-			d := time.Until(deadline)
-			if d <= 0 {
-				return 0, nil, timeoutError{}
-			}
-			timer := time.NewTimer(d)
-			defer timer.Stop()
-			expire = timer.C
+		n, again, err := p.readOnce(b)
+		if !again {
+			return n, p.remoteAddr(), err
 		}
-		select {
-		case d := <-p.in:
-			return copy(b, d), p.remoteAddr(), nil
-		case <-p.closed:
-			return 0, nil, net.ErrClosed
-		case <-expire:
-			return 0, nil, timeoutError{}
-		case <-changed:
+	}
+}
+
+// readOnce waits for a datagram until the deadline, or until the
+// deadline changes (again).
+func (p *pipe) readOnce(b []byte) (n int, again bool, err error) {
+	p.mu.Lock()
+	deadline, changed := p.deadline, p.changed
+	p.mu.Unlock()
+	var expire <-chan time.Time
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return 0, false, timeoutError{}
 		}
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		expire = timer.C
+	}
+	select {
+	case d := <-p.in:
+		return copy(b, d), false, nil
+	case <-p.closed:
+		return 0, false, net.ErrClosed
+	case <-expire:
+		return 0, false, timeoutError{}
+	case <-changed:
+		return 0, true, nil
 	}
 }
 

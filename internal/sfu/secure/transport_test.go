@@ -273,7 +273,7 @@ func TestTransportRefusesForgeries(t *testing.T) {
 // no keys; nor does a transport closed before or after its handshake.
 func TestTransportRefusesTheWrongCertificate(t *testing.T) {
 	id, _ := NewIdentity()
-	b, impostor := newBrowser(t, Profiles...), newBrowser(t, Profiles...)
+	b, impostor := newBrowser(t, Profiles()...), newBrowser(t, Profiles()...)
 	tr, herr, serr := connect(t, id, b, impostor.fp)
 	if serr == nil || !errors.Is(serr, errFingerprint) && !bytes.Contains([]byte(serr.Error()), []byte("fingerprint")) {
 		t.Errorf("SFU's handshake: %v, want the fingerprint refused", serr)

@@ -63,3 +63,14 @@ func (r *Transports) Handle(p []byte, from netip.AddrPort) error {
 	t.Handle(p, from)
 	return nil
 }
+
+// Close closes every transport (the SFU stopping).
+func (r *Transports) Close() {
+	r.mu.Lock()
+	all := r.by
+	r.by = map[string]*Transport{}
+	r.mu.Unlock()
+	for _, t := range all {
+		t.Close()
+	}
+}

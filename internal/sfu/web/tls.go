@@ -67,12 +67,13 @@ func (t TLS) Load() (Certificate, error) {
 		return Certificate{}, errors.New("web: state-dir: needed for the self-signed certificate (or give tls-cert and tls-key, or --http)")
 	}
 	cert, key := filepath.Join(t.Dir, selfSignedCert), filepath.Join(t.Dir, selfSignedKey)
+	// Kept while valid for a day more and naming the hosts; remade
+	// otherwise, also when the pair does not load (a crash between its
+	// two files).
 	if c, err := load(cert, key, false); err == nil {
 		if leaf := c.Config.Certificates[0].Leaf; leaf != nil && time.Now().Before(leaf.NotAfter.Add(-24*time.Hour)) && covers(leaf, t.Hosts) {
 			return c, nil
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return Certificate{}, err
 	}
 	if err := makeSelfSigned(cert, key, t.Hosts); err != nil {
 		return Certificate{}, err
@@ -137,8 +138,33 @@ func makeSelfSigned(certFile, keyFile string, hosts []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := writeAtomically(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return err
+	}
+	return writeAtomically(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+}
+
+// writeAtomically replaces file with b (mode perm) by a rename, so a
+// crash leaves the old file or the new one, never half of one; a key
+// left from a crash between the two files is a pair that does not load,
+// which Load replaces.
+func writeAtomically(file string, b []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*")
+	if err != nil {
 		return fmt.Errorf("web: %w", err)
 	}
-	return os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err == nil {
+		_, err = tmp.Write(b)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return fmt.Errorf("web: %w", err)
+	}
+	return nil
 }
