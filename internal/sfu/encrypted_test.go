@@ -494,6 +494,14 @@ func (p *participant) leave() {
 	for _, pc := range recvs {
 		pc.Close()
 	}
+	// A PeerConnection does not close the socket of the UDP mux it was
+	// given: its reader would outlive the test.
+	p.pubTap.Close()
+	p.mu.Lock()
+	for _, tp := range p.taps {
+		tp.Close()
+	}
+	p.mu.Unlock()
 }
 
 // waitReceiving waits until each participant has n packets of each kind

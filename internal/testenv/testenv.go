@@ -68,6 +68,11 @@ func StartGroup(t testing.TB, cmd *exec.Cmd) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	// A helper that left the group (a browser's crash handler) may hold
+	// the output pipes open: Wait gives up on them after this.
+	if cmd.WaitDelay == 0 {
+		cmd.WaitDelay = 5 * time.Second
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 package leg
 
 import (
-	"encoding/binary"
+	"errors"
 	"math"
 	"net/netip"
 	"strconv"
@@ -309,9 +309,19 @@ func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome
 	case !ok:
 		l.count(func(c *Retransmissions) { c.Asked++ })
 		return askSender, seq, 0
-	case l.cfg.Encrypted && (l.cfg.RTX == nil || paused) && !l.droppedFrame(orig):
-		// Either answer would put other bytes under a number sealed
+	case l.cfg.Encrypted && l.cfg.RTX == nil && !l.droppedFrame(orig):
+		// A retransmission would put other bytes under a number sealed
 		// before (Encrypted): the receiver waits for the next key frame.
+		l.count(func(c *Retransmissions) { c.NotOwed++ })
+		return notOwed, 0, 0
+	case l.cfg.Encrypted && paused && !l.droppedFrame(orig):
+		// Padding under the number would too: it goes on RTX instead,
+		// an empty payload under the original number (what a receiver
+		// takes as padding for it), which stops its NACKs as well.
+		if out := l.mayResend(n, now, 16); out != resent {
+			return out, 0, 0
+		}
+		l.sendRTX(dataplane.PaddingPacket(orig, n), n)
 		l.count(func(c *Retransmissions) { c.NotOwed++ })
 		return notOwed, 0, 0
 	case paused || l.droppedFrame(orig):
@@ -339,23 +349,11 @@ func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome
 	if out := l.mayResend(n, now, size); out != resent {
 		return out, 0, size
 	}
-	l.mu.Lock()
-	rtxSeq := l.rtxSeq
-	l.rtxSeq++
-	if len(orig) >= 8 {
-		l.lastTS = binary.BigEndian.Uint32(orig[4:])
-	}
-	l.mu.Unlock()
-	p, err := retransmission(orig, n, l.cfg.RTX, rtxSeq)
-	if err != nil {
+	switch err := l.sendRTX(orig, n); {
+	case errors.Is(err, errNotRTP):
 		l.count(func(c *Retransmissions) { c.NotOwed++ }) // not RTP: nothing to resend
 		return notOwed, 0, 0
-	}
-	off, extLen := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
-	if extLen != 2 {
-		off = 0
-	}
-	if l.dp.Send(p, off) == nil {
+	case err == nil:
 		l.count(func(c *Retransmissions) { c.Sent++ })
 	}
 	return resent, 0, size

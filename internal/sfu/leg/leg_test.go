@@ -516,17 +516,17 @@ func TestPausedLegNACKsGetPadding(t *testing.T) {
 }
 
 // On an encrypted connection a number is never sent twice with other
-// bytes: a paused leg gets no padding under numbers that carried media,
-// and a leg without RTX no retransmission under its number (each would
-// be a second AES-GCM sealing under one nonce); with RTX, NACKs are
-// answered on RTX as ever.
+// bytes: a paused leg's padding for numbers that carried media goes on
+// RTX (an empty payload under the original number), and a leg without RTX
+// gets no retransmission under its number (each would be a second AES-GCM
+// sealing under one nonce); with RTX, NACKs are answered on RTX as ever.
 func TestEncryptedLegNeverReusesANumber(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		rtx    bool
 		paused bool
 		want   int
-	}{{"paused", true, true, 0}, {"no RTX", false, false, 0}, {"RTX", true, false, 2}} {
+	}{{"paused", true, true, 2}, {"no RTX", false, false, 0}, {"RTX", true, false, 2}} {
 		t.Run(c.name, func(t *testing.T) {
 			table, plane, s, now := newTable(t)
 			for seq := uint16(100); seq < 104; seq++ {
@@ -558,11 +558,18 @@ func TestEncryptedLegNeverReusesANumber(t *testing.T) {
 			if len(sent) != c.want {
 				t.Fatalf("encrypted leg (%s) sent %d packets for 2 NACKed numbers, want %d", c.name, len(sent), c.want)
 			}
-			for _, b := range sent {
+			for i, b := range sent {
 				var p rtp.Packet
 				must(t, p.Unmarshal(b))
 				if p.SSRC == videoSSRC {
 					t.Errorf("a retransmission under the media SSRC %d, number %d", p.SSRC, p.SequenceNumber)
+				}
+				osn := uint16(0)
+				if len(p.Payload) >= 2 {
+					osn = uint16(p.Payload[0])<<8 | uint16(p.Payload[1])
+				}
+				if want := []uint16{100, 103}[i]; osn != want || c.paused != (len(p.Payload) == 2) {
+					t.Errorf("RTX packet %d: original number %d, %d bytes of payload (paused %v: want only the number)", i, osn, len(p.Payload), c.paused)
 				}
 			}
 		})

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/pion/rtp"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 )
 
 // RTX is a leg's retransmission stream (RFC 4588), as its receiver
@@ -68,4 +70,28 @@ func padding(rtx *RTX, seq uint16, ts uint32, twccExt uint8) ([]byte, int, error
 		off = 12 + 4 + 1 // fixed header, extension header, the element's id and length
 	}
 	return p, off, nil
+}
+
+var errNotRTP = errors.New("leg: not RTP")
+
+// sendRTX sends orig again as the receiver's number n: on RTX where it
+// negotiated it (its next RTX number), else under n; the leg's
+// transport-wide number stamped in.
+func (l *Leg) sendRTX(orig []byte, n uint16) error {
+	l.mu.Lock()
+	rtxSeq := l.rtxSeq
+	l.rtxSeq++
+	if len(orig) >= 8 {
+		l.lastTS = binary.BigEndian.Uint32(orig[4:])
+	}
+	l.mu.Unlock()
+	p, err := retransmission(orig, n, l.cfg.RTX, rtxSeq)
+	if err != nil {
+		return errNotRTP
+	}
+	off, extLen := dataplane.ExtensionOffset(p, l.cfg.TWCCExt)
+	if extLen != 2 {
+		off = 0
+	}
+	return l.dp.Send(p, off)
 }
