@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"flag"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/pion/rtp"
-	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
@@ -53,36 +51,14 @@ func TestCaptureChromiumStream(t *testing.T) {
 	}
 	var got []captured
 	_, stderr := browserMeetingScheduled(t, tb, 2, *captureSeconds, *captureSchedule, func(meeting context.Context) {
-		err := tb.Server.Do(func() error {
-			const all = unix.ETH_P_ALL>>8 | unix.ETH_P_ALL&0xff<<8 // in network order
-			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, all)
-			if err != nil {
-				return err
+		start := time.Now()
+		err := readFrames(tb, meeting, func(frame []byte) {
+			src, dport, payload, ok := ipv4UDP(frame)
+			// RTP only (RFC 7983, 5761): the replay sends its own RTCP.
+			if !ok || dport != testbed.SFUMedia.Port() || len(payload) < 12 || payload[0]>>6 != 2 || (payload[1] >= 192 && payload[1] <= 223) {
+				return
 			}
-			defer unix.Close(fd)
-			ifi, err := net.InterfaceByName(testbed.ServerCliIface)
-			if err != nil {
-				return err
-			}
-			if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: all, Ifindex: ifi.Index}); err != nil {
-				return err
-			}
-			tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
-			_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-			start, buf := time.Now(), make([]byte, 65536)
-			for meeting.Err() == nil {
-				n, _, err := unix.Recvfrom(fd, buf, 0)
-				if err != nil {
-					continue
-				}
-				src, dport, payload, ok := ipv4UDP(buf[:n])
-				// RTP only (RFC 7983, 5761): the replay sends its own RTCP.
-				if !ok || dport != testbed.SFUMedia.Port() || len(payload) < 12 || payload[0]>>6 != 2 || (payload[1] >= 192 && payload[1] <= 223) {
-					continue
-				}
-				got = append(got, captured{src, synth.Packet{At: time.Since(start), Data: append([]byte(nil), payload...)}})
-			}
-			return nil
+			got = append(got, captured{src, synth.Packet{At: time.Since(start), Data: append([]byte(nil), payload...)}})
 		})
 		if err != nil {
 			t.Error(err)

@@ -35,7 +35,20 @@ type wireCapture map[string]*wireFlow
 // captureWire reads the SFU's interface until the meeting ends.
 func captureWire(tb *testbed.Testbed, meeting context.Context) (wireCapture, error) {
 	out := wireCapture{}
-	err := tb.Server.Do(func() error {
+	err := readFrames(tb, meeting, func(frame []byte) {
+		src, dport, payload, ok := ipv4UDP(frame)
+		if ok && (dport == testbed.SFUMedia.Port() || src.Port() == testbed.SFUMedia.Port()) {
+			out.add(fmt.Sprintf("%v->:%d", src, dport), payload)
+		}
+	})
+	return out, err
+}
+
+// readFrames hands each frame crossing the SFU's client-side interface
+// (either way, from an AF_PACKET socket in the server namespace) to got
+// until ctx ends.
+func readFrames(tb *testbed.Testbed, ctx context.Context, got func(frame []byte)) error {
+	return tb.Server.Do(func() error {
 		const all = unix.ETH_P_ALL>>8 | unix.ETH_P_ALL&0xff<<8 // in network order
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, all)
 		if err != nil {
@@ -52,20 +65,13 @@ func captureWire(tb *testbed.Testbed, meeting context.Context) (wireCapture, err
 		tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
 		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 		buf := make([]byte, 65536)
-		for meeting.Err() == nil {
-			n, _, err := unix.Recvfrom(fd, buf, 0)
-			if err != nil {
-				continue
+		for ctx.Err() == nil {
+			if n, _, err := unix.Recvfrom(fd, buf, 0); err == nil {
+				got(buf[:n])
 			}
-			src, dport, payload, ok := ipv4UDP(buf[:n])
-			if !ok || (dport != testbed.SFUMedia.Port() && src.Port() != testbed.SFUMedia.Port()) {
-				continue
-			}
-			out.add(fmt.Sprintf("%v->:%d", src, dport), payload)
 		}
 		return nil
 	})
-	return out, err
 }
 
 func (w wireCapture) add(flow string, p []byte) {

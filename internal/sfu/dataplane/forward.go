@@ -317,7 +317,7 @@ func (f *forwarder) send(via netip.AddrPort, pi *packetInfo, b *replicaBatch) {
 			f.count(CloneFailed, pi.size)
 			continue
 		}
-		size := len(pi.p) + f.keys.overhead(r.receiver().To) // its own tag
+		size := len(b.replicas[k].Buf) // as sent: sealed, its tag included
 		f.count(Replica, size)
 		r.replicated(size, pi.frameEnd)
 		if pi.gate == gateOpen { // sent: its gate opens (bpf/sfu.c gate_open)

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"sync"
 )
@@ -110,11 +109,6 @@ func (u *User) Unprotect(remote netip.AddrPort, p Protection) {
 	if u.fwd.keys != nil {
 		u.fwd.keys.drop(unmapped(remote), p)
 	}
-}
-
-// Protect is refused: the eBPF data plane forwards plain RTP only.
-func (d *DataPlane) Protect(remote netip.AddrPort, _ Protection) error {
-	return fmt.Errorf("dataplane: the eBPF data plane forwards plain RTP only; no keys for %v", remote)
 }
 
 // open is the plain packet of an encrypted plane's datagram (in b's
