@@ -127,11 +127,12 @@ func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting
 			v, a := s["video"], s["audio"]
 			// The page asks for 320x180 in AV1 (L1T3); the SFU negotiates one
 			// video codec (AV1 or VP8) and Opus. With Firefox in the meeting
-			// (three browsers and the SFU on 2 CPUs), a freeze or two with
-			// no packet lost is the machine's CPU, not the SFU's doing.
+			// (three browsers and the SFU on 2 CPUs), a freeze every 6 s or
+			// so with no packet lost is the machine's CPU, not the SFU's
+			// doing (1-3 a stream seen in clean runs).
 			cpuFreezes := 0.0
 			if strings.Contains(browsers, "firefox") && v.PacketsLost == 0 {
-				cpuFreezes = 2
+				cpuFreezes = seconds / 6
 			}
 			if v.FramesDecoded < 5*seconds || a.PacketsReceived < 10*seconds || v.FreezeCount > cpuFreezes ||
 				v.PacketsLost+a.PacketsLost > (v.PacketsReceived+a.PacketsReceived)/100 ||
