@@ -29,7 +29,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	sfu := fs.Bool("sfu", false, "benchmark SFUs (ebrtc sfu, both data planes, and Janus) instead of TURN relays")
 	afxdp := fs.Bool("afxdp", false, "benchmark the AF_XDP receive path (pkg/afxdp) against a kernel UDP socket, and pion peers over each, instead of TURN relays")
 	rate := fs.Float64("rate", 0, "with --afxdp, datagrams/s of the latency trials (default 10000)")
-	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, ebrtc-sfu-ebpf-plain, ebrtc-sfu-user-plain, ebrtc-sfu-ebpf-ra, ebrtc-sfu-user-ra, janus, or all")
+	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, ebrtc-sfu-ebpf-plain, ebrtc-sfu-user-plain, ebrtc-sfu-ebpf-ra, ebrtc-sfu-user-ra, janus, ebrtc-sfu-user-encrypted, janus-encrypted, or all")
 	hosts := fs.Int("hosts", 0, "with --sfu, client namespaces (each behind a veth of its own) the receivers spread over (default 4, at most 8)")
 	fanout := fs.Int("fanout", 0, fmt.Sprintf("with --sfu, receivers of the replication trials' sender (default 50, at most %d)", sfudataplane.MaxFanout))
 	isolate := fs.Bool("isolate", runtime.NumCPU() >= 2, "run the relay under test, with its interfaces' NAPI threads, alone on the last CPU and report its core's time per packet")

@@ -25,13 +25,14 @@ import (
 )
 
 type inbound struct {
-	PacketsReceived, PacketsLost, FramesDecoded, FreezeCount, FrameWidth float64
-	Codec                                                                string
+	PacketsReceived, PacketsLost, FramesDecoded, FreezeCount, NackCount, FrameWidth float64
+	Codec                                                                           string
 }
 
 // Three headless Chromium participants meet through ebrtc sfu on the
 // namespace testbed, set up as a container host is, for 30 s: each receives the others' audio and video,
-// decoded, without freezes or loss; the media is forwarded by the eBPF data
+// decoded, without loss or freezes (but those of the machine's CPU, with every
+// packet there); the media is forwarded by the eBPF data
 // plane; one leaves and rejoins and decodes everyone again within 2 s.
 // This is --unencrypted-media (browsers with their encryption off): the
 // wire check finds the payloads in the clear, as it must.
@@ -126,13 +127,18 @@ func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting
 		for from, s := range streams {
 			v, a := s["video"], s["audio"]
 			// The page asks for 320x180 in AV1 (L1T3); the SFU negotiates one
-			// video codec (AV1 or VP8) and Opus. With Firefox in the meeting
-			// (three browsers and the SFU on 2 CPUs), a freeze every 6 s or
-			// so with no packet lost is the machine's CPU, not the SFU's
-			// doing (1-3 a stream seen in clean runs).
+			// video codec (AV1 or VP8) and Opus. A freeze with every packet
+			// there and none asked again is the machine's CPU (three
+			// browsers and the SFU on 2 CPUs), not the SFU's doing: as the
+			// shaped-receiver judge, such a stream may freeze every 10 s
+			// (every 6 s with Firefox in the meeting: 1-3 a stream seen in
+			// clean runs); one that lost or asked again may not.
 			cpuFreezes := 0.0
-			if strings.Contains(browsers, "firefox") && v.PacketsLost == 0 {
-				cpuFreezes = seconds / 6
+			if v.PacketsLost == 0 && v.NackCount == 0 {
+				cpuFreezes = seconds / 10
+				if strings.Contains(browsers, "firefox") {
+					cpuFreezes = seconds / 6
+				}
 			}
 			if v.FramesDecoded < 5*seconds || a.PacketsReceived < 10*seconds || v.FreezeCount > cpuFreezes ||
 				v.PacketsLost+a.PacketsLost > (v.PacketsReceived+a.PacketsReceived)/100 ||

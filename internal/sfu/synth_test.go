@@ -3,6 +3,7 @@ package sfu
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"net/netip"
 	"slices"
@@ -20,9 +21,10 @@ import (
 // One synthetic publisher replays the captured Chromium stream (Opus and
 // AV1) to 100 synthetic receivers, all joined through the SFU's signaling
 // and ICE: each receiver gets every packet, byte for byte as sent, with
-// both data planes.
+// both data planes; encrypted (DTLS-SRTP: every receiver opens what its
+// keys sealed), the same bytes.
 func TestSyntheticOneToHundred(t *testing.T) {
-	for _, plane := range []string{"ebpf", "user", "user+afxdp"} {
+	for _, plane := range []string{"ebpf", "user", "user+afxdp", "user+encrypted"} {
 		t.Run(plane, func(t *testing.T) { oneToMany(t, plane, 100, false) })
 	}
 	// Media over IPv6 (signaling stays on IPv4): 20 receivers.
@@ -34,6 +36,11 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 	tb, dp := testbedSFU(t, plane, testbed.SFUMedia, netip.AddrPortFrom(testbed.ServerClientIP6, testbed.SFUMedia.Port()))
 	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "scale",
 		Ledger: &synth.Ledger{}, IPv6: v6}
+	if strings.Contains(plane, "+encrypted") {
+		// The page and its signaling over HTTPS, with the certificate the
+		// SFU made itself (what is checked here is the media).
+		cfg.Encrypted, cfg.SignalingTLS = true, &tls.Config{InsecureSkipVerify: true}
+	}
 	pub, stream, rcv, count := onePass(t, cfg, slices.Repeat([]synth.Config{cfg}, receivers))
 	want := map[uint32]int{}
 	for k := range count {
@@ -104,7 +111,14 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 // candidate on its own path among those Janus offers), one pass of the
 // capture; each receiver gets every audio and video packet (Janus gives each subscriber SSRCs of its own, so packets
 // are counted per medium: audio is Opus, payload type 111, in both).
+// Janus with its DTLS-SRTP on (its default) and off (the plain rows).
 func TestJanusSyntheticMeeting(t *testing.T) {
+	for _, encrypted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "encrypted"}[encrypted], func(t *testing.T) { janusMeeting(t, encrypted) })
+	}
+}
+
+func janusMeeting(t *testing.T, encrypted bool) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "janus")
 	tb, err := testbed.New()
@@ -113,7 +127,7 @@ func TestJanusSyntheticMeeting(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = tb.Close() })
 	var log bytes.Buffer
-	j, err := tb.StartJanus(t.TempDir(), &log)
+	j, err := tb.StartJanus(t.TempDir(), &log, encrypted)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -127,7 +141,7 @@ func TestJanusSyntheticMeeting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.JanusAPI.String(), Room: "janus", Janus: true}
+	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.JanusAPI.String(), Room: "janus", Janus: true, Encrypted: encrypted}
 	var receivers []synth.Config
 	for i := range 5 {
 		cfg := cfg
@@ -146,7 +160,10 @@ func TestJanusSyntheticMeeting(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	for i, r := range rcv {
 		got := map[string]int{}
-		per, _, _ := r.Incoming()[pub.ID].Stats()
+		per, mismatched, _ := r.Incoming()[pub.ID].Stats()
+		if mismatched != 0 {
+			t.Errorf("receiver %d: %d packets that did not open", i, mismatched)
+		}
 		for _, st := range per {
 			got[medium(st.PayloadType)] += st.Packets
 		}

@@ -14,8 +14,9 @@ import (
 // (the path /janus): where `ebrtc sfu` serves its signaling.
 var JanusAPI = SFUWeb
 
-// janusConfig is janus.jcfg for the testbed: plain RTP (the issue's like
-// for like with `ebrtc sfu --unencrypted-media`), ICE-lite with host
+// janusConfig is janus.jcfg for the testbed: plain RTP (the like for like
+// with `ebrtc sfu --unencrypted-media`) or Janus's default DTLS-SRTP (its
+// own self-signed certificate made at start), ICE-lite with host
 // candidates on the client-side interface only, IPv4, and nothing loaded
 // but the VideoRoom plugin and the HTTP transport.
 const janusConfig = `general: {
@@ -29,7 +30,7 @@ const janusConfig = `general: {
 	debug_level = 3
 	session_timeout = 120
 	protected_folders = []
-	no_webrtc_encryption = true
+	no_webrtc_encryption = %[5]t
 }
 media: {
 	ipv6 = false
@@ -78,8 +79,9 @@ const janusVideoRoomConfig = `general: {
 
 // StartJanus runs Debian's Janus (VideoRoom, HTTP API at JanusAPI) in the
 // server namespace with its configuration in workDir, and returns once the
-// API answers. Rooms are created through the API.
-func (tb *Testbed) StartJanus(workDir string, out io.Writer) (*Process, error) {
+// API answers; encrypted, with its DTLS-SRTP on (its default), else plain
+// RTP. Rooms are created through the API.
+func (tb *Testbed) StartJanus(workDir string, out io.Writer, encrypted bool) (*Process, error) {
 	// Debian's multiarch directory: /usr/lib/<triplet>/janus.
 	libs, _ := filepath.Glob("/usr/lib/*/janus/plugins/libjanus_videoroom.so")
 	if _, err := os.Stat("/usr/bin/janus"); err != nil || len(libs) == 0 {
@@ -87,7 +89,7 @@ func (tb *Testbed) StartJanus(workDir string, out io.Writer) (*Process, error) {
 	}
 	libDir := filepath.Dir(filepath.Dir(libs[0]))
 	files := map[string]string{
-		"janus.jcfg":                  fmt.Sprintf(janusConfig, workDir, ServerCliIface, ServerClientIP4, libDir),
+		"janus.jcfg":                  fmt.Sprintf(janusConfig, workDir, ServerCliIface, ServerClientIP4, libDir, !encrypted),
 		"janus.transport.http.jcfg":   fmt.Sprintf(janusHTTPConfig, JanusAPI.Port(), ServerCliIface),
 		"janus.plugin.videoroom.jcfg": janusVideoRoomConfig,
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +59,14 @@ var (
 // SFUArgs are the `ebrtc sfu` flags that fit the testbed, with the data
 // plane named (ebpf, at TC ingress of the client-side interface, or user).
 func SFUArgs(plane string) []string {
-	args := []string{"sfu", "--unencrypted-media", "--http", "--media", SFUMedia.String(), "--listen", SFUWeb.String(),
+	args := EncryptedSFUArgs(plane)
+	return slices.Insert(args, 1, "--unencrypted-media") // after the subcommand
+}
+
+// EncryptedSFUArgs are SFUArgs with ebrtc sfu's default media: DTLS-SRTP
+// (the user data plane).
+func EncryptedSFUArgs(plane string) []string {
+	args := []string{"sfu", "--http", "--media", SFUMedia.String(), "--listen", SFUWeb.String(),
 		"--metrics-listen", MetricsAddr, "--dataplane", plane}
 	if plane == "ebpf" {
 		args = append(args, "--iface", ServerCliIface)

@@ -645,3 +645,53 @@ func TestReferenceTimeAnswered(t *testing.T) {
 		t.Error("a receiver report alone was answered")
 	}
 }
+
+// The sender hears of its best downlink's limit (REMB) only once the limit
+// has lasted senderRoomSpan: a dip of a receiver's estimate (a queue a CPU
+// stall built) is no reason to lower an encoder every other receiver
+// sees; a link that stays narrow is.
+func TestSenderToldOfALastingLimit(t *testing.T) {
+	now := new(time.Duration)
+	*now = time.Hour
+	plane := newFakePlane()
+	table, err := NewTable(Config{Plane: plane, Routes: NewRoutes(), Adapt: true, Now: func() time.Duration { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.AddSender(SenderConfig{Room: "r", ID: "pub", From: pubAddr, Via: sfuAddr, VideoSSRC: videoSSRC,
+		Sources: []dataplane.Source{{SSRC: videoSSRC, Video: dataplane.AV1, History: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, s.SetLegs([]LegConfig{{Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
+	rembs := func() (n int, last float32) {
+		for _, b := range plane.toSender {
+			if pkts, err := rtcp.Unmarshal(b); err == nil {
+				if r, ok := pkts[0].(*rtcp.ReceiverEstimatedMaximumBitrate); ok {
+					n, last = n+1, r.Bitrate
+				}
+			}
+		}
+		return n, last
+	}
+	round := func(d time.Duration, remb float32) {
+		for end := *now + d; *now < end; *now += 100 * time.Millisecond {
+			if remb > 0 {
+				must(t, table.cfg.Routes.Feedback(recvB, []rtcp.Packet{&rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: remb, SSRCs: []uint32{videoSSRC}}}))
+			}
+			table.Round()
+		}
+	}
+	round(time.Second, 0) // no limit shown
+	if n, _ := rembs(); n != 0 {
+		t.Fatalf("%d REMBs to the sender with no limit shown", n)
+	}
+	round(2800*time.Millisecond, 200e3) // B's link narrows, for less than the span
+	if n, last := rembs(); n != 0 {
+		t.Errorf("the sender was told %v bit/s %v after its only receiver's link narrowed, want nothing before %v", last, 2800*time.Millisecond, senderRoomSpan)
+	}
+	round(time.Second, 200e3) // lasting
+	if n, last := rembs(); n == 0 || last > 200e3 || last < 100e3 {
+		t.Errorf("a limit that lasted %v: %d REMBs to the sender, the last %v bit/s; want one, of B's room (at most its 200 kbit/s)", 3800*time.Millisecond, n, last)
+	}
+}

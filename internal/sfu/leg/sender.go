@@ -67,6 +67,7 @@ type Sender struct {
 	lastTargets int
 	lastREMB    time.Duration
 	rembSent    float64
+	rooms       ratecontrol.Window // the best downlink's room, recent values (senderRoomSpan)
 
 	// The sender's transport-cc feedback (nil: it has no transport-wide numbers).
 	arrivals *dataplane.ArrivalLog
@@ -310,10 +311,20 @@ func (s *Sender) stream() ratecontrol.Stream {
 	return st
 }
 
+// senderRoomSpan: the sender is told the highest room its best downlink
+// had over this long. An estimate saws, and one unshaped receiver's dips
+// (a queue a CPU stall built) are no limit of the sender's: the lowered
+// encoder would show every other receiver (a clean-clone make test saw a
+// 3-party meeting's unshaped receiver's dip take the sender from 250 to
+// 143 kbit/s). A link that stays narrower tells it once this long has
+// passed; meanwhile its own receiver's layers adapt.
+const senderRoomSpan = 3 * time.Second
+
 // afterRound asks the sender for key frames its legs wait for, and tells
 // it the estimate of its best downlink (REMB): what the best of its
-// receivers' links has room for, its other streams aside; nothing while
-// one of them shows no limit (the sender goes by its own estimate).
+// receivers' links has room for, its other streams aside, at its highest
+// of the last senderRoomSpan; nothing while one of them shows no limit
+// (the sender goes by its own estimate).
 func (s *Sender) afterRound(now time.Duration, waiting bool) {
 	legs := s.Legs()
 	best := 0.0
@@ -328,6 +339,15 @@ func (s *Sender) afterRound(now time.Duration, waiting bool) {
 			s.keyFrame()
 		}
 	}
+	s.mu.Lock()
+	s.rooms.Span = senderRoomSpan
+	if len(legs) == 0 {
+		s.rooms.Reset() // nobody to tell of: none of the last room stands
+	} else {
+		s.rooms.Add(now, best)
+		best, _ = s.rooms.Max()
+	}
+	s.mu.Unlock()
 	if best <= 0 || math.IsInf(best, 1) || len(s.ssrcs()) == 0 {
 		return
 	}

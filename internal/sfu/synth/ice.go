@@ -11,6 +11,8 @@ import (
 
 	"github.com/pion/sdp/v3"
 	"github.com/pion/stun/v4"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/secure"
 )
 
 // localICE is a participant's own ICE credentials (RFC 8445 5.3: a ufrag
@@ -134,8 +136,8 @@ const consentEvery = 5 * time.Second
 
 // offer is ChromiumOffer made a virtual sender's: its ICE credentials and
 // SSRCs, no retransmission SSRCs; plain, without NACKs and transport-wide
-// numbers (Config.Plain).
-func offer(local localICE, s *Stream, plain bool) (string, error) {
+// numbers (Config.Plain); with id, DTLS-SRTP (Config.Encrypted).
+func offer(local localICE, s *Stream, plain bool, id *secure.Identity) (string, error) {
 	var sd sdp.SessionDescription
 	if err := sd.UnmarshalString(ChromiumOffer); err != nil {
 		return "", err
@@ -158,6 +160,9 @@ func offer(local localICE, s *Stream, plain bool) (string, error) {
 		}
 		md.Attributes = attrs
 		local.describe(md)
+		if id != nil {
+			describeSecurity(md, id, true, "")
+		}
 		md.WithValueAttribute("ssrc", fmt.Sprintf("%d cname:synth", ssrc))
 	}
 	b, err := sd.Marshal()
@@ -180,8 +185,9 @@ func feedbackAttribute(a sdp.Attribute) bool {
 const transportCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
 
 // answer accepts the SFU's receive offer: every section received, with
-// our ICE credentials; with twcc, transport-cc feedback (Config.TWCC).
-func answer(local localICE, offerSDP string, twcc bool) (string, error) {
+// our ICE credentials; with twcc, transport-cc feedback (Config.TWCC);
+// with id, DTLS-SRTP.
+func answer(local localICE, offerSDP string, twcc bool, id *secure.Identity) (string, error) {
 	var o sdp.SessionDescription
 	if err := o.UnmarshalString(offerSDP); err != nil {
 		return "", fmt.Errorf("synth: the SFU's offer: %w", err)
@@ -198,6 +204,13 @@ func answer(local localICE, offerSDP string, twcc bool) (string, error) {
 		mid, _ := om.Attribute("mid")
 		mids = append(mids, mid)
 		local.describe(md)
+		if id != nil {
+			setup, _ := om.Attribute("setup")
+			if setup == "" {
+				setup, _ = o.Attribute("setup")
+			}
+			describeSecurity(md, id, false, setup)
+		}
 		md.WithValueAttribute("mid", mid).WithPropertyAttribute("recvonly").WithPropertyAttribute("rtcp-mux")
 		for _, at := range om.Attributes {
 			if at.Key == "rtpmap" || at.Key == "fmtp" || at.Key == "extmap" ||

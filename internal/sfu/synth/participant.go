@@ -3,6 +3,7 @@ package synth
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,14 +17,19 @@ import (
 
 	"github.com/pion/rtp"
 	"golang.org/x/sys/unix"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/secure"
 )
 
 // Config of a participant.
 type Config struct {
 	Net    Net
 	Server string // the SFU's web server, host:port
-	Room   string
-	IPv6   bool // media over IPv6 (else IPv4)
+	// SignalingTLS, if set, is how signaling goes over TLS (wss), as
+	// from the meeting page served over HTTPS; nil: ws.
+	SignalingTLS *tls.Config
+	Room         string
+	IPv6         bool // media over IPv6 (else IPv4)
 	// Ledger, if set, is where publishers record what they sent and
 	// receivers compare what they got, byte for byte.
 	Ledger *Ledger
@@ -39,6 +45,10 @@ type Config struct {
 	// browsers do (the SFU numbers each replica for it; no feedback is
 	// sent, so its estimate of us shows no limit).
 	TWCC bool
+	// Encrypted: DTLS-SRTP on every connection, as browsers as they ship
+	// (ebrtc sfu's default, Janus's): the participant seals what it sends
+	// and opens what it receives.
+	Encrypted bool
 	// Plain: as a publisher, offer neither NACKs nor transport-wide
 	// numbers (nack, transport-cc and that header extension stripped), as
 	// a plain RTP sender: the SFU keeps no history of the stream and its
@@ -50,9 +60,10 @@ type Config struct {
 // recording's stream, and it receives every other publisher's, each on a
 // connection of its own (as a browser's receive-only PeerConnections).
 type Participant struct {
-	ID   string
-	cfg  Config
-	sess signalingSession
+	ID       string
+	cfg      Config
+	sess     signalingSession
+	identity *secure.Identity // Config.Encrypted: its DTLS certificate
 
 	sent atomic.Uint64 // RTP packets Send sent
 	late atomic.Uint64 // of them, sent over 20 ms after they were due
@@ -62,18 +73,22 @@ type Participant struct {
 	stream   *Stream
 	incoming map[string]*Incoming // by publisher id
 	errs     []error
-	sockets  []*net.UDPConn // every socket opened, closed by Leave
+	sockets  []*net.UDPConn      // every socket opened, closed by Leave
+	secured  []*secure.Transport // every connection's DTLS-SRTP, closed by Leave (its keys dropped)
 	left     bool
 	leave    sync.Once
 	wg       sync.WaitGroup
 	done     chan struct{}
 }
 
-// connection is one ICE-bound socket to the SFU.
+// connection is one ICE-bound socket to the SFU, and its DTLS-SRTP
+// (Config.Encrypted; nil: plain).
 type connection struct {
-	conn   *net.UDPConn
-	local  localICE
-	remote remoteICE
+	conn      *net.UDPConn
+	local     localICE
+	remote    remoteICE
+	tr        *secure.Transport
+	handshake chan error // how tr's handshake ended
 }
 
 // Join enters the room through the SFU's signaling. It answers every
@@ -84,12 +99,18 @@ func Join(cfg Config) (*Participant, error) {
 	if cfg.Janus {
 		s, err = joinJanus(cfg.Net, cfg.Server, cfg.Room)
 	} else {
-		s, err = join(cfg.Net, cfg.Server, cfg.Room)
+		s, err = join(cfg.Net, cfg.Server, cfg.Room, cfg.SignalingTLS)
 	}
 	if err != nil {
 		return nil, err
 	}
 	p := &Participant{ID: s.participantID(), cfg: cfg, sess: s, incoming: map[string]*Incoming{}, done: make(chan struct{})}
+	if cfg.Encrypted {
+		if p.identity, err = secure.NewIdentity(); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
 	p.wg.Add(1)
 	go p.signaling()
 	return p, nil
@@ -136,7 +157,9 @@ func (p *Participant) media() (*net.UDPConn, localICE, error) {
 	return conn, local, nil
 }
 
-// bind runs connectivity checks from conn to the SFU until bound.
+// bind runs connectivity checks from conn to the SFU until bound; an
+// encrypted participant's connection gets its DTLS-SRTP transport (the
+// caller's reader hands it DTLS, then waits for handshakeDone).
 func (p *Participant) bind(conn *net.UDPConn, local localICE, desc string) (*connection, error) {
 	remote, err := iceOf(desc, !p.cfg.IPv6)
 	if err != nil {
@@ -146,6 +169,21 @@ func (p *Participant) bind(conn *net.UDPConn, local localICE, desc string) (*con
 		return nil, err
 	}
 	c := &connection{conn: conn, local: local, remote: remote}
+	if p.identity != nil {
+		if err := p.secureConnection(c, desc); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		left := p.left
+		if !left {
+			p.secured = append(p.secured, c.tr)
+		}
+		p.mu.Unlock()
+		if left {
+			c.tr.Close()
+			return nil, errors.New("synth: the participant left")
+		}
+	}
 	p.wg.Add(1)
 	go p.keepConsent(c)
 	return c, nil
@@ -199,7 +237,12 @@ func (p *Participant) reportEstimate(c *connection) {
 		p.fail(err)
 		return
 	}
-	p.every(estimateEvery, func() { _, _ = c.conn.WriteToUDPAddrPort(b, c.remote.Candidate) })
+	var sealed []byte
+	p.every(estimateEvery, func() {
+		if sealed, err = c.seal(sealed[:0], b); err == nil { // SRTCP: an index of its own each time
+			_, _ = c.conn.WriteToUDPAddrPort(sealed, c.remote.Candidate)
+		}
+	})
 }
 
 // Publish offers the stream; when Publish returns, the SFU has bound the
@@ -209,7 +252,7 @@ func (p *Participant) Publish(s *Stream) error {
 	if err != nil {
 		return err
 	}
-	o, err := offer(local, s, p.cfg.Plain)
+	o, err := offer(local, s, p.cfg.Plain, p.identity)
 	if err != nil {
 		return err
 	}
@@ -225,7 +268,10 @@ func (p *Participant) Publish(s *Stream) error {
 		return err
 	}
 	p.wg.Add(1)
-	go p.drain(c) // feedback, consent answers, checks
+	go p.drain(c) // feedback, consent answers, checks, DTLS
+	if err := c.handshakeDone(); err != nil {
+		return err
+	}
 	if err := established(); err != nil {
 		return err
 	}
@@ -272,7 +318,7 @@ func (p *Participant) accept(o *streamOffer) error {
 	if err != nil {
 		return err
 	}
-	a, err := answer(local, o.sdp, p.cfg.TWCC)
+	a, err := answer(local, o.sdp, p.cfg.TWCC, p.identity)
 	if err != nil {
 		return err
 	}
@@ -290,8 +336,11 @@ func (p *Participant) accept(o *streamOffer) error {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		in.receive(c) // answers the SFU's checks too
+		in.receive(c) // answers the SFU's checks, hands DTLS on
 	}()
+	if err := c.handshakeDone(); err != nil {
+		return err
+	}
 	if err := o.established(); err != nil {
 		return err
 	}
@@ -347,7 +396,9 @@ func (p *Participant) drain(c *connection) {
 		if err != nil {
 			return
 		}
-		answerCheck(c.conn, c.local, buf[:n], from)
+		if !c.handleDTLS(buf[:n], from) {
+			answerCheck(c.conn, c.local, buf[:n], from)
+		}
 	}
 }
 
@@ -366,6 +417,7 @@ func (p *Participant) Send(ctx context.Context, first, count int, speed float64)
 	if err != nil {
 		return 0, err
 	}
+	var sealed []byte
 	for k := first; k < first+count; k++ {
 		b, at, err := s.Packet(k)
 		if err != nil {
@@ -388,7 +440,10 @@ func (p *Participant) Send(ctx context.Context, first, count int, speed float64)
 		if p.cfg.Ledger != nil {
 			p.cfg.Ledger.record(b)
 		}
-		if _, err := c.conn.WriteToUDPAddrPort(b, c.remote.Candidate); err != nil {
+		if sealed, err = c.seal(sealed[:0], b); err != nil {
+			return k - first, err
+		}
+		if _, err := c.conn.WriteToUDPAddrPort(sealed, c.remote.Candidate); err != nil {
 			return k - first, err
 		}
 		p.sent.Add(1)
@@ -411,6 +466,19 @@ func (p *Participant) Publishing() (*net.UDPConn, netip.AddrPort) {
 	return p.pub.conn, p.pub.remote.Candidate
 }
 
+// Seal is an RTP or RTCP packet as the publisher's connection sends it:
+// sealed into dst's storage (SRTP, in sending order: each packet once), or
+// b itself when plain.
+func (p *Participant) Seal(dst, b []byte) ([]byte, error) {
+	p.mu.Lock()
+	c := p.pub
+	p.mu.Unlock()
+	if c == nil {
+		return nil, errors.New("synth: not publishing")
+	}
+	return c.seal(dst, b)
+}
+
 // Leave closes signaling and every socket.
 func (p *Participant) Leave() {
 	p.leave.Do(func() {
@@ -421,7 +489,11 @@ func (p *Participant) Leave() {
 		for _, c := range p.sockets {
 			c.Close()
 		}
+		secured := p.secured
 		p.mu.Unlock()
+		for _, tr := range secured {
+			tr.Close()
+		}
 		p.wg.Wait()
 	})
 }
@@ -444,7 +516,7 @@ type Incoming struct {
 	mu       sync.Mutex
 	streams  map[uint32]*ssrcStats
 	arrivals map[uint64]time.Time // payloadKey -> arrival, if recorded
-	mismatch int                  // RTP not as the publisher sent it
+	mismatch int                  // RTP not as the publisher sent it (or, encrypted, that did not open)
 	reports  int                  // RTCP sender reports
 }
 
@@ -493,7 +565,7 @@ type Stat struct {
 }
 
 func (in *Incoming) receive(c *connection) {
-	buf, oob := make([]byte, 1500), make([]byte, 128)
+	buf, oob, plain := make([]byte, 1500), make([]byte, 128), make([]byte, 1500)
 	for {
 		n, oobn, _, from, err := c.conn.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
@@ -502,10 +574,20 @@ func (in *Incoming) receive(c *connection) {
 			}
 			continue
 		}
-		if answerCheck(c.conn, c.local, buf[:n], from) {
+		if c.handleDTLS(buf[:n], from) || answerCheck(c.conn, c.local, buf[:n], from) {
 			continue
 		}
-		in.handle(buf[:n], arrival(oob[:oobn]))
+		b, err := c.open(plain[:0], buf[:n])
+		if errors.Is(err, secure.ErrNotReady) {
+			continue // media overtaking the handshake's last record here
+		}
+		if err != nil {
+			in.mu.Lock()
+			in.mismatch++ // forged, replayed or cut: not what was sent
+			in.mu.Unlock()
+			continue
+		}
+		in.handle(b, arrival(oob[:oobn]))
 	}
 }
 

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -99,13 +100,19 @@ type session struct {
 	signals chan signal
 }
 
-// join opens signaling at server (host:port) and joins the room.
-func join(n Net, server, room string) (*session, error) {
+// join opens signaling at server (host:port), over TLS with tlsConfig
+// (wss) unless it is nil (ws), and joins the room.
+func join(n Net, server, room string, tlsConfig *tls.Config) (*session, error) {
+	var conn net.Conn
 	conn, err := n.DialTCP(server)
 	if err != nil {
 		return nil, fmt.Errorf("synth: signaling: %w", err)
 	}
-	cfg, err := websocket.NewConfig("ws://"+server+"/ws", "http://"+server+"/")
+	scheme, origin := "ws://", "http://"
+	if tlsConfig != nil {
+		conn, scheme, origin = tls.Client(conn, tlsConfig), "wss://", "https://"
+	}
+	cfg, err := websocket.NewConfig(scheme+server+"/ws", origin+server+"/")
 	if err != nil {
 		conn.Close()
 		return nil, err

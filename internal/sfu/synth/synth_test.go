@@ -10,6 +10,7 @@ import (
 
 	"github.com/pion/rtp"
 
+	"github.com/ebrtc/ebrtc/internal/sfu/secure"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 )
 
@@ -86,7 +87,7 @@ func TestOfferIsOneTheSFUTakes(t *testing.T) {
 	}
 	s := rec.NewStream(7)
 	for _, plain := range []bool{false, true} {
-		o, err := offer(newLocalICE(), s, plain)
+		o, err := offer(newLocalICE(), s, plain, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,5 +109,30 @@ func TestOfferIsOneTheSFUTakes(t *testing.T) {
 		if video.PayloadType != int(rec.Video.PayloadType) || pub.Media[0].PayloadType != int(rec.Audio.PayloadType) {
 			t.Errorf("payload types %d %d: not the capture's", pub.Media[0].PayloadType, video.PayloadType)
 		}
+	}
+	// Encrypted, as a browser as it ships: the SFU reads our certificate's
+	// fingerprint and actpass.
+	id, err := secure.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := offer(newLocalICE(), s, false, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := signaling.ParsePublish(o, signaling.DefaultCodecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec := pub.Security; !slices.Equal(sec.Fingerprints, []secure.Fingerprint{id.Fingerprint()}) || sec.Setup != "actpass" ||
+		sec.Check(true, true) != nil {
+		t.Errorf("encrypted offer: %+v (%v), want our fingerprint and actpass", sec, sec.Check(true, true))
+	}
+	remote, err := securityOf(o)
+	if err != nil || remote.setup != "actpass" || len(remote.fingerprints) != 1 {
+		t.Errorf("our own offer read back: %+v, %v", remote, err)
+	}
+	if _, err := securityOf(ChromiumOffer); err == nil {
+		t.Error("a plain description read as one to encrypt with")
 	}
 }
