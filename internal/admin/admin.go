@@ -133,8 +133,10 @@ type Leg struct {
 	// Retransmissions: NACKed packets sent from the SFU's history, asked
 	// of the sender (the SFU never got them), and not sent (a layer the
 	// receiver does not get; resent already or waiting; waited too long
-	// for room in its link, a key frame asked for instead).
+	// for room in its link, a key frame asked for instead); Doubled, of
+	// Retransmitted, sent a second time on a link losing packets at random.
 	Retransmitted uint64 `json:"retransmitted"`
+	Doubled       uint64 `json:"doubled"`
 	AskedSender   uint64 `json:"asked_sender"`
 	NotSent       uint64 `json:"not_sent"`
 	TWCC          bool   `json:"twcc"`

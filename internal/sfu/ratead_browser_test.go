@@ -488,7 +488,7 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 		}
 		for _, p := range []*participants{senders, receiver} {
 			if p.exited() {
-				t.Fatalf("participants.mjs %s ended: %s", p.roles, p.stderr())
+				t.Fatalf("participants.mjs %s ended, %s: %s", p.roles, p.exitState(), p.stderr())
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -693,6 +693,7 @@ type participants struct {
 	errBuf  strings.Builder
 	partial []byte
 	done    chan struct{}
+	exit    string // how the process ended (its wait status), once done
 }
 
 // sampleLine is one line of participants.mjs.
@@ -732,7 +733,10 @@ func startParticipants(t *testing.T, ctx context.Context, ns *netns.NS, url, rol
 	p.stdin = stdin
 	testenv.StartGroup(t, cmd)
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exit = fmt.Sprintf("%v (%v)", err, cmd.ProcessState)
+		p.mu.Unlock()
 		close(p.done)
 	}()
 	return p
@@ -777,6 +781,12 @@ func (p *participants) summary() *summaryLine {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.sum
+}
+
+func (p *participants) exitState() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit
 }
 
 func (p *participants) stderr() string {

@@ -330,7 +330,7 @@ func status(ctrl *controller.Controller, plane dataplane.Plane, legs *leg.Table)
 		st.Legs = append(st.Legs, admin.Leg{Room: l.Room, Sender: l.Sender, Receiver: l.Receiver, Target: leg.TargetName(l.Target),
 			Reason: l.Reason, EstimateBPS: l.Estimate, EstimateSource: l.EstimateSource,
 			Sent: admin.Counter{Packets: l.Sent.Packets, Bytes: l.Sent.Bytes}, Frames: l.Sent.Frames,
-			Retransmitted: r.Sent, AskedSender: r.Asked, NotSent: r.NotOwed + r.Repeated + r.Superseded, TWCC: l.TWCC, RTX: l.RTX})
+			Retransmitted: r.Sent, Doubled: r.Doubled, AskedSender: r.Asked, NotSent: r.NotOwed + r.Repeated + r.Superseded, TWCC: l.TWCC, RTX: l.RTX})
 	}
 	return st
 }

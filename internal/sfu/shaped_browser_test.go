@@ -324,8 +324,8 @@ func legsReport(b *rateBed) string {
 	}
 	var out []string
 	for _, l := range st.Legs {
-		out = append(out, fmt.Sprintf("%s->%s %s est %.0f kbit/s, retransmitted %d, asked of the sender %d, not sent %d",
-			l.Sender, l.Receiver, l.Target, l.EstimateBPS/1000, l.Retransmitted, l.AskedSender, l.NotSent))
+		out = append(out, fmt.Sprintf("%s->%s %s est %.0f kbit/s, retransmitted %d (%d twice), asked of the sender %d, not sent %d",
+			l.Sender, l.Receiver, l.Target, l.EstimateBPS/1000, l.Retransmitted, l.Doubled, l.AskedSender, l.NotSent))
 	}
 	return "legs: " + strings.Join(out, "; ")
 }

@@ -695,3 +695,65 @@ func TestSenderToldOfALastingLimit(t *testing.T) {
 		t.Errorf("a limit that lasted %v: %d REMBs to the sender, the last %v bit/s; want one, of B's room (at most its 200 kbit/s)", 3800*time.Millisecond, n, last)
 	}
 }
+
+// On a link that loses packets at random (it lost some lately and queues
+// nothing), a retransmission goes a second time, repeatAfter later, on
+// RTX under a number of its own; on one that has lost nothing, once. A
+// second copy waits behind nothing: with a repair waiting it is dropped.
+func TestRetransmissionsDoubledOnARandomlyLossyLink(t *testing.T) {
+	table, plane, _, now := newTable(t)
+	for seq := uint16(100); seq < 110; seq++ {
+		plane.history[seq] = media(t, seq)
+	}
+	legA := plane.legs[recvA]
+	legA.original = func(n uint16) (uint16, bool) { return n + 50, true }
+	*now += time.Second
+	routes := table.cfg.Routes
+	must(t, routes.Feedback(recvA, nack(50)))
+	table.Pace()
+	*now += 20 * time.Millisecond
+	table.Pace()
+	if n := len(legA.packets()); n != 1 {
+		t.Fatalf("a link that has lost nothing: %d retransmissions of one NACKed packet, want 1", n)
+	}
+	var link *link
+	for _, k := range table.links {
+		if k.receiver == "A" {
+			link = k
+		}
+	}
+	link.mu.Lock()
+	link.lossSeen, link.lost = *now, true // (as its estimator's feedback would)
+	link.mu.Unlock()
+	must(t, routes.Feedback(recvA, nack(51)))
+	*now += repeatAfter / 2
+	table.Pace()
+	if n := len(legA.packets()); n != 2 {
+		t.Fatalf("%d packets before the second copy is due, want 2", n)
+	}
+	*now += repeatAfter
+	table.Pace()
+	sent := legA.packets()
+	if len(sent) != 3 {
+		t.Fatalf("a randomly lossy link: %d packets, want the retransmission of 51 twice (3 in all)", len(sent))
+	}
+	var first, second rtp.Packet
+	must(t, first.Unmarshal(sent[1]))
+	must(t, second.Unmarshal(sent[2]))
+	if second.SSRC != 0xa7a7 || second.SequenceNumber != first.SequenceNumber+1 ||
+		binary.BigEndian.Uint16(second.Payload) != 51 || !bytes.Equal(second.Payload, first.Payload) {
+		t.Errorf("second copy %+v (payload %x), first %+v", second.Header, second.Payload[:2], first.Header)
+	}
+	st := table.Status()
+	if c := st[0].Retransmissions; c.Sent != 2 || c.Doubled != 1 {
+		t.Errorf("counts %+v, want 2 sent, 1 of them doubled", c)
+	}
+	// Lossy lately, but not for lossyFor: once again.
+	*now += lossyFor
+	must(t, routes.Feedback(recvA, nack(52)))
+	*now += 2 * repeatAfter
+	table.Pace()
+	if n := len(legA.packets()); n != 4 {
+		t.Errorf("%v after the last loss: %d packets, want 52 once (4 in all)", lossyFor, n)
+	}
+}

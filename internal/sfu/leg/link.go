@@ -25,6 +25,23 @@ type link struct {
 	estBy string
 	// judged: when the last probe result logged was judged.
 	judged time.Duration
+	// lossSeen: when the link last showed loss (its estimator's, over the
+	// last second), if lost.
+	lossSeen time.Duration
+	lost     bool
+}
+
+// lossyFor: a link that lost packets within this long and queues nothing
+// now loses them at random (a radio, a lossy path), not to a queue.
+const lossyFor = 5 * time.Second
+
+// randomLoss says whether the link loses packets without queueing: it
+// lost some within lossyFor and its delay shows no overuse (a queue that
+// overflows drops what a second copy would add to it).
+func (k *link) randomLoss(now time.Duration) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lost && now-k.lossSeen < lossyFor && k.rc.Estimator().Usage() != ratecontrol.Overuse
 }
 
 func newLink(t *Table, receiver string) *link {
@@ -60,6 +77,9 @@ func (k *link) feedback(l *Leg, now time.Duration, acks []ratecontrol.Ack) {
 	k.t.cfg.AckLog.Acks(now, k.receiver, l.sender.cfg.ID, acks)
 	k.mu.Lock()
 	k.rc.OnFeedback(l, now, acks)
+	if k.rc.Estimator().Loss() > 0 {
+		k.lossSeen, k.lost = now, true
+	}
 	k.mu.Unlock()
 }
 

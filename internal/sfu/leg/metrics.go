@@ -33,7 +33,7 @@ func NewCollector(t *Table, labels string) *Collector {
 		"Decode target moves of receivers' video, by kind: first (the first estimate), down, up, pause (the lowest layer does not fit), resume.",
 		append(leg, "kind"), nil)
 	c.resent = prometheus.NewDesc("ebrtc_sfu_retransmissions_total",
-		"Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender); paced and repeated also count packets later sent or superseded.",
+		"Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender), doubled (of sent, sent a second time on a link losing packets at random); paced and repeated also count packets later sent or superseded.",
 		append(leg, "result"), nil)
 	c.legs = prometheus.NewDesc("ebrtc_sfu_legs",
 		"Sender-to-receiver legs by the target their video gets: every (not adapted), a decode target, or paused.", []string{"target"}, nil)
@@ -98,7 +98,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 func retransmissionResults(r Retransmissions) map[string]uint64 {
 	return map[string]uint64{"sent": r.Sent, "asked": r.Asked, "not_owed": r.NotOwed, "paced": r.Paced, "repeated": r.Repeated,
-		"superseded": r.Superseded}
+		"superseded": r.Superseded, "doubled": r.Doubled}
 }
 
 func targetLabel(t int) string {

@@ -20,9 +20,10 @@ func TestCollector(t *testing.T) {
 	must(t, table.cfg.Routes.Feedback(recvA, nack(50, 52, 53)))
 
 	summed := `
-# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender); paced and repeated also count packets later sent or superseded.
+# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender), doubled (of sent, sent a second time on a link losing packets at random); paced and repeated also count packets later sent or superseded.
 # TYPE ebrtc_sfu_retransmissions_total counter
 ebrtc_sfu_retransmissions_total{result="asked"} 0
+ebrtc_sfu_retransmissions_total{result="doubled"} 0
 ebrtc_sfu_retransmissions_total{result="not_owed"} 1
 ebrtc_sfu_retransmissions_total{result="paced"} 0
 ebrtc_sfu_retransmissions_total{result="repeated"} 0
@@ -45,7 +46,7 @@ ebrtc_sfu_retransmissions_total{result="superseded"} 0
 		t.Errorf("%d ebrtc_sfu_leg_target series, want one per leg (2)", n)
 	}
 	want := `
-# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender); paced and repeated also count packets later sent or superseded.
+# HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender), doubled (of sent, sent a second time on a link losing packets at random); paced and repeated also count packets later sent or superseded.
 # TYPE ebrtc_sfu_retransmissions_total counter
 `
 	for _, r := range []string{"A", "B"} {
@@ -53,7 +54,7 @@ ebrtc_sfu_retransmissions_total{result="superseded"} 0
 		if r == "A" {
 			sent, notOwed = "2", "1"
 		}
-		for _, kv := range [][2]string{{"asked", "0"}, {"not_owed", notOwed}, {"paced", "0"}, {"repeated", "0"}, {"sent", sent}, {"superseded", "0"}} {
+		for _, kv := range [][2]string{{"asked", "0"}, {"doubled", "0"}, {"not_owed", notOwed}, {"paced", "0"}, {"repeated", "0"}, {"sent", sent}, {"superseded", "0"}} {
 			want += `ebrtc_sfu_retransmissions_total{receiver="` + r + `",result="` + kv[0] + `",room="r",sender="pub"} ` + kv[1] + "\n"
 		}
 	}
