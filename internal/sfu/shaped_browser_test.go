@@ -58,8 +58,9 @@ func TestShapedReceiver(t *testing.T) {
 		{name: "VP8-60%-ebpf", plane: "ebpf", codec: "VP8", share: 0.60},
 		{name: "AV1-45%-user", plane: "user", codec: "AV1", share: 0.45},
 		// {name: "AV1-45%-user-encrypted", ..., encrypted: true} passes run
-		// alone, and failed twice in the package's run in a clean clone (a
-		// participants script ended early: docs/sfu.md, "Rate adaptation
+		// alone, and fails at its start in the package's runs: its first
+		// participants script exits 1 within a second, having printed only
+		// a page's 404 for a resource (docs/sfu.md, "Rate adaptation
 		// encrypted"); it stays out of make test until that is understood.
 		{name: "AV1-70%-ebpf", plane: "ebpf", codec: "AV1", share: 0.70},
 	} {

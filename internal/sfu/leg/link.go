@@ -35,13 +35,20 @@ type link struct {
 // now loses them at random (a radio, a lossy path), not to a queue.
 const lossyFor = 5 * time.Second
 
+// standingQueue: a link whose packets all waited this long over its
+// lowest delay for a second holds a queue (a shaper's, full).
+const standingQueue = 20 * time.Millisecond
+
 // randomLoss says whether the link loses packets without queueing: it
-// lost some within lossyFor and its delay shows no overuse (a queue that
-// overflows drops what a second copy would add to it).
+// lost some within lossyFor, and neither does its delay grow (overuse)
+// nor has it held a queue for the last second (a full queue shows no
+// growth, only loss): a queue that overflows drops what a second copy
+// would add to it.
 func (k *link) randomLoss(now time.Duration) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.lost && now-k.lossSeen < lossyFor && k.rc.Estimator().Usage() != ratecontrol.Overuse
+	est := k.rc.Estimator()
+	return k.lost && now-k.lossSeen < lossyFor && est.Usage() != ratecontrol.Overuse && est.Queued() < standingQueue
 }
 
 func newLink(t *Table, receiver string) *link {

@@ -18,6 +18,10 @@ type Estimator struct {
 	delay  *delayDetector
 	acked  ackedRate
 	delays Window // one-way delays by send time, for a probe's queue (lowestDelay)
+	// baseDelay: the lowest one-way delay the link ever showed (hasBase):
+	// what it takes with no queue (Queued).
+	baseDelay time.Duration
+	hasBase   bool
 
 	estimate    float64 // bits/s
 	initialized bool
@@ -137,6 +141,18 @@ const lossMinSince = 10
 // RTT is the round trip the feedback shows (default 200 ms).
 func (e *Estimator) RTT() time.Duration { return e.rtt }
 
+// Queued is the queue the link has held all through the last
+// delayWindow: the lowest one-way delay of that second over the lowest it
+// ever showed (0: none known). A full queue shows no delay gradient, only
+// loss; this tells its loss from a path's random loss.
+func (e *Estimator) Queued() time.Duration {
+	d := e.lowestDelay()
+	if d == noDelay || !e.hasBase {
+		return 0
+	}
+	return max(d-e.baseDelay, 0)
+}
+
 // OnAcks takes a link's acks, in the order they arrived, at now.
 func (e *Estimator) OnAcks(now time.Duration, acks []Ack) {
 	if len(acks) == 0 {
@@ -161,6 +177,9 @@ func (e *Estimator) OnAcks(now time.Duration, acks []Ack) {
 		e.delay.add(a)
 		if e.probe == nil { // (a probe's delays are its own)
 			e.delays.Add(a.Sent, float64(a.Arrived-a.Sent))
+		}
+		if d := a.Arrived - a.Sent; !e.hasBase || d < e.baseDelay {
+			e.baseDelay, e.hasBase = d, true
 		}
 	}
 	if newest > 0 && now > newest {

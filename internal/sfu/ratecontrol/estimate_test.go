@@ -174,3 +174,30 @@ func TestProbeStopsAtItsQueue(t *testing.T) {
 		}
 	}
 }
+
+// Queued is the queue a link held all through the last second: none on a
+// link at its base delay, the extra delay of one whose every packet waited
+// (a shaper's full queue, which shows no growth), none again once one
+// packet went through at the base delay.
+func TestQueuedIsAStandingQueue(t *testing.T) {
+	e := NewEstimator()
+	var seq uint16
+	feed := func(from, until, oneWay time.Duration) {
+		for at := from; at < until; at += 10 * time.Millisecond {
+			e.OnAcks(at+oneWay, []Ack{{Seq: seq, Sent: at, Size: 1200, Received: true, Arrived: at + oneWay + time.Hour}})
+			seq++
+		}
+	}
+	feed(0, 2*time.Second, 5*time.Millisecond)
+	if q := e.Queued(); q != 0 {
+		t.Errorf("at the base delay: queued %v, want 0", q)
+	}
+	feed(2*time.Second, 4*time.Second, 60*time.Millisecond)
+	if q := e.Queued(); q != 55*time.Millisecond {
+		t.Errorf("every packet 55 ms over the base for 2 s: queued %v", q)
+	}
+	feed(4*time.Second, 4100*time.Millisecond, 5*time.Millisecond)
+	if q := e.Queued(); q != 0 {
+		t.Errorf("packets at the base delay again: queued %v, want 0", q)
+	}
+}
