@@ -59,9 +59,9 @@ func TestShapedReceiver(t *testing.T) {
 		{name: "AV1-45%-user", plane: "user", codec: "AV1", share: 0.45},
 		// {name: "AV1-45%-user-encrypted", ..., encrypted: true} passes run
 		// alone, and fails at its start in the package's runs: its first
-		// participants script exits 1 within a second, having printed only
-		// a page's 404 for a resource (docs/sfu.md, "Rate adaptation
-		// encrypted"); it stays out of make test until that is understood.
+		// participants script exits 1 within a second, printing no
+		// exception (docs/sfu.md, "Rate adaptation encrypted"); it stays
+		// out of make test until that is understood.
 		{name: "AV1-70%-ebpf", plane: "ebpf", codec: "AV1", share: 0.70},
 	} {
 		t.Run(c.name, func(t *testing.T) { shapedReceiver(t, c) })
