@@ -116,6 +116,10 @@ function negotiated() {
   return { pubAnswer: lines(st.pub && st.pub.remoteDescription && st.pub.remoteDescription.sdp), subs };
 }
 
+// How the process ends, said even where nothing else is (an exit from
+// deep inside a library, a signal turned into an exit).
+process.on('exit', (c) => console.error('participants.mjs: exit', c));
+process.on('unhandledRejection', (e) => console.error('participants.mjs: unhandled rejection:', (e && e.stack) || String(e)));
 const browser = await launchChromium(new URL(url).origin);
 let code = 0;
 try {
@@ -164,7 +168,7 @@ try {
   }
   console.log(JSON.stringify({ summary: { elapsedMs: Date.now() - start, samples, last, negotiated: sdp } }));
 } catch (e) {
-  console.error(e);
+  console.error('participants.mjs:', (e && e.stack) || String(e));
   code = 1;
 } finally {
   await browser.close();
