@@ -651,18 +651,8 @@ func TestReferenceTimeAnswered(t *testing.T) {
 // stall built) is no reason to lower an encoder every other receiver
 // sees; a link that stays narrow is.
 func TestSenderToldOfALastingLimit(t *testing.T) {
-	now := new(time.Duration)
-	*now = time.Hour
-	plane := newFakePlane()
-	table, err := NewTable(Config{Plane: plane, Routes: NewRoutes(), Adapt: true, Now: func() time.Duration { return *now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := table.AddSender(SenderConfig{Room: "r", ID: "pub", From: pubAddr, Via: sfuAddr, VideoSSRC: videoSSRC,
-		Sources: []dataplane.Source{{SSRC: videoSSRC, Video: dataplane.AV1, History: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, plane, s, now := newTable(t)
+	// B alone: its link (by its REMB) is the sender's best downlink.
 	must(t, s.SetLegs([]LegConfig{{Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
 	rembs := func() (n int, last float32) {
 		for _, b := range plane.toSender {

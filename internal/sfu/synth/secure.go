@@ -128,7 +128,7 @@ func (c *connection) handleDTLS(b []byte, from netip.AddrPort) bool {
 	if c.tr == nil || len(b) == 0 || b[0] < 20 || b[0] > 63 {
 		return false
 	}
-	c.tr.Handle(append([]byte(nil), b...), from)
+	c.tr.Handle(b, from) // (it keeps a copy)
 	return true
 }
 

@@ -86,8 +86,9 @@ func TestOfferIsOneTheSFUTakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := rec.NewStream(7)
-	for _, plain := range []bool{false, true} {
-		o, err := offer(newLocalICE(), s, plain, nil)
+	// parsed is our offer as the SFU reads it.
+	parsed := func(plain bool, id *secure.Identity) (string, *signaling.Publish) {
+		o, err := offer(newLocalICE(), s, plain, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,6 +96,10 @@ func TestOfferIsOneTheSFUTakes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return o, pub
+	}
+	for _, plain := range []bool{false, true} {
+		_, pub := parsed(plain, nil)
 		video := pub.Media[1]
 		if nack, twcc := video.HasFeedback("nack"), video.ExtensionID(signaling.TransportCCURI) != 0; nack == plain || twcc == plain {
 			t.Errorf("plain %v: nack %v, transport-wide numbers %v", plain, nack, twcc)
@@ -116,14 +121,7 @@ func TestOfferIsOneTheSFUTakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := offer(newLocalICE(), s, false, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := signaling.ParsePublish(o, signaling.DefaultCodecs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, pub := parsed(false, id)
 	if sec := pub.Security; !slices.Equal(sec.Fingerprints, []secure.Fingerprint{id.Fingerprint()}) || sec.Setup != "actpass" ||
 		sec.Check(true, true) != nil {
 		t.Errorf("encrypted offer: %+v (%v), want our fingerprint and actpass", sec, sec.Check(true, true))
