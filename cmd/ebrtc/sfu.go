@@ -19,7 +19,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var media, ifaces listValue
 	fs.Var(&media, "media", "media address IP:PORT, one per family: the ICE candidates (repeatable, required)")
-	fs.Var(&ifaces, "iface", "interface media arrives on, for the eBPF data plane (repeatable)")
+	fs.Var(&ifaces, "iface", "interface media arrives on and leaves by: where the eBPF data plane runs, or with --rx afxdp the AF_XDP sockets (repeatable; default for afxdp: the --media address's interface)")
 	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling (HTTPS and WSS unless --http)")
 	tlsCert := fs.String("tls-cert", "", "the web server's certificate (PEM; with --tls-key). Without: a self-signed one made on first start and kept in --state-dir")
 	tlsKey := fs.String("tls-key", "", "the web server's private key (PEM)")

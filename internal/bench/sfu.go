@@ -343,8 +343,13 @@ func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 	if s.rx != "" {
 		args = append(args, "--rx", s.rx)
 	}
-	if s.plane == "ebpf" {
+	switch {
+	case s.plane == "ebpf":
 		for _, iface := range e.sfuIfaces[1:] { // SFUArgs name the first
+			args = append(args, "--iface", iface)
+		}
+	case s.rx == "afxdp": // AF_XDP sockets on every host's veth: receive and send
+		for _, iface := range e.sfuIfaces {
 			args = append(args, "--iface", iface)
 		}
 	}
@@ -1087,7 +1092,9 @@ func (rep *SFUReport) compare() {
 		}
 	}
 	ebpf, user, janus := byName["ebrtc-sfu-ebpf"], byName["ebrtc-sfu-user"], byName["janus"]
-	rep.compareEncrypted(ebpf, byName["ebrtc-sfu-user-encrypted"], byName["janus-encrypted"])
+	for _, encrypted := range []string{"ebrtc-sfu-user-encrypted", "ebrtc-sfu-afxdp-encrypted"} {
+		rep.compareEncrypted(ebpf, byName[encrypted], byName["janus-encrypted"])
+	}
 	if ebpf == nil {
 		return
 	}
@@ -1124,12 +1131,12 @@ func (rep *SFUReport) compareEncrypted(plainEBPF, ebrtc, janus *SFUResult) {
 	}
 	if janus != nil && janus.RelayCoreNsPerReplicaAtMax > 0 {
 		ratio := janus.RelayCoreNsPerReplicaAtMax / ebrtc.RelayCoreNsPerReplicaAtMax
-		rep.Targets = append(rep.Targets, TargetResult{Target: "encrypted: Janus/ebrtc ns per replica (loss-free max)",
+		rep.Targets = append(rep.Targets, TargetResult{Target: "encrypted: janus/" + ebrtc.Name + " ns per replica (loss-free max)",
 			Value: ratio, Want: ">= 10", Met: ratio >= 10})
 	}
 	if plainEBPF != nil && plainEBPF.RelayCoreNsPerReplicaAtMax > 0 {
 		ratio := ebrtc.RelayCoreNsPerReplicaAtMax / plainEBPF.RelayCoreNsPerReplicaAtMax
-		rep.Targets = append(rep.Targets, TargetResult{Target: "encrypted ebrtc / plain eBPF ns per replica (loss-free max)",
+		rep.Targets = append(rep.Targets, TargetResult{Target: ebrtc.Name + " / plain eBPF ns per replica (loss-free max)",
 			Value: ratio, Want: "<= 2", Met: ratio <= 2})
 	}
 }

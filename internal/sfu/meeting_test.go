@@ -94,7 +94,7 @@ type checkedMeeting struct {
 // browserMeetingChecked runs the three-party meeting on plane (testbedSFU)
 // with the wire captured, and holds it to what every meeting must do.
 func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting {
-	tb, dp := testbedSFU(t, plane, testbed.SFUMedia)
+	tb, dp, _ := testbedSFU(t, plane, testbed.SFUMedia)
 	const participants, seconds = 3, 30
 	scraped := make(chan sfuScrape, 1)
 	captured := make(chan wireCapture, 1)
@@ -225,19 +225,22 @@ func scrapeDuringMeeting(client *netns.NS, ctx context.Context) sfuScrape {
 // run no XDP): the web server at testbed.SFUWeb, metrics at :9108,
 // media at testbed.SFUMedia.
 func meetingSFU(t *testing.T) (*testbed.Testbed, dataplane.Plane) {
-	return testbedSFU(t, "ebpf", testbed.SFUMedia)
+	tb, dp, _ := testbedSFU(t, "ebpf", testbed.SFUMedia)
+	return tb, dp
 }
 
 // testbedSFU is meetingSFU with either data plane and these media sockets.
 // sfuAdmin is the admin endpoint of the SFU testbedSFU runs (one at a time).
 var sfuAdmin = fmt.Sprintf("unix:%s/ebrtc-sfu-test-%d.sock", os.TempDir(), os.Getpid())
 
-func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.Testbed, dataplane.Plane) {
+// hosts are the client namespaces behind the SFU's veths: the testbed's
+// client and, with AF_XDP, a second (AF_XDP sockets on both veths).
+func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (tb *testbed.Testbed, dp dataplane.Plane, hosts []*netns.NS) {
 	testenv.RequireRoot(t)
-	// plane "user+afxdp": the user data plane receiving through AF_XDP, on
-	// a testbed whose hosts send full checksums (a container host's partial
-	// ones all take the kernel socket: pkg/afxdp). Suffixes in this order:
-	// user+afxdp+encrypted+vp8.
+	// plane "user+afxdp": the user data plane receiving and sending through
+	// AF_XDP, on a testbed whose hosts send full checksums (a container
+	// host's partial ones all take the kernel socket: pkg/afxdp). Suffixes
+	// in this order: user+afxdp+encrypted+vp8.
 	// plane "...+vp8": VP8 the room's video codec (Firefox and Chromium
 	// both send it; AV1 otherwise).
 	codecs := signaling.DefaultCodecs
@@ -260,6 +263,18 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 		testenv.Missing(t, "testbed: %v", err)
 	}
 	t.Cleanup(func() { _ = tb.Close() })
+	hosts = []*netns.NS{tb.Client}
+	var ifaces []string // the eBPF data plane's, or AF_XDP's
+	if plane == "ebpf" || rx == "afxdp" {
+		ifaces = []string{testbed.ServerCliIface}
+	}
+	if rx == "afxdp" {
+		ns, _, link, err := tb.AddClient(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts, ifaces = append(hosts, ns), append(ifaces, link)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan dataplane.Plane, 1)
 	done := make(chan error, 1)
@@ -269,7 +284,7 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
 				AdminListen:   sfuAdmin,
 				Media:         media,
-				Ifaces:        []string{testbed.ServerCliIface},
+				Ifaces:        ifaces,
 				Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }})
 		})
 	}()
@@ -281,11 +296,11 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (*testbed.T
 	})
 	select {
 	case plane := <-ready:
-		return tb, plane
+		return tb, plane, hosts
 	case err := <-done:
 		t.Fatalf("sfu: %v", err)
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // browserMeeting runs meeting.mjs: n headless Chromium participants in

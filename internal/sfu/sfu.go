@@ -31,7 +31,7 @@ type Config struct {
 	Listen string           // the web server (page and signaling)
 	Web    web.TLS          // HTTPS (a certificate given, or self-signed: the default) or plain HTTP
 	Media  []netip.AddrPort // media sockets: the ICE candidates, one per family
-	Ifaces []string         // where the eBPF data plane runs (TC ingress)
+	Ifaces []string         // where the eBPF data plane runs (TC ingress), or with RX afxdp the AF_XDP sockets (default: the media address's interface)
 	// Dataplane is "user" (the default with encrypted media) or "ebpf"
 	// (the default with Unencrypted: forwarding in TC BPF).
 	Dataplane string
@@ -94,6 +94,9 @@ func (c *Config) validate() error {
 	}
 	switch c.RX {
 	case "", "kernel":
+		if c.Dataplane == "user" && len(c.Ifaces) > 0 {
+			return errors.New("sfu: iface: names where the eBPF data plane or AF_XDP (--rx afxdp) runs; the user data plane on kernel sockets takes none")
+		}
 	case "afxdp":
 		if c.Dataplane != "user" {
 			return errors.New("sfu: rx: afxdp needs the user data plane (the eBPF one forwards in the kernel)")
@@ -236,7 +239,8 @@ func closeMedia(conns []*net.UDPConn, rx []*afxdp.Conn) {
 func openMedia(cfg Config) (conns []*net.UDPConn, rx []*afxdp.Conn, err error) {
 	for _, m := range cfg.Media {
 		if cfg.RX == "afxdp" {
-			c, err := afxdp.Listen("udp", m.String())
+			lc := afxdp.ListenConfig{Interfaces: cfg.Ifaces}
+			c, err := lc.ListenPacket(context.Background(), "udp", m.String())
 			if err != nil {
 				return conns, rx, fmt.Errorf("sfu: media socket (rx afxdp): %w", err)
 			}

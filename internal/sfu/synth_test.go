@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ import (
 // both data planes; encrypted (DTLS-SRTP: every receiver opens what its
 // keys sealed), the same bytes.
 func TestSyntheticOneToHundred(t *testing.T) {
-	for _, plane := range []string{"ebpf", "user", "user+afxdp", "user+encrypted"} {
+	for _, plane := range []string{"ebpf", "user", "user+encrypted", "user+afxdp+encrypted"} {
 		t.Run(plane, func(t *testing.T) { oneToMany(t, plane, 100, false) })
 	}
 	// Media over IPv6 (signaling stays on IPv4): 20 receivers.
@@ -33,7 +32,7 @@ func TestSyntheticOneToHundred(t *testing.T) {
 
 func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 	// One media socket per family: the participants take their own.
-	tb, dp := testbedSFU(t, plane, testbed.SFUMedia, netip.AddrPortFrom(testbed.ServerClientIP6, testbed.SFUMedia.Port()))
+	tb, dp, hosts := testbedSFU(t, plane, testbed.SFUMedia, netip.AddrPortFrom(testbed.ServerClientIP6, testbed.SFUMedia.Port()))
 	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "scale",
 		Ledger: &synth.Ledger{}, IPv6: v6}
 	if strings.Contains(plane, "+encrypted") {
@@ -41,7 +40,14 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 		// SFU made itself (what is checked here is the media).
 		cfg.Encrypted, cfg.SignalingTLS = true, &tls.Config{InsecureSkipVerify: true}
 	}
-	pub, stream, rcv, count := onePass(t, cfg, slices.Repeat([]synth.Config{cfg}, receivers))
+	// The receivers take turns over the hosts (with AF_XDP, two veths:
+	// replicas leave by the TX ring of each).
+	receiverCfgs := make([]synth.Config, receivers)
+	for i := range receiverCfgs {
+		receiverCfgs[i] = cfg
+		receiverCfgs[i].Net = synth.NetIn(hosts[i%len(hosts)])
+	}
+	pub, stream, rcv, count := onePass(t, cfg, receiverCfgs)
 	want := map[uint32]int{}
 	for k := range count {
 		b, _, _ := stream.Packet(k)
@@ -83,7 +89,7 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 		t.Errorf("data plane counted %d replicas, want %d", o[dataplane.Replica].Packets, count*receivers)
 	}
 	requireAdminRoom(t, pub.ID, receivers, count)
-	if strings.HasSuffix(plane, "+afxdp") {
+	if strings.Contains(plane, "+afxdp") {
 		m, err := testbed.ScrapeMetrics(tb.Client, testbed.ServerClientIP4.String()+":9108")
 		if err != nil {
 			t.Fatal(err)

@@ -190,9 +190,13 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 	for i := 0; i < len(rs); {
 		via := rs[i].receiver().From
 		b.replicas, b.to = b.replicas[:0], b.to[:0]
-		for ; i < len(rs) && rs[i].receiver().From == via; i++ {
-			if out := f.ready(rs[i], &pi, b.bufs[len(b.replicas)][:0]); out != nil {
-				b.replicas = append(b.replicas, afxdp.Message{Buf: out, Addr: rs[i].receiver().To})
+		for ; i < len(rs); i++ {
+			rc := rs[i].receiver()
+			if rc.From != via {
+				break
+			}
+			if out := f.ready(rs[i], rc.To, &pi, b.bufs[len(b.replicas)][:0]); out != nil {
+				b.replicas = append(b.replicas, afxdp.Message{Buf: out, Addr: rc.To})
 				b.to = append(b.to, rs[i])
 			}
 		}
@@ -202,8 +206,8 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 }
 
 // ready is replica r's bytes (p itself, or a copy in buf that differs),
-// or nil when r gets nothing (counted).
-func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
+// or nil when r gets nothing (counted); to is r's address.
+func (f *forwarder) ready(r replicaState, to netip.AddrPort, pi *packetInfo, buf []byte) []byte {
 	p := pi.p
 	if pi.gate == gateHold && r.waiting() {
 		f.count(Gated, pi.size)
@@ -240,7 +244,7 @@ func (f *forwarder) ready(r replicaState, pi *packetInfo, buf []byte) []byte {
 		if &out[0] == &p[0] {
 			out = append(buf, p...)
 		}
-		stampTWCC(out, pi.twccOff, l.take(len(p)+f.keys.overhead(r.receiver().To)))
+		stampTWCC(out, pi.twccOff, l.take(len(p)+f.keys.overhead(to)))
 	}
 	return out
 }

@@ -2,8 +2,10 @@ package dataplane
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 )
 
 // Encrypted media (the user plane): each browser connection's SRTP keys
@@ -25,34 +27,43 @@ type Protection interface {
 	Overhead() int
 }
 
-// protections are the connections' keys by remote address.
+// protections are the connections' keys by remote address, copied on
+// write: a replica's lookup takes no lock (keys change per connection,
+// lookups per replica).
 type protections struct {
-	mu sync.RWMutex
-	by map[netip.AddrPort]Protection
+	mu sync.Mutex // writers
+	by atomic.Pointer[map[netip.AddrPort]Protection]
 }
 
-func newProtections() *protections { return &protections{by: map[netip.AddrPort]Protection{}} }
+func newProtections() *protections {
+	k := &protections{}
+	k.by.Store(&map[netip.AddrPort]Protection{})
+	return k
+}
 
-func (k *protections) of(a netip.AddrPort) Protection {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	return k.by[a]
+func (k *protections) of(a netip.AddrPort) Protection { return (*k.by.Load())[a] }
+
+// update replaces the map with a copy that change made.
+func (k *protections) update(change func(map[netip.AddrPort]Protection)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	by := maps.Clone(*k.by.Load())
+	change(by)
+	k.by.Store(&by)
 }
 
 func (k *protections) set(a netip.AddrPort, p Protection) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.by[a] = p
+	k.update(func(by map[netip.AddrPort]Protection) { by[a] = p })
 }
 
 // drop takes a's keys away if they are p (another connection's, given
 // the address since, stay).
 func (k *protections) drop(a netip.AddrPort, p Protection) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.by[a] == p {
-		delete(k.by, a)
-	}
+	k.update(func(by map[netip.AddrPort]Protection) {
+		if by[a] == p {
+			delete(by, a)
+		}
+	})
 }
 
 // errUnprotected: RTP or RTCP for a connection without keys.

@@ -577,19 +577,21 @@ func (l *Leg) startProbe(now time.Duration, rate float64, length time.Duration) 
 	l.mu.Unlock()
 }
 
-// stopProbe ends the leg's probe's padding.
-func (l *Leg) stopProbe() {
-	l.mu.Lock()
-	l.probe = probeState{}
-	l.mu.Unlock()
-}
-
 // pace sends the repairs the link has room for now, and the padding the
-// leg's probe owes by now.
-func (l *Leg) pace(now time.Duration) {
+// leg's probe owes by now (none when probing is false: the link queues
+// under it, and the probe ends). An idle leg costs one lock: the pacing
+// runs over every leg every PaceInterval.
+func (l *Leg) pace(now time.Duration, probing bool) {
 	l.mu.Lock()
+	if !probing {
+		l.probe = probeState{}
+	}
 	waiting := len(l.repairs.waiting) > 0
+	idle := !waiting && len(l.repeats) == 0 && l.probe.rate <= 0
 	l.mu.Unlock()
+	if idle {
+		return
+	}
 	if waiting && l.dp != nil {
 		l.repair(now)
 	}

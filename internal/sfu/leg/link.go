@@ -184,10 +184,7 @@ func (k *link) pace(now time.Duration) {
 	legs, padding := slices.Clone(k.legs), k.rc.Padding()
 	k.mu.Unlock()
 	for _, l := range legs {
-		if !padding {
-			l.stopProbe()
-		}
-		l.pace(now)
+		l.pace(now, padding)
 	}
 }
 
