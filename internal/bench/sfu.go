@@ -352,6 +352,8 @@ func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 		for _, iface := range e.sfuIfaces {
 			args = append(args, "--iface", iface)
 		}
+	default: // one worker: the SFU gets one core (pinned once it runs, so it sees the machine's)
+		args = append(args, "--workers", "1")
 	}
 	r, err := e.tb.StartRelay(e.ebrtc, args...)
 	if err != nil {

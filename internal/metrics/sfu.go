@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
@@ -26,6 +28,8 @@ var (
 		"UDP payload bytes of a sender's stream sent to a receiver.", []string{"room", "sender", "receiver"}, nil)
 	sfuWaitingDesc = prometheus.NewDesc("ebrtc_sfu_receiver_waiting_key_frame",
 		"1 while a receiver waits for the sender's next key frame (its video is held back).", []string{"room", "sender", "receiver"}, nil)
+	sfuWorkerDatagramsDesc = prometheus.NewDesc("ebrtc_sfu_worker_datagrams_total",
+		"Datagrams each of the user data plane's reading goroutines took (a media socket, or a worker's socket of its SO_REUSEPORT group: --workers).", []string{"worker"}, nil)
 )
 
 // SFUCollector reads the SFU's rooms from the controller and its counters
@@ -43,7 +47,7 @@ func NewSFUCollector(mode string, plane dataplane.Plane, ctrl *controller.Contro
 
 func (c *SFUCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{sfuPlaneDesc, sfuRoomsDesc, sfuParticipantsDesc, sfuDatagramsDesc, sfuBytesDesc,
-		sfuSenderPacketsDesc, sfuSenderBytesDesc, sfuReceiverPacketsDesc, sfuReceiverBytesDesc, sfuWaitingDesc} {
+		sfuSenderPacketsDesc, sfuSenderBytesDesc, sfuReceiverPacketsDesc, sfuReceiverBytesDesc, sfuWaitingDesc, sfuWorkerDatagramsDesc} {
 		ch <- d
 	}
 }
@@ -62,6 +66,11 @@ func (c *SFUCollector) Collect(ch chan<- prometheus.Metric) {
 	for o, n := range outcomes {
 		ch <- prometheus.MustNewConstMetric(sfuDatagramsDesc, prometheus.CounterValue, float64(n.Packets), o.String())
 		ch <- prometheus.MustNewConstMetric(sfuBytesDesc, prometheus.CounterValue, float64(n.Bytes), o.String())
+	}
+	if w, ok := c.plane.(interface{ WorkerReads() []uint64 }); ok {
+		for i, n := range w.WorkerReads() {
+			ch <- prometheus.MustNewConstMetric(sfuWorkerDatagramsDesc, prometheus.CounterValue, float64(n), strconv.Itoa(i))
+		}
 	}
 	for _, s := range c.ctrl.Streams() {
 		st, err := c.plane.StreamStats(s.From)

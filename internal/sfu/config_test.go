@@ -20,6 +20,9 @@ func TestConfigRefusedNamingTheField(t *testing.T) {
 		{Config{Media: media, RX: "dpdk"}, "rx"},
 		{Config{Media: media, Ifaces: []string{"eth0"}}, "iface"}, // kernel sockets take no interfaces
 		{Config{Media: media, MetricsLabels: "all"}, "metrics-labels"},
+		{Config{Media: media, Workers: -1}, "workers"},
+		{Config{Media: media, RX: "afxdp", Workers: 2}, "workers"},
+		{Config{Media: media, Unencrypted: true, Ifaces: []string{"eth0"}, Workers: 2}, "workers"},
 	} {
 		err := tc.cfg.validate()
 		if err == nil || !strings.HasPrefix(err.Error(), "sfu: "+tc.field+":") {
@@ -30,6 +33,7 @@ func TestConfigRefusedNamingTheField(t *testing.T) {
 		{Media: media},
 		{Media: media, RX: "afxdp", Ifaces: []string{"eth0", "eth1"}}, // AF_XDP on both
 		{Media: media, Unencrypted: true, Ifaces: []string{"eth0"}},
+		{Media: media, Workers: 4},
 	} {
 		if err := ok.validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)

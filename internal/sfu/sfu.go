@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/admin"
@@ -42,8 +43,13 @@ type Config struct {
 	Unencrypted bool
 	// RX is how the user data plane receives: "kernel" (the default:
 	// recvmmsg) or "afxdp" (AF_XDP sockets, pkg/afxdp).
-	RX     string
-	Codecs signaling.Codecs
+	RX string
+	// Workers is how many sockets each media address has on the user data
+	// plane's kernel receive (one SO_REUSEPORT group), each read by a
+	// goroutine of its own: 0 (the default) one per CPU the process may
+	// use (GOMAXPROCS). The eBPF data plane and RX afxdp take 1.
+	Workers int
+	Codecs  signaling.Codecs
 	// NoRateAdaptation: every receiver gets every layer of every stream
 	// (by default each receiver's AV1 temporal layers follow its estimate).
 	NoRateAdaptation bool
@@ -104,6 +110,12 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("sfu: rx: %q (want kernel or afxdp)", c.RX)
 	}
+	switch {
+	case c.Workers < 0:
+		return fmt.Errorf("sfu: workers: %d (want 0 for one per CPU, or more)", c.Workers)
+	case c.Workers > 1 && (c.Dataplane != "user" || c.RX == "afxdp"):
+		return errors.New("sfu: workers: only the user data plane on kernel sockets has workers (the eBPF data plane forwards in the kernel; AF_XDP reads its queues itself)")
+	}
 	switch c.MetricsLabels {
 	case "", "none", "receiver":
 	default:
@@ -129,9 +141,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("sfu: %w", err)
 	}
-	conns, rx, err := openMedia(cfg)
+	sockets, err := openMedia(cfg)
 	if err != nil {
-		closeMedia(conns, rx)
 		return err
 	}
 	ice, routes := agent.NewICE(agent.ICEConfig{}), leg.NewRoutes()
@@ -140,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var dtls agent.DTLS
 	if !cfg.Unencrypted {
 		if id, err = secure.NewIdentity(); err != nil {
-			closeMedia(conns, rx)
+			sockets.close()
 			return err
 		}
 		transports = secure.NewTransports(ice.SessionAt)
@@ -149,7 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ag, err := agent.New(ice, routes, dtls)
 	if err != nil {
-		closeMedia(conns, rx)
+		sockets.close()
 		return err
 	}
 	upcall := func(p []byte, from netip.AddrPort, c *net.UDPConn) {
@@ -157,7 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 			cfg.Log.Debug("agent", "err", err)
 		}
 	}
-	plane, err := openPlane(cfg, conns, rx, upcall) // owns the sockets from here on
+	plane, err := openPlane(cfg, sockets, upcall) // owns the sockets from here on
 	if err != nil {
 		return err
 	}
@@ -179,7 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if cfg.MetricsListen != "" {
-		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl), metrics.NewAFXDPCollector(rx),
+		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl), metrics.NewAFXDPCollector(sockets.rx),
 			leg.NewCollector(legs, cfg.MetricsLabels))
 		if err != nil {
 			return fmt.Errorf("sfu: %w", err)
@@ -211,7 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 		scheme = "https"
 		cfg.Log.Info("web certificate", "sha256", cert.Fingerprint, "self_signed_made_now", cert.Made, "file", cert.File)
 	}
-	cfg.Log.Info("sfu serving", "web", scheme+"://"+ln.Addr().String()+"/", "media", cfg.Media, "dataplane", cfg.Dataplane, "encrypted", !cfg.Unencrypted)
+	cfg.Log.Info("sfu serving", "web", scheme+"://"+ln.Addr().String()+"/", "media", cfg.Media, "dataplane", cfg.Dataplane, "workers", cfg.workers(), "encrypted", !cfg.Unencrypted)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr(), plane)
 	}
@@ -225,55 +236,83 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func closeMedia(conns []*net.UDPConn, rx []*afxdp.Conn) {
-	for _, c := range conns {
+// workers is how many sockets each media address gets (Config.Workers).
+func (c *Config) workers() int {
+	switch {
+	case c.Dataplane != "user" || c.RX == "afxdp":
+		return 1
+	case c.Workers == 0:
+		return runtime.GOMAXPROCS(0)
+	}
+	return c.Workers
+}
+
+// media is the SFU's media sockets: one per address (conns); with --rx
+// afxdp each is the kernel socket of an AF_XDP conn (rx) that receives in
+// its place, and otherwise each leads an SO_REUSEPORT group whose other
+// sockets the user plane's workers read.
+type media struct {
+	conns   []*net.UDPConn
+	rx      []*afxdp.Conn
+	workers map[*net.UDPConn][]*net.UDPConn
+}
+
+func (m *media) close() {
+	for _, c := range m.conns {
 		c.Close()
 	}
-	for _, c := range rx {
+	for _, c := range m.rx {
 		c.Close()
+	}
+	for _, ws := range m.workers {
+		for _, w := range ws {
+			w.Close()
+		}
 	}
 }
 
-// openMedia opens the media sockets; with --rx afxdp each is the kernel
-// socket of an AF_XDP conn (rx), which receives in its place.
-func openMedia(cfg Config) (conns []*net.UDPConn, rx []*afxdp.Conn, err error) {
-	for _, m := range cfg.Media {
+// openMedia opens the media sockets; on failure it closes those it opened.
+func openMedia(cfg Config) (*media, error) {
+	m := &media{workers: map[*net.UDPConn][]*net.UDPConn{}}
+	for _, addr := range cfg.Media {
 		if cfg.RX == "afxdp" {
 			lc := afxdp.ListenConfig{Interfaces: cfg.Ifaces}
-			c, err := lc.ListenPacket(context.Background(), "udp", m.String())
+			c, err := lc.ListenPacket(context.Background(), "udp", addr.String())
 			if err != nil {
-				return conns, rx, fmt.Errorf("sfu: media socket (rx afxdp): %w", err)
+				m.close()
+				return nil, fmt.Errorf("sfu: media socket (rx afxdp): %w", err)
 			}
-			rx = append(rx, c)
-			conns = append(conns, c.KernelConn())
+			m.rx, m.conns = append(m.rx, c), append(m.conns, c.KernelConn())
 			continue
 		}
-		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(m))
+		group, err := dataplane.ListenGroup(addr, cfg.workers())
 		if err != nil {
-			return conns, rx, fmt.Errorf("sfu: media socket: %w", err)
+			m.close()
+			return nil, fmt.Errorf("sfu: media socket: %w", err)
 		}
-		conns = append(conns, c)
+		m.conns, m.workers[group[0]] = append(m.conns, group[0]), group[1:]
 	}
-	return conns, rx, nil
+	return m, nil
 }
 
 // openPlane makes the data plane on the media sockets: it reads them and
 // closes them; a failure closes them too.
-func openPlane(cfg Config, conns []*net.UDPConn, rx []*afxdp.Conn, upcall func([]byte, netip.AddrPort, *net.UDPConn)) (dataplane.Plane, error) {
+func openPlane(cfg Config, m *media, upcall func([]byte, netip.AddrPort, *net.UDPConn)) (dataplane.Plane, error) {
 	if cfg.Dataplane == "user" {
 		readers := map[*net.UDPConn]dataplane.DatagramConn{}
-		for i, c := range rx {
-			readers[conns[i]] = c
+		for i, c := range m.rx {
+			readers[m.conns[i]] = c
 		}
-		u, err := dataplane.NewUser(dataplane.UserConfig{Conns: conns, Readers: readers, Upcall: upcall, Encrypted: !cfg.Unencrypted})
+		u, err := dataplane.NewUser(dataplane.UserConfig{Conns: m.conns, Readers: readers, Workers: m.workers, Upcall: upcall,
+			Encrypted: !cfg.Unencrypted})
 		if err != nil {
-			closeMedia(conns, rx)
+			m.close()
 		}
 		return u, err
 	}
-	d, err := dataplane.Load(dataplane.Config{Media: cfg.Media, Conns: conns, Upcall: upcall})
+	d, err := dataplane.Load(dataplane.Config{Media: cfg.Media, Conns: m.conns, Upcall: upcall})
 	if err != nil {
-		closeMedia(conns, rx)
+		m.close()
 		return nil, err
 	}
 	for _, iface := range cfg.Ifaces {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 
 	"golang.org/x/net/ipv4"
 
@@ -84,6 +85,7 @@ type mediaConn struct {
 	conn   *net.UDPConn
 	batch  *ipv4.PacketConn // recvmmsg/sendmmsg; works on IPv6 sockets too
 	reader DatagramConn     // receives and sends instead of batch, if set
+	read   atomic.Uint64    // datagrams its reader took
 }
 
 func newMediaConn(c *net.UDPConn, reader DatagramConn) *mediaConn {

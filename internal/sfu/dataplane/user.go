@@ -1,14 +1,17 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
@@ -59,6 +62,12 @@ type UserConfig struct {
 	// Encrypted: media is SRTP, keyed per connection (Protect): opened
 	// once as it arrives, sealed per receiver; DTLS goes to Upcall too.
 	Encrypted bool
+	// Workers, where set, are more sockets in a conn's SO_REUSEPORT
+	// group, each read by a goroutine of its own. The kernel spreads the
+	// group's datagrams by their addresses, so a sender's stay on one
+	// worker, in order, and senders are forwarded on as many cores.
+	// Replicas and upcalls still go by the conn. Close closes them.
+	Workers map[*net.UDPConn][]*net.UDPConn
 }
 
 // DatagramConn receives and sends datagrams a batch at a time (an AF_XDP
@@ -82,8 +91,50 @@ type User struct {
 	senders map[userKey]*userStream
 	streams map[netip.AddrPort]*userStream
 
-	counts [outcomeMax]counter
-	wg     sync.WaitGroup
+	counts  [outcomeMax]counter
+	readers []*mediaConn   // each read by a goroutine: the conns, each followed by its workers
+	workers []*net.UDPConn // UserConfig.Workers
+	wg      sync.WaitGroup
+}
+
+// ListenGroup binds n UDP sockets to addr, one SO_REUSEPORT group when
+// n > 1 (the first a conn of UserConfig.Conns, the others its Workers):
+// the kernel hands each remote address's datagrams to one of them.
+func ListenGroup(addr netip.AddrPort, n int) ([]*net.UDPConn, error) {
+	var lc net.ListenConfig
+	if n > 1 {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var err error
+			if cerr := c.Control(func(fd uintptr) {
+				err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+	}
+	group := make([]*net.UDPConn, 0, n)
+	for range n {
+		pc, err := lc.ListenPacket(context.Background(), "udp", addr.String())
+		if err != nil {
+			for _, c := range group {
+				c.Close()
+			}
+			return nil, err
+		}
+		group = append(group, pc.(*net.UDPConn))
+	}
+	return group, nil
+}
+
+// WorkerReads is how many datagrams each reading goroutine took: the
+// conns in UserConfig order, each followed by its workers.
+func (u *User) WorkerReads() []uint64 {
+	n := make([]uint64, len(u.readers))
+	for i, c := range u.readers {
+		n[i] = c.read.Load()
+	}
+	return n
 }
 
 type userKey struct {
@@ -171,7 +222,16 @@ func NewUser(cfg UserConfig) (*User, error) {
 	if cfg.Encrypted {
 		u.fwd.keys = newProtections()
 	}
-	for _, c := range conns {
+	for _, kc := range cfg.Conns { // in order: WorkerReads
+		c := conns[unmapped(kc.LocalAddr().(*net.UDPAddr).AddrPort())]
+		u.readers = append(u.readers, c)
+		for _, w := range cfg.Workers[kc] {
+			// Reads w; what it reads goes on as the conn's.
+			u.readers = append(u.readers, &mediaConn{conn: c.conn, batch: ipv4.NewPacketConn(w)})
+			u.workers = append(u.workers, w)
+		}
+	}
+	for _, c := range u.readers {
 		u.wg.Add(1)
 		go func() {
 			defer u.wg.Done()
@@ -300,6 +360,9 @@ func (u *User) StreamStats(from netip.AddrPort) (StreamStats, error) {
 // Close closes the sockets and waits for the readers.
 func (u *User) Close() error {
 	errs := closeConns(u.fwd.conns)
+	for _, w := range u.workers {
+		errs = append(errs, w.Close())
+	}
 	u.wg.Wait()
 	return errors.Join(errs...)
 }
@@ -335,6 +398,7 @@ func serve(c *mediaConn, encrypted bool, handle func(c *mediaConn, p []byte, fro
 				}
 				continue
 			}
+			c.read.Add(uint64(n))
 			for _, m := range ms[:n] {
 				handle(c, m.Buf[:m.N], unmapped(m.Addr), b)
 			}
@@ -352,6 +416,7 @@ func serve(c *mediaConn, encrypted bool, handle func(c *mediaConn, p []byte, fro
 			}
 			continue
 		}
+		c.read.Add(uint64(n))
 		for _, m := range msgs[:n] {
 			handle(c, m.Buffers[0][:m.N], unmapped(m.Addr.(*net.UDPAddr).AddrPort()), b)
 		}
