@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 
 	"github.com/ebrtc/ebrtc/internal/egress"
@@ -86,23 +87,39 @@ func writeFrame(f []byte, p *egress.Path, src, dst netip.AddrPort, payload []byt
 
 // sumNative adds b to sum as 16-bit words in memory order (the Internet
 // checksum is the same in either byte order, RFC 1071): fold it and
-// store it in memory order.
+// store it in memory order. It adds 64-bit words with end-around carry,
+// four at a time (2^64 = 1 modulo 2^16-1, so the folded sum is the
+// 16-bit one), and returns a value congruent to the 16-bit sum, zero
+// only for all-zero input: a replica's checksum is a pass over its
+// payload, so this is one of the sender's costs per replica.
 func sumNative(b []byte, sum uint64) uint64 {
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.NativeEndian.Uint64(b[i:])
-		sum += w & 0xffffffff
-		sum += w >> 32
+	acc, carries := sum, uint64(0)
+	var c uint64
+	for ; len(b) >= 32; b = b[32:] {
+		acc, c = bits.Add64(acc, binary.NativeEndian.Uint64(b), 0)
+		carries += c
+		acc, c = bits.Add64(acc, binary.NativeEndian.Uint64(b[8:]), 0)
+		carries += c
+		acc, c = bits.Add64(acc, binary.NativeEndian.Uint64(b[16:]), 0)
+		carries += c
+		acc, c = bits.Add64(acc, binary.NativeEndian.Uint64(b[24:]), 0)
+		carries += c
 	}
-	for ; i+2 <= len(b); i += 2 {
-		sum += uint64(binary.NativeEndian.Uint16(b[i:]))
+	for ; len(b) >= 8; b = b[8:] {
+		acc, c = bits.Add64(acc, binary.NativeEndian.Uint64(b), 0)
+		carries += c
 	}
-	if i < len(b) {
+	// Down to 33 bits, then the rest as 16-bit words (no overflow left).
+	total := acc&0xffffffff + acc>>32 + carries
+	for ; len(b) >= 2; b = b[2:] {
+		total += uint64(binary.NativeEndian.Uint16(b))
+	}
+	if len(b) == 1 {
 		var last [2]byte
-		last[0] = b[i]
-		sum += uint64(binary.NativeEndian.Uint16(last[:]))
+		last[0] = b[0]
+		total += uint64(binary.NativeEndian.Uint16(last[:]))
 	}
-	return sum
+	return total
 }
 
 // fold folds a sum to 16 bits.
