@@ -1156,7 +1156,7 @@ func (rep *SFUReport) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 	for _, t := range rep.Targets {
-		fmt.Fprintf(w, "  %-55s %8.2f  want %-6s %s\n", t.Target, t.Value, t.Want, map[bool]string{true: "met", false: "MISSED"}[t.Met])
+		fmt.Fprintf(w, "  %-70s %8.2f  want %-6s %s\n", t.Target, t.Value, t.Want, map[bool]string{true: "met", false: "MISSED"}[t.Met])
 	}
 	fmt.Fprintf(w, "elapsed %v\n", rep.Elapsed.Round(time.Second))
 }

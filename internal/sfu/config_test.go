@@ -21,6 +21,7 @@ func TestConfigRefusedNamingTheField(t *testing.T) {
 		{Config{Media: media, Ifaces: []string{"eth0"}}, "iface"}, // kernel sockets take no interfaces
 		{Config{Media: media, MetricsLabels: "all"}, "metrics-labels"},
 		{Config{Media: media, Workers: -1}, "workers"},
+		{Config{Media: media, Workers: 65}, "workers"},
 		{Config{Media: media, RX: "afxdp", Workers: 2}, "workers"},
 		{Config{Media: media, Unencrypted: true, Ifaces: []string{"eth0"}, Workers: 2}, "workers"},
 	} {

@@ -47,7 +47,8 @@ type Config struct {
 	// Workers is how many sockets each media address has on the user data
 	// plane's kernel receive (one SO_REUSEPORT group), each read by a
 	// goroutine of its own: 0 (the default) one per CPU the process may
-	// use (GOMAXPROCS). The eBPF data plane and RX afxdp take 1.
+	// use (GOMAXPROCS), at most 8; at most 64 given. The eBPF data plane
+	// and RX afxdp take 1.
 	Workers int
 	Codecs  signaling.Codecs
 	// NoRateAdaptation: every receiver gets every layer of every stream
@@ -111,8 +112,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("sfu: rx: %q (want kernel or afxdp)", c.RX)
 	}
 	switch {
-	case c.Workers < 0:
-		return fmt.Errorf("sfu: workers: %d (want 0 for one per CPU, or more)", c.Workers)
+	case c.Workers < 0 || c.Workers > maxWorkers:
+		return fmt.Errorf("sfu: workers: %d (want 0 for one per CPU up to %d, or 1 to %d)", c.Workers, defaultMaxWorkers, maxWorkers)
 	case c.Workers > 1 && (c.Dataplane != "user" || c.RX == "afxdp"):
 		return errors.New("sfu: workers: only the user data plane on kernel sockets has workers (the eBPF data plane forwards in the kernel; AF_XDP reads its queues itself)")
 	}
@@ -236,13 +237,21 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// Workers' bounds: each reader keeps a batch of receive buffers and a
+// fanout's replica buffers (about 2.5 MiB), so the default stops at 8 and
+// no more than 64 are taken.
+const (
+	defaultMaxWorkers = 8
+	maxWorkers        = 64
+)
+
 // workers is how many sockets each media address gets (Config.Workers).
 func (c *Config) workers() int {
 	switch {
 	case c.Dataplane != "user" || c.RX == "afxdp":
 		return 1
 	case c.Workers == 0:
-		return runtime.GOMAXPROCS(0)
+		return min(runtime.GOMAXPROCS(0), defaultMaxWorkers)
 	}
 	return c.Workers
 }
@@ -258,11 +267,14 @@ type media struct {
 }
 
 func (m *media) close() {
-	for _, c := range m.conns {
-		c.Close()
-	}
-	for _, c := range m.rx {
-		c.Close()
+	if len(m.rx) > 0 {
+		for _, c := range m.rx {
+			c.Close() // and its kernel socket, in conns
+		}
+	} else {
+		for _, c := range m.conns {
+			c.Close()
+		}
 	}
 	for _, ws := range m.workers {
 		for _, w := range ws {

@@ -100,9 +100,23 @@ type User struct {
 // ListenGroup binds n UDP sockets to addr, one SO_REUSEPORT group when
 // n > 1 (the first a conn of UserConfig.Conns, the others its Workers):
 // the kernel hands each remote address's datagrams to one of them.
+//
+// A group is the SFU's alone: before it binds, a socket without
+// SO_REUSEPORT checks that nobody holds the address (another SFU's group
+// would otherwise take in this one's sockets and a share of its senders).
 func ListenGroup(addr netip.AddrPort, n int) ([]*net.UDPConn, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("dataplane: a group of %d sockets", n)
+	}
 	var lc net.ListenConfig
 	if n > 1 {
+		if addr.Port() != 0 {
+			probe, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+			if err != nil {
+				return nil, err
+			}
+			probe.Close()
+		}
 		lc.Control = func(_, _ string, c syscall.RawConn) error {
 			var err error
 			if cerr := c.Control(func(fd uintptr) {
@@ -115,6 +129,9 @@ func ListenGroup(addr netip.AddrPort, n int) ([]*net.UDPConn, error) {
 	}
 	group := make([]*net.UDPConn, 0, n)
 	for range n {
+		if len(group) == 1 { // the others on the port the first got
+			addr = netip.AddrPortFrom(addr.Addr(), group[0].LocalAddr().(*net.UDPAddr).AddrPort().Port())
+		}
 		pc, err := lc.ListenPacket(context.Background(), "udp", addr.String())
 		if err != nil {
 			for _, c := range group {
@@ -224,6 +241,9 @@ func NewUser(cfg UserConfig) (*User, error) {
 	}
 	for _, kc := range cfg.Conns { // in order: WorkerReads
 		c := conns[unmapped(kc.LocalAddr().(*net.UDPAddr).AddrPort())]
+		if c.reader != nil && len(cfg.Workers[kc]) > 0 {
+			return nil, errors.New("dataplane: workers for a conn with a reader of its own (AF_XDP reads its queues itself)")
+		}
 		u.readers = append(u.readers, c)
 		for _, w := range cfg.Workers[kc] {
 			// Reads w; what it reads goes on as the conn's.
@@ -248,6 +268,9 @@ func mediaConns(cs []*net.UDPConn, readers map[*net.UDPConn]DatagramConn) (map[n
 		local := unmapped(c.LocalAddr().(*net.UDPAddr).AddrPort())
 		if local.Addr().IsUnspecified() {
 			return nil, fmt.Errorf("dataplane: socket %v: bind a specific address (replicas leave from it)", local)
+		}
+		if out[local] != nil {
+			return nil, fmt.Errorf("dataplane: two sockets of %v (one per address)", local)
 		}
 		out[local] = newMediaConn(c, readers[c])
 	}
@@ -282,10 +305,9 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 		if old != nil {
 			have = old.receiver(r)
 		}
-		if have == nil || have.TWCC != r.TWCC {
+		if have == nil || have.Receiver != r { // (its address is read while forwarding, unlocked)
 			have = newUserReceiver(r)
 		}
-		have.Receiver.TTL = r.TTL
 		s.receivers = append(s.receivers, have)
 		s.views = append(s.views, have)
 	}

@@ -82,16 +82,22 @@ func TestUserPlane(t *testing.T) {
 
 // Workers: two sockets of one SO_REUSEPORT group, each read by a goroutine
 // of its own. Sixteen senders (their ports hashed over the two) reach both
-// receivers whole and, per sender, in order, and both workers take some.
+// receivers whole and, per sender, in order; both workers take some, and
+// each sender's datagrams go to one.
 func TestUserPlaneWorkers(t *testing.T) {
-	group, err := ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 1)
+	group, err := ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 2)
 	must(t, err)
-	port := addrOf(group[0]).Port()
-	group[0].Close()
-	if group, err = ListenGroup(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), 2); err != nil {
-		t.Fatal(err)
-	}
 	sfu := group[0]
+	if addrOf(group[1]) != addrOf(sfu) {
+		t.Fatalf("a group on %v and %v", addrOf(sfu), addrOf(group[1]))
+	}
+	// The group is this plane's alone: another takes none of its senders.
+	if other, err := ListenGroup(addrOf(sfu), 2); err == nil {
+		for _, c := range other {
+			c.Close()
+		}
+		t.Error("a second group bound the address the first holds")
+	}
 	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{sfu}, Workers: map[*net.UDPConn][]*net.UDPConn{sfu: group[1:]}})
 	must(t, err)
 	defer u.Close()
@@ -131,8 +137,9 @@ func TestUserPlaneWorkers(t *testing.T) {
 			next[ssrc]++
 		}
 	}
+	// Each sender's datagrams all on one worker: whole multiples of a sender's.
 	reads := u.WorkerReads()
-	if len(reads) != 2 || reads[0] == 0 || reads[1] == 0 || reads[0]+reads[1] != senders*packets {
-		t.Errorf("datagrams per worker %v: want both of %d", reads, senders*packets)
+	if len(reads) != 2 || reads[0] == 0 || reads[1] == 0 || reads[0]+reads[1] != senders*packets || reads[0]%packets != 0 {
+		t.Errorf("datagrams per worker %v: want both of %d, each a whole number of senders' %d", reads, senders*packets, packets)
 	}
 }
