@@ -79,8 +79,11 @@ func TestAdminAndTop(t *testing.T) {
 	}
 	alloc := `ebrtc_turn_allocation_packets_total{client="` + a.Client.String() + `",direction="peer_to_client",path="fast",relay="` +
 		a.Relay.String() + `",user="` + user + `"}`
-	if m[alloc] < 1000 {
-		t.Errorf("%s = %v, want >= 1000", alloc, m[alloc])
+	// At 99.5% too: a datagram the fast path hands to the kernel (one
+	// with a partial checksum did in a clean-clone run: "checksum_offload
+	// (1)" in top's frame) is relayed on the slow path.
+	if m[alloc] < 995 {
+		t.Errorf("%s = %v, want >= 995", alloc, m[alloc])
 	}
 	// The allocation ends: the user's counter keeps what it relayed.
 	c.Close()
