@@ -180,8 +180,8 @@ func TestForcedXDPOnUnpreparedHostIsNotSilent(t *testing.T) {
 	res, err := testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 500, 200, 10000)
 	requireExchange(t, "client to peer after the failures", res, err)
 	// Every one went to the kernel, nearly all for want of an XDP egress (a
-	// datagram may meet another reason on the way: a neighbour being
-	// resolved again, say), and none was sent into the veth.
+	// datagram may meet another reason on the way: a partial checksum, a
+	// neighbour being resolved again), and none was sent into the veth.
 	after := metrics(t, r)
 	deltas := outcomeDeltas(m, after)
 	var handed float64
