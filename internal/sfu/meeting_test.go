@@ -239,20 +239,23 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (tb *testbe
 	testenv.RequireRoot(t)
 	// plane "user+afxdp": the user data plane receiving and sending through
 	// AF_XDP, on a testbed whose hosts send full checksums (a container
-	// host's partial ones all take the kernel socket: pkg/afxdp). Suffixes
-	// in this order: user+afxdp+encrypted+vp8.
+	// host's partial ones all take the kernel socket: pkg/afxdp), or with
+	// "+container" on one left as a container host leaves it (every other
+	// plane runs there). Suffixes in this order:
+	// user+afxdp+encrypted+container+vp8.
 	// plane "...+vp8": VP8 the room's video codec (Firefox and Chromium
 	// both send it; AV1 otherwise).
 	codecs := signaling.DefaultCodecs
 	if p, ok := strings.CutSuffix(plane, "+vp8"); ok {
 		plane, codecs.Video = p, "VP8"
 	}
+	plane, container := strings.CutSuffix(plane, "+container")
 	// plane "user+encrypted": DTLS-SRTP, and the page over HTTPS with a
 	// self-signed certificate (else plain RTP, and plain HTTP).
 	plane, encrypted := strings.CutSuffix(plane, "+encrypted")
 	opts, rx := testbed.Options{Unprepared: true}, "kernel"
 	if p, ok := strings.CutSuffix(plane, "+afxdp"); ok {
-		plane, rx, opts = p, "afxdp", testbed.Options{}
+		plane, rx, opts = p, "afxdp", testbed.Options{Unprepared: container}
 	}
 	webTLS := web.TLS{Plain: true}
 	if encrypted {

@@ -23,7 +23,7 @@ import (
 // both data planes; encrypted (DTLS-SRTP: every receiver opens what its
 // keys sealed), the same bytes.
 func TestSyntheticOneToHundred(t *testing.T) {
-	for _, plane := range []string{"ebpf", "user", "user+encrypted", "user+afxdp", "user+afxdp+encrypted"} {
+	for _, plane := range []string{"ebpf", "user", "user+encrypted", "user+afxdp", "user+afxdp+encrypted+container"} {
 		t.Run(plane, func(t *testing.T) { oneToMany(t, plane, 100, false) })
 	}
 	// Media over IPv6 (signaling stays on IPv4): 20 receivers.

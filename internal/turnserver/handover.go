@@ -18,6 +18,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/handover"
 	"github.com/ebrtc/ebrtc/internal/offload"
+	"github.com/ebrtc/ebrtc/internal/sockopt"
 )
 
 // Restarts that lose nothing (docs/operations.md). Upgrade (SIGHUP) starts
@@ -139,7 +140,7 @@ func (srv *Server) listenUDP(l Listener, network string, ordinal int) (*net.UDPC
 		}
 		return conn.(*net.UDPConn), nil
 	}
-	lc := net.ListenConfig{Control: controlWith(setReusePort, setUDPBuffers, srv.guardControl())}
+	lc := net.ListenConfig{Control: sockopt.ControlWith(sockopt.ReusePort, sockopt.UDPBuffers, srv.guardControl())}
 	conn, err := lc.ListenPacket(context.Background(), "udp"+network, l.Addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("listen udp://%s: %w", l.Addr, err)
@@ -173,7 +174,7 @@ func (srv *Server) attachGuard(conn net.PacketConn) error {
 	if err != nil {
 		return err
 	}
-	return controlWith(setUDPBuffers, srv.guardControl())("", "", rc)
+	return sockopt.ControlWith(sockopt.UDPBuffers, srv.guardControl())("", "", rc)
 }
 
 func (srv *Server) pinDir() string {

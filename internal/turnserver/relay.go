@@ -15,6 +15,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
+	"github.com/ebrtc/ebrtc/internal/sockopt"
 )
 
 // relayGenerator hands out relay sockets on the on-wire relay address of the
@@ -29,9 +30,9 @@ type relayGenerator struct {
 	limit                 ratelimit.Limit // per allocation and direction
 	stats                 *slowStats
 	events                *metrics.Events
-	guard                 controlFunc // attaches the source guard to relay sockets (nil: none)
-	gate                  *readGate   // holds relay sockets' readers for a hand-over
-	users                 userTraffic // what ended allocations relayed, per user
+	guard                 sockopt.Control // attaches the source guard to relay sockets (nil: none)
+	gate                  *readGate       // holds relay sockets' readers for a hand-over
+	users                 userTraffic     // what ended allocations relayed, per user
 
 	live liveRelays
 }
@@ -134,7 +135,7 @@ func (g *relayGenerator) AllocatePacketConn(conf turn.AllocateListenerConfig) (n
 
 // listenPacket binds a relay socket.
 func (g *relayGenerator) listenPacket(network, addr string) (net.PacketConn, error) {
-	lc := net.ListenConfig{Control: controlWith(setUDPBuffers, g.guard)}
+	lc := net.ListenConfig{Control: sockopt.ControlWith(sockopt.UDPBuffers, g.guard)}
 	return lc.ListenPacket(context.Background(), network, addr)
 }
 
@@ -157,7 +158,7 @@ func (g *relayGenerator) AllocateListener(conf turn.AllocateListenerConfig) (net
 	// port (and split its incoming connections), so the port must be free:
 	// not another allocation's (the live set), and not bound by anyone else
 	// (a first bind without the option).
-	lc := net.ListenConfig{Control: setReusePort}
+	lc := net.ListenConfig{Control: sockopt.ReusePort}
 	var ln net.Listener
 	addr, err := g.bindRelay(wire, conf.RequestedPort, true, func(a string) error {
 		probe, err := net.Listen(conf.Network, a)
@@ -187,7 +188,7 @@ func (g *relayGenerator) AllocateConn(conf turn.AllocateConnConfig) (net.Conn, e
 		g.events.Dropped.WithLabelValues("refused_peer").Inc()
 		return nil, fmt.Errorf("%w: %v", errRefusedPeer, remote)
 	}
-	d := net.Dialer{Control: setReusePort, Timeout: connectTimeout}
+	d := net.Dialer{Control: sockopt.ReusePort, Timeout: connectTimeout}
 	if conf.LocalAddr != nil {
 		if local, err := netip.ParseAddrPort(conf.LocalAddr.String()); err == nil {
 			d.LocalAddr = net.TCPAddrFromAddrPort(g.toWire(local))

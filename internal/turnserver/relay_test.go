@@ -2,6 +2,7 @@ package turnserver
 
 import (
 	"context"
+	"github.com/ebrtc/ebrtc/internal/sockopt"
 	"net"
 	"net/netip"
 	"testing"
@@ -34,7 +35,7 @@ func TestTCPRelayPortsAreNotShared(t *testing.T) {
 	first.Close()
 
 	// A service of the host listening there with SO_REUSEPORT.
-	service, err := (&net.ListenConfig{Control: setReusePort}).Listen(context.Background(), "tcp4", first.Addr().String())
+	service, err := (&net.ListenConfig{Control: sockopt.ReusePort}).Listen(context.Background(), "tcp4", first.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/logs"
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/offload"
+	"github.com/ebrtc/ebrtc/internal/sockopt"
 	"github.com/ebrtc/ebrtc/internal/sourceguard"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
@@ -268,7 +269,7 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 }
 
 // guardControl attaches the source guard to a socket, if it loaded.
-func (srv *Server) guardControl() controlFunc {
+func (srv *Server) guardControl() sockopt.Control {
 	if srv.guard == nil {
 		return nil
 	}
@@ -282,7 +283,7 @@ func (srv *Server) guardControl() controlFunc {
 // to another's allocations; SO_REUSEPORT avoids that by hashing a client
 // to one socket, which one conn per port cannot.
 func (srv *Server) addAFXDPListener(cfg *turn.ServerConfig, network, addr string, gen *relayGenerator, permit permitFunc, table *channelTable) error {
-	lc := afxdp.ListenConfig{Control: controlWith(setUDPBuffers, srv.guardControl())}
+	lc := afxdp.ListenConfig{Control: sockopt.ControlWith(sockopt.UDPBuffers, srv.guardControl())}
 	conn, err := lc.ListenPacket(context.Background(), "udp"+network, addr)
 	if err != nil {
 		return fmt.Errorf("listen udp://%s (rx afxdp): %w", addr, err)

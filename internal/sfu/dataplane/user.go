@@ -8,13 +8,12 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/net/ipv4"
-	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
+	"github.com/ebrtc/ebrtc/internal/sockopt"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
@@ -92,8 +91,7 @@ type User struct {
 	streams map[netip.AddrPort]*userStream
 
 	counts  [outcomeMax]counter
-	readers []*mediaConn   // each read by a goroutine: the conns, each followed by its workers
-	workers []*net.UDPConn // UserConfig.Workers
+	readers []*mediaConn // each read by a goroutine: the conns, each followed by its workers
 	wg      sync.WaitGroup
 }
 
@@ -117,15 +115,7 @@ func ListenGroup(addr netip.AddrPort, n int) ([]*net.UDPConn, error) {
 			}
 			probe.Close()
 		}
-		lc.Control = func(_, _ string, c syscall.RawConn) error {
-			var err error
-			if cerr := c.Control(func(fd uintptr) {
-				err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-			}); cerr != nil {
-				return cerr
-			}
-			return err
-		}
+		lc.Control = sockopt.ReusePort
 	}
 	group := make([]*net.UDPConn, 0, n)
 	for range n {
@@ -248,7 +238,6 @@ func NewUser(cfg UserConfig) (*User, error) {
 		for _, w := range cfg.Workers[kc] {
 			// Reads w; what it reads goes on as the conn's.
 			u.readers = append(u.readers, &mediaConn{conn: c.conn, batch: ipv4.NewPacketConn(w)})
-			u.workers = append(u.workers, w)
 		}
 	}
 	for _, c := range u.readers {
@@ -382,8 +371,10 @@ func (u *User) StreamStats(from netip.AddrPort) (StreamStats, error) {
 // Close closes the sockets and waits for the readers.
 func (u *User) Close() error {
 	errs := closeConns(u.fwd.conns)
-	for _, w := range u.workers {
-		errs = append(errs, w.Close())
+	for _, ws := range u.cfg.Workers {
+		for _, w := range ws {
+			errs = append(errs, w.Close())
+		}
 	}
 	u.wg.Wait()
 	return errors.Join(errs...)
