@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/coder/websocket v1.8.15
 	github.com/pion/dtls/v3 v3.1.15
 	github.com/pion/ice/v4 v4.4.8
 	github.com/pion/interceptor v0.1.51

@@ -2,9 +2,16 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 )
+
+const testSecret = "0123456789abcdef0123456789abcdef"
 
 func TestCLI(t *testing.T) {
 	for _, tc := range []struct {
@@ -31,6 +38,14 @@ func TestCLI(t *testing.T) {
 		{[]string{"offload", "--iface", "x", "--log-format", "xml"}, 2, "log format"},
 		{[]string{"sfu", "--unencrypted-media", "--media", "10.0.0.1:4000", "--log-level", "loud"}, 2, "log level"},
 		{[]string{"bench", "--afxdp", "--rate", "5"}, 2, "--rate"},
+		{[]string{"sfu", "--media", "127.0.0.1:40999", "--http"}, 1, "token-secret: rooms need join tokens"},
+		{[]string{"sfu", "--media", "127.0.0.1:40999", "--http", "--token-secret", "short"}, 1, "token-secret: 5 bytes"},
+		{[]string{"sfu", "--media", "127.0.0.1:40999", "--token-secret", "x", "--token-secret-file", "f"}, 2, "not both"},
+		{[]string{"sfu", "--media", "127.0.0.1:40999", "--open-rooms", "--max-participants", "0"}, 2, "max-participants"},
+		{[]string{"sfu", "--media", "127.0.0.1:40999", "--open-rooms", "--http", "--allowed-origin", "[bad"}, 1, "allowed-origin"},
+		{[]string{"sfu", "token", "--room", "r", "--identity", "a"}, 2, "token-secret-file"},
+		{[]string{"sfu", "token", "--token-secret", testSecret, "--room", "a room", "--identity", "a"}, 2, "room"},
+		{[]string{"sfu", "token", "--token-secret", testSecret, "--room", "r"}, 2, "identity"},
 		{[]string{"rx-probe", "--rx", "dpdk", "--listen", "127.0.0.1:0"}, 1, "rx"},
 	} {
 		var out, errOut bytes.Buffer
@@ -38,5 +53,34 @@ func TestCLI(t *testing.T) {
 		if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.contains) {
 			t.Errorf("ebrtc %v: exit %d, output %q; want exit %d containing %q", tc.args, code, out.String()+errOut.String(), tc.code, tc.contains)
 		}
+	}
+}
+
+// ebrtc sfu token mints what the SFU's gate admits: the grant asked for,
+// from a secret file (its newline dropped), as a page address if asked.
+func TestSFUToken(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte(testSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"sfu", "token", "--token-secret-file", file, "--room", "standup", "--identity", "ann", "--name", "Ann", "--viewer", "--ttl", "5m", "--url", "https://meet.test:8088/"}
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	page, token, ok := strings.Cut(strings.TrimSpace(out.String()), "?token=")
+	if !ok || page != "https://meet.test:8088/" {
+		t.Fatalf("printed %q", out.String())
+	}
+	gate, err := access.New(access.Config{Secret: []byte(testSecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := gate.Join(token, "", time.Now())
+	if err != nil || g != (access.Grant{Room: "standup", Identity: "ann", Name: "Ann"}) {
+		t.Errorf("the gate reads %+v, %v", g, err)
+	}
+	if _, _, err := gate.Join(token, "", time.Now().Add(6*time.Minute)); err == nil {
+		t.Error("joined after its ttl")
 	}
 }

@@ -1,23 +1,39 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
+	"os"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/sfu"
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	sfudataplane "github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
 )
 
 func runSFU(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "token" {
+		return runSFUToken(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sfu", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var media, ifaces listValue
+	var media, ifaces, origins listValue
+	secret := secretFlags(fs)
+	openRooms := fs.Bool("open-rooms", false, "let anyone who reaches the page join any room without a token (trusted networks, trying it out); without it the server needs --token-secret-file")
+	fs.Var(&origins, "allowed-origin", "another site whose pages may open signaling: a host pattern (meet.example.com, *.example.com) or an origin (https://meet.example.com) (repeatable; the SFU's own pages always may)")
+	maxRooms := fs.Int("max-rooms", 1000, "rooms at once; a join that would open one more is refused")
+	maxParticipants := fs.Int("max-participants", 500, "participants in one room; a join past it is refused")
+	joinRate := fs.Float64("join-rate", 5, "joins a second from one address (an IPv6 /64 is one), refilling a bucket of --join-burst")
+	joinBurst := fs.Int("join-burst", 20, "joins at once from one address")
 	fs.Var(&media, "media", "media address IP:PORT, one per family: the ICE candidates (repeatable, required)")
 	fs.Var(&ifaces, "iface", "interface media arrives on and leaves by: where the eBPF data plane runs, or with --rx afxdp the AF_XDP sockets (repeatable; default for afxdp: the --media address's interface)")
 	listen := fs.String("listen", "127.0.0.1:8088", "web server: the meeting page and WebSocket signaling (HTTPS and WSS unless --http)")
@@ -51,8 +67,19 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc sfu: %v\n", err)
 		return 2
 	}
+	key, err := secret.load(false)
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc sfu: %v\n", err)
+		return 2
+	}
 	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, Unencrypted: *unencrypted, RX: *rx, Workers: *workers, NoRateAdaptation: *noRA, MetricsListen: *metricsListen, MetricsLabels: *metricsLabels, AdminListen: *adminListen,
-		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger}
+		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger,
+		Access:         access.Config{Secret: key, Open: *openRooms, JoinRate: *joinRate, JoinBurst: *joinBurst},
+		AllowedOrigins: origins, MaxRooms: *maxRooms, MaxParticipants: *maxParticipants}
+	if *maxRooms < 1 || *maxParticipants < 1 || *joinRate <= 0 || *joinBurst < 1 {
+		fmt.Fprintln(stderr, "ebrtc sfu: max-rooms, max-participants, join-rate, join-burst: want positive numbers")
+		return 2
+	}
 	cfg.Web = web.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, Dir: *stateDir, Plain: *plainHTTP}
 	if host, _, err := net.SplitHostPort(*listen); err == nil && host != "" {
 		cfg.Web.Hosts = append(cfg.Web.Hosts, host)
@@ -73,4 +100,76 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// secretSource is where the join tokens' secret comes from: a file
+// (--token-secret-file, the way to keep it out of ps) or the flag itself.
+type secretSource struct{ file, value *string }
+
+func secretFlags(fs *flag.FlagSet) secretSource {
+	return secretSource{
+		file:  fs.String("token-secret-file", "", "file holding the secret that signs join tokens (at least 32 bytes; e.g. head -c 32 /dev/urandom | base64 > FILE); ebrtc sfu token mints them"),
+		value: fs.String("token-secret", "", "the secret itself (visible to every local user in ps: prefer --token-secret-file)"),
+	}
+}
+
+// load reads the secret; none is nil unless required.
+func (s secretSource) load(required bool) ([]byte, error) {
+	switch {
+	case *s.file != "" && *s.value != "":
+		return nil, errors.New("token-secret: give --token-secret-file or --token-secret, not both")
+	case *s.value != "":
+		return []byte(*s.value), nil
+	case *s.file != "":
+		b, err := os.ReadFile(*s.file)
+		if err != nil {
+			return nil, fmt.Errorf("token-secret-file: %w", err)
+		}
+		return bytes.TrimRight(b, "\r\n"), nil
+	case required:
+		return nil, errors.New("token-secret-file: the secret the SFU checks tokens with is needed to mint one")
+	}
+	return nil, nil
+}
+
+// runSFUToken is `ebrtc sfu token`: it mints a join token (a meeting
+// app's server does the same with any JWT library: access's format).
+func runSFUToken(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sfu token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	secret := secretFlags(fs)
+	room := fs.String("room", "", "the room the token joins (required)")
+	identity := fs.String("identity", "", "who joins: unique in the room, a second join of it replaces the first (required)")
+	name := fs.String("name", "", "the name the others see (default: the identity)")
+	ttl := fs.Duration("ttl", time.Hour, "how long the token may be used to join (and its rejoins, by reload, to follow)")
+	viewer := fs.Bool("viewer", false, "receive only: the token does not let its participant publish")
+	page := fs.String("url", "", "the SFU's page (e.g. https://meet.example.com:8088/): print the page's address with the token instead of the token")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: ebrtc sfu token --token-secret-file FILE --room R --identity I [flags]\n\nMints a join token, good for one join (its rejoins come with the join).\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	key, err := secret.load(true)
+	if err == nil {
+		var tok string
+		tok, err = access.Mint(key, access.Grant{Room: *room, Identity: *identity, Name: *name, Publish: !*viewer}, time.Now(), *ttl)
+		if err == nil && *page != "" {
+			var u *url.URL
+			if u, err = url.Parse(*page); err == nil {
+				u.RawQuery = url.Values{"token": {tok}}.Encode()
+				tok = u.String()
+			}
+		}
+		if err == nil {
+			fmt.Fprintln(stdout, tok)
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "ebrtc sfu token: %v\n", err)
+	return 2
 }

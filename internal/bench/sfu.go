@@ -418,6 +418,9 @@ func (e *env) hostIP(host int) netip.Addr { return e.hostIPs[host%len(e.hostIPs)
 func (sut *sfuUnderTest) config(e *env, host int, room string) synth.Config {
 	c := sut.join
 	c.Net, c.Room = synth.NetIn(e.hosts[host%len(e.hosts)]), room
+	if !c.Janus {
+		c.Token = testbed.SFUTokens(room)
+	}
 	if sut.adapted && host%2 == 1 {
 		c.Estimate = adaptedEstimate
 	}

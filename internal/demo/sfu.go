@@ -39,7 +39,7 @@ func runSFU(ctx context.Context, tb *testbed.Testbed, bin, plane string, packets
 	if err != nil {
 		return sfuRow{}, err
 	}
-	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "demo", Ledger: &synth.Ledger{}}
+	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "demo", Token: testbed.SFUTokens("demo"), Ledger: &synth.Ledger{}}
 	var parts []*synth.Participant
 	defer func() {
 		for _, p := range parts {

@@ -8,13 +8,15 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 )
 
 // exported is every metric the commands export, with its labels, from the
 // collectors' descriptions.
 func exported() map[string]map[string]bool {
 	cs := append(NewEvents().Collectors(), NewTURNCollector(nil, nil, nil), NewSourceGuardCollector(nil),
-		NewSocketDropsCollector(nil), NewAFXDPCollector(nil), NewSFUCollector("", nil, nil), NewUserCollector(nil, true))
+		NewSocketDropsCollector(nil), NewAFXDPCollector(nil), NewSFUCollector("", nil, nil), NewUserCollector(nil, true), joinGate())
 	ch := make(chan *prometheus.Desc, 256)
 	for _, c := range cs {
 		c.Describe(ch)
@@ -40,6 +42,15 @@ func exported() map[string]map[string]bool {
 		out[m[1]] = set
 	}
 	return out
+}
+
+// joinGate is the SFU's gate, the collector of its join refusals.
+func joinGate() prometheus.Collector {
+	g, err := access.New(access.Config{Open: true})
+	if err != nil {
+		panic(err)
+	}
+	return g
 }
 
 // Every query of the Grafana dashboard (deploy/grafana/ebrtc.json) names

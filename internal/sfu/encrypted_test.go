@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,15 +20,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 	"github.com/pion/dtls/v3"
 	"github.com/pion/ice/v4"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
-	"golang.org/x/net/websocket"
 
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
+	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
 // plainMarker starts every payload the participants send: found in a
@@ -151,6 +155,7 @@ func startEncryptedSFU(t *testing.T) *encryptedSFU {
 	done := make(chan error, 1)
 	state := t.TempDir()
 	cfg := Config{Listen: "127.0.0.1:0", Web: web.TLS{Dir: state}, Media: []netip.AddrPort{media}, Codecs: signaling.Codecs{Audio: "opus", Video: "VP8"},
+		Access:           access.Config{Secret: []byte(testbed.SFUTokenSecret), JoinRate: testbed.SFUJoinRate, JoinBurst: testbed.SFUJoinRate},
 		NoRateAdaptation: true, Log: testLog(),
 		Ready: func(addr net.Addr, plane dataplane.Plane) {
 			ready <- &encryptedSFU{web: addr.String(), media: media, plane: plane}
@@ -214,22 +219,23 @@ type participant struct {
 
 func (s *encryptedSFU) join(t *testing.T, name string, profiles []dtls.SRTPProtectionProfile, rewrite ...func(string) string) *participant {
 	t.Helper()
-	cfg, err := websocket.NewConfig("wss://"+s.web+"/ws", "https://"+s.web+"/")
+	// WSS, the certificate checked, from a page of the SFU's own origin.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.roots, ServerName: "127.0.0.1"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "wss://"+s.web+"/ws", &websocket.DialOptions{HTTPClient: client,
+		HTTPHeader: http.Header{"Origin": {"https://" + s.web}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.TlsConfig = &tls.Config{RootCAs: s.roots, ServerName: "127.0.0.1"} // WSS, the certificate checked
-	ws, err := websocket.DialConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws.SetReadLimit(1 << 20)
 	p := &participant{t: t, name: name, ws: ws, profiles: profiles, stop: make(chan struct{}), got: map[string]map[string][]uint32{},
 		rewrite: func(s string) string { return s }}
 	if len(rewrite) > 0 {
 		p.rewrite = rewrite[0]
 	}
 	t.Cleanup(p.leave)
-	must(t, websocket.JSON.Send(ws, map[string]string{"type": "join", "room": "encrypted"}))
+	must(t, p.send(map[string]string{"type": "join", "token": testbed.SFUToken("encrypted", name)}))
 	joined := p.expect("joined")
 	p.id = joined.ID
 	if joined.Media != "encrypted" {
@@ -251,16 +257,23 @@ func (s *encryptedSFU) join(t *testing.T, name string, profiles []dtls.SRTPProte
 		}
 	}
 	offer := p.describe(p.pub, func() (webrtc.SessionDescription, error) { return p.pub.CreateOffer(nil) })
-	must(t, websocket.JSON.Send(ws, map[string]string{"type": "publish", "sdp": p.rewrite(offer)}))
+	must(t, p.send(map[string]string{"type": "publish", "sdp": p.rewrite(offer)}))
 	go p.signaling()
 	return p
+}
+
+// send is one signaling message.
+func (p *participant) send(m map[string]string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return wsjson.Write(ctx, p.ws, m)
 }
 
 // signaling takes the SFU's answer and offers until the socket closes.
 func (p *participant) signaling() {
 	for {
 		var m struct{ Type, ID, SDP, Text string }
-		if err := websocket.JSON.Receive(p.ws, &m); err != nil {
+		if err := wsjson.Read(context.Background(), p.ws, &m); err != nil {
 			return
 		}
 		switch m.Type {
@@ -278,10 +291,10 @@ func (p *participant) signaling() {
 
 func (p *participant) expect(typ string) (m struct{ Type, ID, SDP, Text, Media string }) {
 	p.t.Helper()
-	must(p.t, p.ws.SetReadDeadline(time.Now().Add(10*time.Second)))
-	defer p.ws.SetReadDeadline(time.Time{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for {
-		if err := websocket.JSON.Receive(p.ws, &m); err != nil {
+		if err := wsjson.Read(ctx, p.ws, &m); err != nil {
 			p.t.Fatalf("%s: waiting for %q: %v", p.name, typ, err)
 		}
 		if m.Type == typ {
@@ -330,7 +343,7 @@ func (p *participant) receive(publisher, offer string) {
 		return
 	}
 	answer := p.describe(pc, func() (webrtc.SessionDescription, error) { return pc.CreateAnswer(nil) })
-	if err := websocket.JSON.Send(p.ws, map[string]string{"type": "answer", "id": publisher, "sdp": p.rewrite(answer)}); err != nil {
+	if err := p.send(map[string]string{"type": "answer", "id": publisher, "sdp": p.rewrite(answer)}); err != nil {
 		p.t.Logf("%s: answer: %v", p.name, err)
 	}
 }
@@ -489,7 +502,7 @@ func (p *participant) leave() {
 	p.mu.Unlock()
 	close(p.stop)
 	p.sending.Wait()
-	p.ws.Close()
+	p.ws.Close(websocket.StatusNormalClosure, "leaving")
 	p.pub.Close()
 	for _, pc := range recvs {
 		pc.Close()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
@@ -236,6 +237,13 @@ var sfuAdmin = fmt.Sprintf("unix:%s/ebrtc-sfu-test-%d.sock", os.TempDir(), os.Ge
 // hosts are the client namespaces behind the SFU's veths: the testbed's
 // client and, with AF_XDP, a second (AF_XDP sockets on both veths).
 func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (tb *testbed.Testbed, dp dataplane.Plane, hosts []*netns.NS) {
+	return testbedSFUWith(t, plane, nil, media...)
+}
+
+// testbedSFUWith is testbedSFU with the SFU's config changed by tweak
+// (if not nil) before it starts. By default a host joins as fast as a
+// hundred synthetic participants on it do (testbed.SFUJoinRate).
+func testbedSFUWith(t *testing.T, plane string, tweak func(*Config), media ...netip.AddrPort) (tb *testbed.Testbed, dp dataplane.Plane, hosts []*netns.NS) {
 	testenv.RequireRoot(t)
 	// plane "user+afxdp": the user data plane receiving and sending through
 	// AF_XDP, on a testbed whose hosts send full checksums (a container
@@ -281,16 +289,17 @@ func testbedSFU(t *testing.T, plane string, media ...netip.AddrPort) (tb *testbe
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan dataplane.Plane, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- tb.Server.Do(func() error {
-			return Run(ctx, Config{Listen: testbed.SFUWeb.String(), Web: webTLS, Dataplane: plane, RX: rx, Unencrypted: !encrypted, Codecs: codecs,
-				MetricsListen: testbed.ServerClientIP4.String() + ":9108",
-				AdminListen:   sfuAdmin,
-				Media:         media,
-				Ifaces:        ifaces,
-				Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }})
-		})
-	}()
+	cfg := Config{Listen: testbed.SFUWeb.String(), Web: webTLS, Dataplane: plane, RX: rx, Unencrypted: !encrypted, Codecs: codecs,
+		Access:        access.Config{Secret: []byte(testbed.SFUTokenSecret), JoinRate: testbed.SFUJoinRate, JoinBurst: testbed.SFUJoinRate},
+		MetricsListen: testbed.ServerClientIP4.String() + ":9108",
+		AdminListen:   sfuAdmin,
+		Media:         media,
+		Ifaces:        ifaces,
+		Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	go func() { done <- tb.Server.Do(func() error { return Run(ctx, cfg) }) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -337,7 +346,7 @@ func browserMeetingAt(t *testing.T, tb *testbed.Testbed, scheme, browsers string
 	run, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
 	args := []string{"netns", "exec", tb.Client.Name, node, script,
-		scheme + "://" + testbed.SFUWeb.String() + "/?room=test", strconv.Itoa(n), strconv.Itoa(seconds)}
+		strings.Join(testbed.SFUPageURLs(scheme+"://"+testbed.SFUWeb.String()+"/", "test", n), " "), strconv.Itoa(n), strconv.Itoa(seconds)}
 	if schedule != "" {
 		args = append(args, schedule)
 	}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
@@ -187,6 +188,7 @@ func newRateBed(t *testing.T, configure func(*Config)) *rateBed {
 	ready := make(chan dataplane.Plane, 1)
 	done := make(chan error, 1)
 	cfg := Config{Listen: testbed.SFUWeb.String(), Web: web.TLS{Plain: true}, Dataplane: "ebpf", Unencrypted: true,
+		Access:        access.Config{Secret: []byte(testbed.SFUTokenSecret)},
 		MetricsListen: testbed.ServerClientIP4.String() + ":9108",
 		Media:         []netip.AddrPort{testbed.SFUMedia},
 		Ifaces:        []string{testbed.ServerCliIface, b.p3Link}, AdminListen: b.admin,
@@ -443,15 +445,15 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 	ctx, cancel := context.WithTimeout(context.Background(), total+joinWithin+time.Minute)
 	t.Cleanup(cancel)
 	room := "rate" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	url := fmt.Sprintf("%s://%s/?room=%s&maxKbps=%d", b.scheme, testbed.SFUWeb, room, senderMaxKbps)
+	urls := testbed.SFUPageURLs(fmt.Sprintf("%s://%s/?maxKbps=%d", b.scheme, testbed.SFUWeb, senderMaxKbps), room, 3)
 	seconds := int((total + joinWithin + 20*time.Second) / time.Second)
 
 	caps := map[string]*rtcpCapture{
 		"P3":    startRTCPCapture(t, ctx, "P3", b.p3, testbed.ClientIface),
 		"P1+P2": startRTCPCapture(t, ctx, "P1+P2", b.tb.Client, testbed.ClientIface),
 	}
-	senders := startParticipants(t, ctx, b.tb.Client, url, "send,send", seconds)
-	receiver := startParticipants(t, ctx, b.p3, url, "send", seconds)
+	senders := startParticipants(t, ctx, b.tb.Client, urls[0]+" "+urls[1], "send,send", seconds)
+	receiver := startParticipants(t, ctx, b.p3, urls[2], "send", seconds)
 	b.senders = senders
 	// latest is each participant's newest sample (P1, P2, P3).
 	latest := func() [3]pageSample {

@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path"
 	"runtime"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/metrics"
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
@@ -62,7 +64,16 @@ type Config struct {
 	MetricsLabels string
 	// AdminListen, if set, serves the admin endpoint (ebrtc top; package admin).
 	AdminListen string
-	Log         *slog.Logger
+	// Access: who may join (tokens, or open rooms) and how often from
+	// one address (package access).
+	Access access.Config
+	// AllowedOrigins are other sites whose pages may open signaling
+	// (web.Options).
+	AllowedOrigins []string
+	// MaxRooms and MaxParticipants bound the rooms and each room's
+	// participants (0: 1,000 and 500).
+	MaxRooms, MaxParticipants int
+	Log                       *slog.Logger
 	// AckLog, if set, gets every transport-wide ack the receivers' links
 	// take (ratecontrol.AckLog: for looking into rate control; tests
 	// record one).
@@ -117,6 +128,14 @@ func (c *Config) validate() error {
 	case c.Workers > 1 && (c.Dataplane != "user" || c.RX == "afxdp"):
 		return errors.New("sfu: workers: only the user data plane on kernel sockets has workers (the eBPF data plane forwards in the kernel; AF_XDP reads its queues itself)")
 	}
+	for _, o := range c.AllowedOrigins {
+		if _, err := path.Match(o, ""); err != nil || o == "" {
+			return fmt.Errorf("sfu: allowed-origin: %q is not a host or origin pattern (e.g. meet.example.com, *.example.com, https://example.com)", o)
+		}
+	}
+	if c.MaxRooms < 0 || c.MaxParticipants < 0 {
+		return errors.New("sfu: max-rooms, max-participants: want positive numbers (0: the defaults)")
+	}
 	switch c.MetricsLabels {
 	case "", "none", "receiver":
 	default:
@@ -137,6 +156,10 @@ func (c *Config) validate() error {
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
+	}
+	gate, err := access.New(cfg.Access)
+	if err != nil {
+		return fmt.Errorf("sfu: %w", err)
 	}
 	cert, err := cfg.Web.Load()
 	if err != nil {
@@ -178,7 +201,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ctrlCfg := controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs, Adapt: !cfg.NoRateAdaptation}
+	ctrlCfg := controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs, Adapt: !cfg.NoRateAdaptation,
+		MaxRooms: cfg.MaxRooms, MaxParticipants: cfg.MaxParticipants}
 	if id != nil {
 		ctrlCfg.Security = &controller.Security{Identity: id, Transports: transports, Protect: plane.(*dataplane.User).Protect, Unprotect: plane.(*dataplane.User).Unprotect, Send: plane.Send,
 			Failed: func(room, participant string, err error) {
@@ -192,7 +216,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.MetricsListen != "" {
 		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl), metrics.NewAFXDPCollector(sockets.rx),
-			leg.NewCollector(legs, cfg.MetricsLabels))
+			leg.NewCollector(legs, cfg.MetricsLabels), gate)
 		if err != nil {
 			return fmt.Errorf("sfu: %w", err)
 		}
@@ -211,7 +235,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	go legs.Run(ctx)
 	go housekeeping(ctx, ctrl, ice)
-	srv := &http.Server{Handler: web.Handler(ctrl), ReadHeaderTimeout: 10 * time.Second, TLSConfig: cert.Config}
+	srv := &http.Server{Handler: web.Handler(ctrl, web.Options{Gate: gate, AllowedOrigins: cfg.AllowedOrigins}), ReadHeaderTimeout: 10 * time.Second, TLSConfig: cert.Config}
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)

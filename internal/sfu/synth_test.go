@@ -33,7 +33,7 @@ func TestSyntheticOneToHundred(t *testing.T) {
 func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 	// One media socket per family: the participants take their own.
 	tb, dp, hosts := testbedSFU(t, plane, testbed.SFUMedia, netip.AddrPortFrom(testbed.ServerClientIP6, testbed.SFUMedia.Port()))
-	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "scale",
+	cfg := synth.Config{Net: synth.NetIn(tb.Client), Server: testbed.SFUWeb.String(), Room: "scale", Token: testbed.SFUTokens("scale"),
 		Ledger: &synth.Ledger{}, IPv6: v6}
 	if strings.Contains(plane, "+encrypted") {
 		// The page and its signaling over HTTPS, with the certificate the

@@ -14,9 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 )
 
 // MetricsAddr is where a relay in the server ns serves Prometheus metrics.
@@ -67,11 +69,54 @@ func SFUArgs(plane string) []string {
 // (the user data plane).
 func EncryptedSFUArgs(plane string) []string {
 	args := []string{"sfu", "--http", "--media", SFUMedia.String(), "--listen", SFUWeb.String(),
-		"--metrics-listen", MetricsAddr, "--dataplane", plane}
+		"--metrics-listen", MetricsAddr, "--dataplane", plane, "--token-secret", SFUTokenSecret,
+		"--join-rate", strconv.Itoa(SFUJoinRate), "--join-burst", strconv.Itoa(SFUJoinRate)}
 	if plane == "ebpf" {
 		args = append(args, "--iface", ServerCliIface)
 	}
 	return args
+}
+
+// SFUTokenSecret signs the testbed SFU's join tokens (SFUArgs pass it):
+// participants join as a meeting app's users do, each with a token.
+const SFUTokenSecret = "ebrtc-testbed-join-token-secret-0123456789"
+
+// SFUJoinRate is the testbed SFU's joins a second (and at once) from one
+// address: a testbed host holds up to hundreds of synthetic participants,
+// where the default (5 a second, 20 at once) fits a site behind one NAT.
+const SFUJoinRate = 500
+
+// SFUToken is a join token for the testbed SFU: identity joins room as a
+// publisher, for an hour.
+func SFUToken(room, identity string) string {
+	tok, err := access.Mint([]byte(SFUTokenSecret), access.Grant{Room: room, Identity: identity, Publish: true}, time.Now(), time.Hour)
+	if err != nil {
+		panic(err) // the room or identity of a test's own making
+	}
+	return tok
+}
+
+// SFUTokens gives a token for room at each call, each for an identity
+// never given before (synth.Config.Token).
+func SFUTokens(room string) func() string {
+	return func() string { return SFUToken(room, fmt.Sprintf("synth-%d", synthIdentities.Add(1))) }
+}
+
+var synthIdentities atomic.Int64
+
+// SFUPageURLs are n participants' addresses of the meeting page at base
+// (e.g. http://10.201.1.1:8088/?maxKbps=500), each with a token of its
+// own (identities p0, p1, ...).
+func SFUPageURLs(base, room string, n int) []string {
+	urls := make([]string, n)
+	for i := range urls {
+		sep := "?"
+		if strings.Contains(base, "?") {
+			sep = "&"
+		}
+		urls[i] = base + sep + "token=" + SFUToken(room, "p"+strconv.Itoa(i))
+	}
+	return urls
 }
 
 // Relay is a relay process in the server namespace with its output kept.

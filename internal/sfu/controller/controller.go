@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/ebrtc/ebrtc/internal/admin"
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/leg"
@@ -26,10 +27,14 @@ import (
 
 // Message is what the controller sends a participant.
 type Message struct {
-	Type string `json:"type"`           // joined, answer, offer, left, paused, resumed, error
+	Type string `json:"type"`           // joined, answer, offer, left, paused, resumed, replaced, error
 	ID   string `json:"id,omitempty"`   // joined: yours; offer, left, paused, resumed: the publisher's
-	SDP  string `json:"sdp,omitempty"`  // answer, offer
-	Text string `json:"text,omitempty"` // error
+	Name string `json:"name,omitempty"` // joined: yours; offer: the publisher's (its token's display name)
+	// Token (joined) is a join token for rejoining (a reload): each token
+	// joins once.
+	Token string `json:"token,omitempty"`
+	SDP   string `json:"sdp,omitempty"`  // answer, offer
+	Text  string `json:"text,omitempty"` // error
 	// Media is how media travels in the room (joined): "encrypted"
 	// (DTLS-SRTP) or "plain" (--unencrypted-media).
 	Media string `json:"media,omitempty"`
@@ -51,6 +56,10 @@ type Config struct {
 	// Security, if set, makes media encrypted (DTLS-SRTP on every
 	// connection, secure.go); nil: plain RTP (--unencrypted-media).
 	Security *Security
+	// MaxRooms and MaxParticipants bound the rooms and each room's
+	// participants (0: 1,000 rooms, 500 participants a room); a join
+	// past them is refused (access.Rooms, access.RoomFull).
+	MaxRooms, MaxParticipants int
 }
 
 // Controller holds the rooms.
@@ -70,9 +79,11 @@ type room struct {
 
 // Participant is one browser in a room.
 type Participant struct {
-	ID   string
-	room *room
-	send func(Message)
+	ID    string
+	grant access.Grant // who it is and whether it may publish
+	room  *room
+	send  func(Message)
+	left  bool // Leave ran (or a newer join of its identity replaced it)
 
 	publish *signaling.Publish
 	pub     *conn            // its send-only connection
@@ -103,6 +114,12 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.TTL == 0 {
 		cfg.TTL = 64
 	}
+	if cfg.MaxRooms == 0 {
+		cfg.MaxRooms = 1000
+	}
+	if cfg.MaxParticipants == 0 {
+		cfg.MaxParticipants = 500
+	}
 	video, ok := dataplane.VideoCodec(cfg.Codecs.Video)
 	if !ok {
 		return nil, fmt.Errorf("controller: video codec %q: the data plane finds key frames of AV1, VP8, VP9 and H264 only", cfg.Codecs.Video)
@@ -112,23 +129,37 @@ func New(cfg Config) (*Controller, error) {
 
 var roomName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// Join puts a new participant in the room; send gets its messages (called
-// with the controller's lock held: it must not call back). It gets a
-// receive-only offer for every stream already published there.
-func (c *Controller) Join(roomID string, send func(Message)) (*Participant, error) {
-	if !roomName.MatchString(roomID) {
-		return nil, fmt.Errorf("controller: room name %q: 1 to 64 letters, digits, '-' or '_'", roomID)
+// Join puts a new participant in the grant's room; send gets its
+// messages (called with the controller's lock held: it must not call
+// back). It gets a receive-only offer for every stream already published
+// there. A participant of the same identity already there is replaced (a
+// browser rejoining before its old socket closed): it is told so and
+// leaves.
+func (c *Controller) Join(g access.Grant, send func(Message)) (*Participant, error) {
+	if !roomName.MatchString(g.Room) {
+		return nil, fmt.Errorf("controller: room name %q: 1 to 64 letters, digits, '-' or '_'", g.Room)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.rooms[roomID]
-	if r == nil {
-		r = &room{name: roomID, parts: map[string]*Participant{}}
-		c.rooms[roomID] = r
+	r := c.rooms[g.Room]
+	if old := r.identity(g.Identity); old != nil {
+		old.send(Message{Type: "replaced", Text: g.Identity + " joined again elsewhere"})
+		c.leave(old)
+		r = c.rooms[g.Room]
 	}
-	p := &Participant{ID: randomString(8), room: r, send: send, recv: map[string]*conn{}}
+	switch {
+	case r == nil && len(c.rooms) >= c.cfg.MaxRooms:
+		return nil, access.Refuse(access.Rooms, "the server has %d rooms, its most", len(c.rooms))
+	case r != nil && len(r.parts) >= c.cfg.MaxParticipants:
+		return nil, access.Refuse(access.RoomFull, "room %s has %d participants, its most", g.Room, len(r.parts))
+	}
+	if r == nil {
+		r = &room{name: g.Room, parts: map[string]*Participant{}}
+		c.rooms[g.Room] = r
+	}
+	p := &Participant{ID: randomString(8), grant: g, room: r, send: send, recv: map[string]*conn{}}
 	r.parts[p.ID] = p
-	send(Message{Type: "joined", ID: p.ID, Media: map[bool]string{true: "encrypted", false: "plain"}[c.encrypted()]})
+	send(Message{Type: "joined", ID: p.ID, Name: p.name(), Media: map[bool]string{true: "encrypted", false: "plain"}[c.encrypted()]})
 	for _, other := range r.parts {
 		if other != p && other.publish != nil {
 			c.offerStream(other, p)
@@ -136,6 +167,24 @@ func (c *Controller) Join(roomID string, send func(Message)) (*Participant, erro
 	}
 	return p, nil
 }
+
+// identity is the participant of this identity in r (none for open
+// rooms' participants, which have none).
+func (r *room) identity(id string) *Participant {
+	if r == nil || id == "" {
+		return nil
+	}
+	for _, p := range r.parts {
+		if p.grant.Identity == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// name is what the others see: the token's display name, else its
+// identity.
+func (p *Participant) name() string { return cmp.Or(p.grant.Name, p.grant.Identity) }
 
 // Publish takes the participant's send-only offer and answers it; every
 // other participant in the room gets a receive-only offer for it.
@@ -147,8 +196,14 @@ func (c *Controller) Publish(p *Participant, offer string) error {
 	if err := pub.Security.Check(c.encrypted(), true); err != nil {
 		return err
 	}
+	if !p.grant.Publish {
+		return errors.New("controller: this participant's token does not let it publish (a viewer)")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if p.left {
+		return errors.New("controller: this participant has left")
+	}
 	if p.publish != nil {
 		return errors.New("controller: already publishing (one send-only connection per participant)")
 	}
@@ -182,7 +237,7 @@ func (c *Controller) Answer(p *Participant, publisherID, answer string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cn := p.recv[publisherID]
-	if cn == nil {
+	if cn == nil || p.left {
 		return fmt.Errorf("controller: no offer for %q's stream", publisherID)
 	}
 	if cn.ice.RemoteUfrag != "" {
@@ -212,6 +267,15 @@ func (c *Controller) Answer(p *Participant, publisherID, answer string) error {
 func (c *Controller) Leave(p *Participant) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.leave(p)
+}
+
+// leave is Leave with the lock held; a participant leaves once.
+func (c *Controller) leave(p *Participant) error {
+	if p.left {
+		return nil
+	}
+	p.left = true
 	var errs []error
 	if p.sender != nil {
 		errs = append(errs, p.sender.Close())
@@ -433,7 +497,7 @@ func (c *Controller) offerStream(publisher, receiver *Participant) {
 		return
 	}
 	receiver.recv[publisher.ID] = cn
-	receiver.send(Message{Type: "offer", ID: publisher.ID, SDP: offer})
+	receiver.send(Message{Type: "offer", ID: publisher.ID, Name: publisher.name(), SDP: offer})
 }
 
 func (c *Controller) newConn(owner, publisher *Participant) *conn {

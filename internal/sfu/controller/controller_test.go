@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	"net"
 	"net/netip"
 	"slices"
@@ -140,11 +141,11 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	w := newWorldOn(t, sfuSock.LocalAddr().(*net.UDPAddr).AddrPort(), sfuSock)
 	offer := synth.ChromiumOffer
 	var a, b inbox
-	pa, _ := w.c.Join("r", a.send)
+	pa, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
 	if err := w.c.Publish(pa, offer); err != nil {
 		t.Fatal(err)
 	}
-	pb, _ := w.c.Join("r", b.send)
+	pb, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, b.send)
 	if err := w.c.Answer(pb, pa.ID, receiverAnswer("bbbb")); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestMeetingDrivesTheDataPlane(t *testing.T) {
 	w := newWorld(t)
 	offer := synth.ChromiumOffer
 	var a, b inbox
-	pa, err := w.c.Join("room-1", a.send)
+	pa, err := w.c.Join(access.Grant{Room: "room-1", Publish: true}, a.send)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestMeetingDrivesTheDataPlane(t *testing.T) {
 		t.Error("published twice")
 	}
 	answerA := a.last(t, "answer").SDP
-	pb, err := w.c.Join("room-1", b.send)
+	pb, err := w.c.Join(access.Grant{Room: "room-1", Publish: true}, b.send)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,11 +287,11 @@ func TestConsentExpiryRemovesReceivers(t *testing.T) {
 	w := newWorld(t)
 	offer := synth.ChromiumOffer
 	var a, b inbox
-	pa, _ := w.c.Join("r", a.send)
+	pa, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
 	if err := w.c.Publish(pa, offer); err != nil {
 		t.Fatal(err)
 	}
-	pb, _ := w.c.Join("r", b.send)
+	pb, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, b.send)
 	if err := w.c.Answer(pb, pa.ID, receiverAnswer("bbbb")); err != nil {
 		t.Fatal(err)
 	}
@@ -314,11 +315,11 @@ func TestRefusals(t *testing.T) {
 	w := newWorld(t)
 	var a inbox
 	for _, name := range []string{"", "a b", strings.Repeat("x", 65), "../etc"} {
-		if _, err := w.c.Join(name, a.send); err == nil {
+		if _, err := w.c.Join(access.Grant{Room: name, Publish: true}, a.send); err == nil {
 			t.Errorf("joined room %q", name)
 		}
 	}
-	p, _ := w.c.Join("r", a.send)
+	p, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
 	if err := w.c.Publish(p, "garbage"); err == nil {
 		t.Error("published garbage")
 	}

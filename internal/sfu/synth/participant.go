@@ -29,7 +29,11 @@ type Config struct {
 	// from the meeting page served over HTTPS; nil: ws.
 	SignalingTLS *tls.Config
 	Room         string
-	IPv6         bool // media over IPv6 (else IPv4)
+	// Token, if set, gives each participant its join token, for an SFU
+	// whose rooms need one (an ebrtc sfu with a token secret; the
+	// testbed's: testbed.SFUTokens).
+	Token func() string
+	IPv6  bool // media over IPv6 (else IPv4)
 	// Ledger, if set, is where publishers record what they sent and
 	// receivers compare what they got, byte for byte.
 	Ledger *Ledger
@@ -99,7 +103,11 @@ func Join(cfg Config) (*Participant, error) {
 	if cfg.Janus {
 		s, err = joinJanus(cfg.Net, cfg.Server, cfg.Room)
 	} else {
-		s, err = join(cfg.Net, cfg.Server, cfg.Room, cfg.SignalingTLS)
+		var token string
+		if cfg.Token != nil {
+			token = cfg.Token()
+		}
+		s, err = join(cfg.Net, cfg.Server, cfg.Room, token, cfg.SignalingTLS)
 	}
 	if err != nil {
 		return nil, err

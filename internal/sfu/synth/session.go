@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 	"github.com/pion/sdp/v3"
-	"golang.org/x/net/websocket"
 
 	"github.com/ebrtc/ebrtc/internal/netns"
 )
@@ -83,11 +85,12 @@ func established() error { return nil }
 // message is ebrtc sfu's signaling, as a browser speaks it
 // (internal/sfu/web).
 type message struct {
-	Type string `json:"type"`
-	Room string `json:"room,omitempty"`
-	ID   string `json:"id,omitempty"`
-	SDP  string `json:"sdp,omitempty"`
-	Text string `json:"text,omitempty"`
+	Type  string `json:"type"`
+	Room  string `json:"room,omitempty"`
+	Token string `json:"token,omitempty"`
+	ID    string `json:"id,omitempty"`
+	SDP   string `json:"sdp,omitempty"`
+	Text  string `json:"text,omitempty"`
 }
 
 // session is one participant's signaling WebSocket to ebrtc sfu.
@@ -101,37 +104,32 @@ type session struct {
 }
 
 // join opens signaling at server (host:port), over TLS with tlsConfig
-// (wss) unless it is nil (ws), and joins the room.
-func join(n Net, server, room string, tlsConfig *tls.Config) (*session, error) {
-	var conn net.Conn
-	conn, err := n.DialTCP(server)
-	if err != nil {
-		return nil, fmt.Errorf("synth: signaling: %w", err)
-	}
-	scheme, origin := "ws://", "http://"
+// (wss) unless it is nil (ws), and joins the room, with token if the SFU
+// wants one.
+func join(n Net, server, room, token string, tlsConfig *tls.Config) (*session, error) {
+	scheme := "ws://"
 	if tlsConfig != nil {
-		conn, scheme, origin = tls.Client(conn, tlsConfig), "wss://", "https://"
+		scheme = "wss://"
 	}
-	cfg, err := websocket.NewConfig(scheme+server+"/ws", origin+server+"/")
+	dial := func(context.Context, string, string) (net.Conn, error) { return n.DialTCP(server) }
+	client := &http.Client{Transport: &http.Transport{DialContext: dial, TLSClientConfig: tlsConfig}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, scheme+server+"/ws", &websocket.DialOptions{HTTPClient: client})
 	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	ws, err := websocket.NewClient(cfg, conn)
-	if err != nil {
-		conn.Close()
 		return nil, fmt.Errorf("synth: signaling: %w", err)
 	}
+	ws.SetReadLimit(1 << 20)
 	s := &session{ws: ws, in: make(chan message, 16), err: make(chan error, 1), answers: make(chan message, 1),
 		signals: make(chan signal, 16)}
 	go s.read()
-	if err := s.send(message{Type: "join", Room: room}); err != nil {
-		ws.Close()
+	if err := s.send(message{Type: "join", Room: room, Token: token}); err != nil {
+		ws.CloseNow()
 		return nil, err
 	}
 	m, err := s.expect(context.Background(), "joined")
 	if err != nil {
-		ws.Close()
+		ws.CloseNow()
 		return nil, err
 	}
 	s.id = m.ID
@@ -142,7 +140,7 @@ func join(n Net, server, room string, tlsConfig *tls.Config) (*session, error) {
 func (s *session) read() {
 	for {
 		var m message
-		if err := websocket.JSON.Receive(s.ws, &m); err != nil {
+		if err := wsjson.Read(context.Background(), s.ws, &m); err != nil {
 			s.err <- err
 			close(s.in)
 			return
@@ -188,7 +186,11 @@ func (s *session) publish(offer string) (string, func() error, error) {
 	}
 }
 
-func (s *session) send(m message) error { return websocket.JSON.Send(s.ws, m) }
+func (s *session) send(m message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return wsjson.Write(ctx, s.ws, m)
+}
 
 // expect waits for a message of this type (others are skipped), for 10 s.
 func (s *session) expect(ctx context.Context, typ string) (message, error) {
@@ -213,7 +215,7 @@ func (s *session) expect(ctx context.Context, typ string) (message, error) {
 	}
 }
 
-func (s *session) close() { s.ws.Close() }
+func (s *session) close() { s.ws.Close(websocket.StatusNormalClosure, "leaving") }
 
 // remoteICE is the SFU's side of a connection: credentials, the host
 // candidates of the family wanted, and the one whose check succeeded

@@ -3,15 +3,25 @@
 package web
 
 import (
+	"cmp"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"path"
+	"strings"
+	"time"
 
-	"golang.org/x/net/websocket"
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 )
@@ -22,16 +32,35 @@ var meetingPage []byte
 // maxMessage bounds one signaling message: a description and a little more.
 const maxMessage = signaling.MaxSDPSize + 1024
 
+// keepalive: a signaling socket is pinged this often and closed (its
+// participant leaves) when a pong takes longer than the same again.
+const keepalive = 15 * time.Second
+
 // request is what a browser sends.
 type request struct {
-	Type string `json:"type"` // join, publish, answer
-	Room string `json:"room,omitempty"`
-	ID   string `json:"id,omitempty"` // answer: the publisher the answer is for
-	SDP  string `json:"sdp,omitempty"`
+	Type  string `json:"type"` // join, publish, answer
+	Room  string `json:"room,omitempty"`
+	Token string `json:"token,omitempty"` // join: the join token (access)
+	ID    string `json:"id,omitempty"`    // answer: the publisher the answer is for
+	SDP   string `json:"sdp,omitempty"`
+}
+
+// Options of the signaling server.
+type Options struct {
+	// Gate admits joins (tokens, rates); every refusal is counted there.
+	Gate *access.Gate
+	// AllowedOrigins are the pages of other sites that may open
+	// signaling: host patterns (path.Match, e.g. "*.example.com") or, with
+	// a scheme, origin patterns ("https://meet.example.com"). A page
+	// served here is always allowed.
+	AllowedOrigins []string
+	// JoinDeadline is how long a socket may stay without joining (0:
+	// access.JoinDeadline).
+	JoinDeadline time.Duration
 }
 
 // Handler serves the page at / and signaling at /ws.
-func Handler(c *controller.Controller) http.Handler {
+func Handler(c *controller.Controller, o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
@@ -41,80 +70,200 @@ func Handler(c *controller.Controller) http.Handler {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write(meetingPage)
 	})
-	mux.Handle("/ws", websocket.Server{Handler: func(ws *websocket.Conn) { serve(c, ws) }})
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) { accept(c, o, w, r) })
 	return mux
 }
 
-// serve runs one browser's session: a join first, then publish and
-// answers; the participant leaves when the socket closes.
-func serve(c *controller.Controller, ws *websocket.Conn) {
-	ws.MaxPayloadBytes = maxMessage
-	out := make(chan controller.Message, 64)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case m := <-out:
-				if websocket.JSON.Send(ws, m) != nil {
-					ws.Close()
-					return
-				}
-			case <-done:
-				// What was queued before the end (a last error) still goes.
-				for {
-					select {
-					case m := <-out:
-						if websocket.JSON.Send(ws, m) != nil {
-							return
-						}
-					default:
-						return
-					}
-				}
-			}
+// accept refuses a page of another site (a browser carries its
+// visitor's address and cookies anywhere) and an address joining too
+// often, before any WebSocket exists, then serves the socket.
+func accept(c *controller.Controller, o Options, w http.ResponseWriter, r *http.Request) {
+	if err := originAllowed(r, o.AllowedOrigins); err != nil {
+		http.Error(w, o.Gate.Count(err).Error(), http.StatusForbidden)
+		return
+	}
+	if err := o.Gate.Admit(remoteAddr(r), time.Now()); err != nil {
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: o.AllowedOrigins})
+	if err != nil {
+		return // Accept answered
+	}
+	ws.SetReadLimit(maxMessage)
+	serve(c, o, ws)
+}
+
+// originAllowed is the library's own origin rule (same host, or a
+// pattern), applied first so that a refusal is counted.
+func originAllowed(r *http.Request, patterns []string) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil // not a browser: nothing of a visitor's to misuse
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return access.Refuse(access.Origin, "Origin %q is not a URL with a host", origin)
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return nil
+	}
+	for _, p := range patterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
 		}
-	}()
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return nil
+		}
+	}
+	return access.Refuse(access.Origin, "a page of %s may not join here (--allowed-origin)", origin)
+}
+
+func remoteAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		a, _ := netip.ParseAddr(host)
+		return a
+	}
+	return ap.Addr()
+}
+
+// serve runs one browser's session: a join first (within
+// access.JoinDeadline), then publish and answers; the participant leaves
+// when the socket closes or stops answering pings.
+func serve(c *controller.Controller, o Options, ws *websocket.Conn) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer ws.CloseNow()
+	var rejoin string // the join's token for a reload, sent with joined
+	out := make(chan controller.Message, 64)
+	written := make(chan struct{})
+	go func() { write(ctx, ws, out); close(written) }()
 	// The controller calls send with its lock held: queue, never block.
 	send := func(m controller.Message) {
+		if m.Type == "joined" {
+			m.Token = rejoin
+		}
 		select {
 		case out <- m:
 		default:
-			ws.Close() // a browser this far behind is gone
+			ws.CloseNow() // a browser this far behind is gone
 		}
 	}
-	var p *controller.Participant
-	defer func() {
-		if p != nil {
-			_ = c.Leave(p)
-		}
-	}()
+	p, err := join(ctx, c, o, ws, send, &rejoin)
+	if err != nil {
+		send(controller.Message{Type: "error", Text: err.Error()})
+		close(out) // the writer sends what is queued and closes
+		<-written
+		return
+	}
+	defer func() { _ = c.Leave(p) }()
+	go ping(ctx, ws)
 	for {
 		var req request
-		if err := websocket.JSON.Receive(ws, &req); err != nil {
-			if !errors.Is(err, io.EOF) {
+		if err := wsjson.Read(ctx, ws, &req); err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) && !errors.Is(err, context.Canceled) {
 				send(controller.Message{Type: "error", Text: "bad message: " + err.Error()})
 			}
 			return
 		}
-		if err := handle(c, &p, req, send); err != nil {
+		if err := handle(c, p, req); err != nil {
 			send(controller.Message{Type: "error", Text: err.Error()})
 		}
 	}
 }
 
-func handle(c *controller.Controller, p **controller.Participant, req request, send func(controller.Message)) error {
-	switch {
-	case req.Type == "join" && *p == nil:
-		joined, err := c.Join(req.Room, send)
-		*p = joined
-		return err
-	case *p == nil:
-		return errors.New("join a room first")
-	case req.Type == "publish":
-		return c.Publish(*p, req.SDP)
-	case req.Type == "answer":
-		return c.Answer(*p, req.ID, req.SDP)
+// join reads the session's first message, which must be a join, and
+// passes it through the gate into the controller.
+func join(ctx context.Context, c *controller.Controller, o Options, ws *websocket.Conn, send func(controller.Message), rejoin *string) (*controller.Participant, error) {
+	gate, deadline := o.Gate, cmp.Or(o.JoinDeadline, access.JoinDeadline)
+	first, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	var req request
+	if err := wsjson.Read(first, ws, &req); err != nil {
+		switch {
+		case first.Err() != nil:
+			return nil, gate.Count(access.Refuse(access.Idle, "no join within %v", deadline))
+		case websocket.CloseStatus(err) != -1 || errors.Is(err, io.EOF):
+			return nil, err // it left before joining: nothing refused
+		}
+		return nil, gate.Count(access.Refuse(access.BadMessage, "bad message: %v", err))
+	}
+	if req.Type != "join" {
+		return nil, gate.Count(access.Refuse(access.BadMessage, "join a room first"))
+	}
+	grant, token, err := gate.Join(req.Token, req.Room, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	*rejoin = token
+	p, err := c.Join(grant, send)
+	return p, gate.Count(err)
+}
+
+// write sends out's messages in order until out closes or ctx ends;
+// after a refusal or a replacement it closes the socket as a policy
+// violation, so the browser does not retry as after a network error.
+func write(ctx context.Context, ws *websocket.Conn, out <-chan controller.Message) {
+	for {
+		select {
+		case m, ok := <-out:
+			if !ok || m.Type == "replaced" {
+				if ok {
+					_ = send(ctx, ws, m)
+				}
+				_ = ws.Close(websocket.StatusPolicyViolation, "")
+				return
+			}
+			if send(ctx, ws, m) != nil {
+				ws.CloseNow()
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func send(ctx context.Context, ws *websocket.Conn, m controller.Message) error {
+	wctx, cancel := context.WithTimeout(ctx, keepalive)
+	defer cancel()
+	return wsjson.Write(wctx, ws, m)
+}
+
+// ping closes a socket whose browser has stopped answering: its
+// participant leaves instead of holding its legs (and identity) for as
+// long as TCP takes to notice.
+func ping(ctx context.Context, ws *websocket.Conn) {
+	t := time.NewTicker(keepalive)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, keepalive)
+			err := ws.Ping(pctx)
+			cancel()
+			if err != nil {
+				ws.CloseNow()
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func handle(c *controller.Controller, p *controller.Participant, req request) error {
+	switch req.Type {
+	case "join":
+		return errors.New("already joined")
+	case "publish":
+		return c.Publish(p, req.SDP)
+	case "answer":
+		return c.Answer(p, req.ID, req.SDP)
 	}
 	b, _ := json.Marshal(req.Type)
 	return fmt.Errorf("unknown message type %s", b)

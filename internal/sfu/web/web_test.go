@@ -1,13 +1,21 @@
 package web
 
 import (
+	"context"
+	"encoding/base64"
 	"errors"
+	"maps"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
-	"golang.org/x/net/websocket"
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/controller"
@@ -32,54 +40,239 @@ func (nopPlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error) {
 	return nil, errors.New("none")
 }
 
-// The page is served; signaling answers out-of-order and unknown messages
-// with an error naming the problem, and a join with the participant's id.
-func TestSignaling(t *testing.T) {
+// server is the signaling server over a controller with a no-op data
+// plane, and its gate.
+func server(t *testing.T, acfg access.Config, o Options) (*httptest.Server, *access.Gate) {
+	t.Helper()
 	legs, err := leg.NewTable(leg.Config{Plane: nopPlane{}, Routes: leg.NewRoutes()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := controller.New(controller.Config{Media: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:40000")},
-		ICE: agent.NewICE(agent.ICEConfig{}), Legs: legs})
+		ICE: agent.NewICE(agent.ICEConfig{}), Legs: legs, MaxParticipants: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(c))
-	defer srv.Close()
+	o.Gate, err = access.New(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(c, o))
+	t.Cleanup(srv.Close)
+	return srv, o.Gate
+}
+
+// client is one signaling socket.
+type client struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+func dial(t *testing.T, srv *httptest.Server, origin string) (*client, *http.Response, error) {
+	t.Helper()
+	h := http.Header{}
+	if origin != "" {
+		h.Set("Origin", origin)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		return nil, resp, err
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	return &client{t: t, ws: ws}, resp, nil
+}
+
+func mustDial(t *testing.T, srv *httptest.Server) *client {
+	t.Helper()
+	c, _, err := dial(t, srv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *client) send(req request) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := wsjson.Write(ctx, c.ws, req); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// next is the next message; closed, if the server closed the socket
+// instead, says how.
+func (c *client) next() (m controller.Message, closed websocket.StatusCode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := wsjson.Read(ctx, c.ws, &m); err != nil {
+		return m, websocket.CloseStatus(err)
+	}
+	return m, -1
+}
+
+func (c *client) exchange(req request) controller.Message {
+	c.t.Helper()
+	c.send(req)
+	m, closed := c.next()
+	if closed != -1 {
+		c.t.Fatalf("%+v: the socket closed (%v)", req, closed)
+	}
+	return m
+}
+
+// The page is served; signaling answers out-of-order and unknown messages
+// with an error naming the problem, and a join with the participant's id.
+func TestSignaling(t *testing.T) {
+	srv, _ := server(t, access.Config{Open: true}, Options{})
 	resp, err := srv.Client().Get(srv.URL + "/")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("page: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	ws, err := websocket.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", "", srv.URL)
+	c := mustDial(t, srv)
+	if m := c.exchange(request{Type: "join", Room: "r"}); m.Type != "joined" || m.ID == "" || m.Media != "plain" || m.Token != "" {
+		t.Errorf("join: %+v", m)
+	}
+	if m := c.exchange(request{Type: "dance"}); m.Type != "error" || !strings.Contains(m.Text, "unknown message type") {
+		t.Errorf("unknown type: %+v", m)
+	}
+	if m := c.exchange(request{Type: "publish", SDP: "garbage"}); m.Type != "error" {
+		t.Errorf("garbage offer: %+v", m)
+	}
+	if m := c.exchange(request{Type: "join", Room: "r"}); m.Type != "error" || !strings.Contains(m.Text, "already joined") {
+		t.Errorf("a second join: %+v", m)
+	}
+	// Before a join, anything else ends the session; so does a bad room.
+	for _, req := range []request{{Type: "publish", SDP: "x"}, {Type: "join", Room: "bad room"}} {
+		c := mustDial(t, srv)
+		if m := c.exchange(req); m.Type != "error" {
+			t.Errorf("%+v: %+v", req, m)
+		}
+		if _, closed := c.next(); closed != websocket.StatusPolicyViolation {
+			t.Errorf("%+v: the socket stays open (%v)", req, closed)
+		}
+	}
+}
+
+var secret = []byte("0123456789abcdef0123456789abcdef")
+
+func mint(t *testing.T, key []byte, g access.Grant, ttl time.Duration) string {
+	t.Helper()
+	tok, err := access.Mint(key, g, time.Now(), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.Close()
-	exchange := func(req request) controller.Message {
-		t.Helper()
-		if err := websocket.JSON.Send(ws, req); err != nil {
-			t.Fatal(err)
+	return tok
+}
+
+// With a token secret, only a valid token's first use joins, into its
+// room, as what it grants; every refusal closes the socket and is counted
+// by its reason; the join's rejoin token joins once more, replacing the
+// participant it was given to.
+func TestJoinTokens(t *testing.T) {
+	srv, gate := server(t, access.Config{Secret: secret}, Options{})
+	alice := access.Grant{Room: "r", Identity: "alice", Name: "Alice", Publish: true}
+	good := mint(t, secret, alice, time.Minute)
+	c := mustDial(t, srv)
+	joined := c.exchange(request{Type: "join", Token: good})
+	if joined.Type != "joined" || joined.Name != "Alice" || joined.Token == "" || joined.Token == good {
+		t.Fatalf("join: %+v", joined)
+	}
+	header, payload, _ := strings.Cut(good, ".")
+	payload, _, _ = strings.Cut(payload, ".")
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none"}`)) + "." + payload + "."
+	refusals := []struct {
+		name, token, room string
+		reason            access.Reason
+	}{
+		{"no token", "", "r", access.NoToken},
+		{"garbage", "garbage", "", access.Malformed},
+		{"forged", mint(t, []byte("another secret, 32 bytes or more!"), alice, time.Minute), "", access.Signature},
+		{"alg none", none, "", access.Signature},
+		{"claims edited", header + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"room":"r","sub":"mallory","publish":true,"exp":9999999999,"jti":"x"}`)) + "." + strings.Split(good, ".")[2], "", access.Signature},
+		{"expired", mint(t, secret, alice, time.Nanosecond), "", access.Expired},
+		{"wrong room", mint(t, secret, alice, time.Minute), "other", access.WrongRoom},
+		{"replayed", good, "", access.Replayed},
+	}
+	for _, r := range refusals {
+		if r.reason == access.Expired {
+			time.Sleep(time.Second) // exp is in whole seconds
 		}
-		var m controller.Message
-		if err := websocket.JSON.Receive(ws, &m); err != nil {
-			t.Fatal(err)
+		c := mustDial(t, srv)
+		m := c.exchange(request{Type: "join", Token: r.token, Room: r.room})
+		if m.Type != "error" || !strings.Contains(m.Text, "("+string(r.reason)+")") {
+			t.Errorf("%s: %+v, want a refusal (%s)", r.name, m, r.reason)
 		}
-		return m
+		if _, closed := c.next(); closed != websocket.StatusPolicyViolation {
+			t.Errorf("%s: the socket stays open (%v)", r.name, closed)
+		}
 	}
-	if m := exchange(request{Type: "publish", SDP: "x"}); m.Type != "error" || !strings.Contains(m.Text, "join") {
-		t.Errorf("publish before join: %+v", m)
+	// A viewer joins and may not publish.
+	v := mustDial(t, srv)
+	if m := v.exchange(request{Type: "join", Token: mint(t, secret, access.Grant{Room: "r", Identity: "viewer"}, time.Minute)}); m.Type != "joined" {
+		t.Fatalf("viewer: %+v", m)
 	}
-	if m := exchange(request{Type: "join", Room: "bad room"}); m.Type != "error" || !strings.Contains(m.Text, "room name") {
-		t.Errorf("bad room: %+v", m)
+	if m := v.exchange(request{Type: "publish", SDP: "v=0"}); m.Type != "error" {
+		t.Errorf("a viewer's publish: %+v", m)
 	}
-	if m := exchange(request{Type: "join", Room: "r"}); m.Type != "joined" || m.ID == "" || m.Media != "plain" {
-		t.Errorf("join: %+v", m)
+	// The rejoin token joins (a reload); the old session is told and closed.
+	again := mustDial(t, srv)
+	if m := again.exchange(request{Type: "join", Token: joined.Token}); m.Type != "joined" || m.Name != "Alice" {
+		t.Fatalf("rejoin: %+v", m)
 	}
-	if m := exchange(request{Type: "dance"}); m.Type != "error" || !strings.Contains(m.Text, "unknown message type") {
-		t.Errorf("unknown type: %+v", m)
+	if m, _ := c.next(); m.Type != "replaced" {
+		t.Errorf("the replaced session got %+v", m)
 	}
-	if m := exchange(request{Type: "publish", SDP: "garbage"}); m.Type != "error" {
-		t.Errorf("garbage offer: %+v", m)
+	if _, closed := c.next(); closed != websocket.StatusPolicyViolation {
+		t.Errorf("the replaced session stays open (%v)", closed)
+	}
+	// The room holds 3: a fourth is refused.
+	third := mustDial(t, srv)
+	if m := third.exchange(request{Type: "join", Token: mint(t, secret, access.Grant{Room: "r", Identity: "carol"}, time.Minute)}); m.Type != "joined" {
+		t.Fatalf("third: %+v", m)
+	}
+	fourth := mustDial(t, srv)
+	if m := fourth.exchange(request{Type: "join", Token: mint(t, secret, access.Grant{Room: "r", Identity: "dave"}, time.Minute)}); !strings.Contains(m.Text, "(room_full)") {
+		t.Errorf("fourth: %+v", m)
+	}
+	want := map[access.Reason]uint64{access.RoomFull: 1}
+	for _, r := range refusals {
+		want[r.reason]++
+	}
+	if got := gate.Refusals(); !maps.Equal(got, want) {
+		t.Errorf("refusals %v, want %v", got, want)
+	}
+}
+
+// A page of another site cannot open signaling unless allowed; a page of
+// this one and a client without an Origin (not a browser) can. One
+// address joining faster than its bucket is refused before a WebSocket
+// exists; a socket that never joins is closed.
+func TestOriginRateAndIdle(t *testing.T) {
+	srv, gate := server(t, access.Config{Open: true, JoinRate: 0.001, JoinBurst: 3}, Options{AllowedOrigins: []string{"*.example.com"}, JoinDeadline: 200 * time.Millisecond})
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, o := range []string{"http://" + host, "https://meet.example.com"} {
+		c, _, err := dial(t, srv, o)
+		if err != nil {
+			t.Fatalf("origin %s: %v", o, err)
+		}
+		c.ws.Close(websocket.StatusNormalClosure, "") // gone before joining: no refusal
+	}
+	if _, resp, err := dial(t, srv, "https://evil.test"); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("origin evil.test: %v %v", resp, err)
+	}
+	idle := mustDial(t, srv) // the third join from this address
+	if m, closed := idle.next(); !strings.Contains(m.Text, "(idle)") && closed != websocket.StatusPolicyViolation && m.Type != "" {
+		t.Errorf("idle: %+v %v", m, closed)
+	}
+	if _, resp, err := dial(t, srv, ""); err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the fourth join from one address: %v %v", resp, err)
+	}
+	want := map[access.Reason]uint64{access.Origin: 1, access.Idle: 1, access.Rate: 1}
+	if got := gate.Refusals(); !maps.Equal(got, want) {
+		t.Errorf("refusals %v, want %v", got, want)
 	}
 }

@@ -18,15 +18,19 @@
 // participants' browsers in turn: chromium (the default) or firefox
 // (Firefox ESR over WebDriver BiDi: firefox.mjs), e.g. firefox,chromium.
 //
-// usage: node meeting.mjs URL N SECONDS [SCHEDULE]
+// usage: node meeting.mjs 'URL...' N SECONDS [SCHEDULE]
 import { launchChromium, contextOptions, open } from './chromium.mjs';
 import { launchFirefox } from './firefox.mjs';
 
-const [url, nArg, secondsArg, scheduleArg] = process.argv.slice(2);
-if (!url) {
+const [urlArg, nArg, secondsArg, scheduleArg] = process.argv.slice(2);
+if (!urlArg) {
   console.error('usage: node meeting.mjs URL N SECONDS [SCHEDULE]');
   process.exit(2);
 }
+// URL is one address for every page (open rooms) or, space-separated, one
+// per page (each with its own join token).
+const urls = urlArg.split(/\s+/).filter((u) => u);
+const urlFor = (i) => urls[Math.min(i, urls.length - 1)];
 const n = Number(nArg || 2), seconds = Number(secondsArg || 10);
 const schedule = (scheduleArg || '').split(',').filter((s) => s).map((s) => {
   const [mode, scale] = s.split('/');
@@ -70,8 +74,8 @@ async function newPage(i) {
     return (await browsers.firefox.createBrowserContext()).newPage();
   }
   if (kind !== 'chromium') throw new Error('BROWSERS: ' + kind + ' (want chromium or firefox)');
-  browsers.chromium ||= await launchChromium(new URL(url).origin);
-  return (await browsers.chromium.newContext(contextOptions(url))).newPage();
+  browsers.chromium ||= await launchChromium(new URL(urlFor(0)).origin);
+  return (await browsers.chromium.newContext(contextOptions(urlFor(0)))).newPage();
 }
 
 try {
@@ -80,7 +84,7 @@ try {
     const page = await newPage(i);
     page.on('pageerror', (e) => console.error('page', i, e));
     page.on('console', (m) => console.error('console', i, m.text()));
-    await open(page, url);
+    await open(page, urlFor(i));
     pages.push(page);
   }
   const begin = Date.now();

@@ -23,16 +23,20 @@
 // its encoder does. Each page's sample says which senders' video the SFU
 // paused for it (`paused`: the page's own record of the SFU's notices).
 //
-// usage: node participants.mjs URL ROLES SECONDS [INTERVAL_MS]
-//   e.g. node participants.mjs 'http://10.201.1.1:8088/?room=r' send,send 60 1000
+// usage: node participants.mjs 'URL...' ROLES SECONDS [INTERVAL_MS]
+//   e.g. node participants.mjs 'http://10.201.1.1:8088/?token=A http://10.201.1.1:8088/?token=B' send,send 60 1000
 import { launchChromium, contextOptions, open } from './chromium.mjs';
 import { createInterface } from 'node:readline';
 
-const [url, rolesArg, secondsArg, intervalArg] = process.argv.slice(2);
-if (!url || !rolesArg) {
+const [urlArg, rolesArg, secondsArg, intervalArg] = process.argv.slice(2);
+if (!urlArg || !rolesArg) {
   console.error('usage: node participants.mjs URL ROLES SECONDS [INTERVAL_MS]');
   process.exit(2);
 }
+// URL is one address for every page (open rooms) or, space-separated, one
+// per page (each with its own join token).
+const urls = urlArg.split(/\s+/).filter((u) => u);
+const urlFor = (i) => urls[Math.min(i, urls.length - 1)];
 const roles = rolesArg.split(',');
 if (!roles.every((r) => r === 'send' || r === 'recv')) {
   console.error('roles: a comma-separated list of send and recv');
@@ -101,8 +105,7 @@ async function collect() {
     });
   }
   const status = document.getElementById('status').textContent;
-  const m = /^joined \S+ as (\S+)/.exec(status);
-  return { id: m ? m[1] : '', status, inbound, outbound, pub, paused: { ...st.paused } };
+  return { id: st.id || '', status, inbound, outbound, pub, paused: { ...st.paused } };
 }
 
 // Runs in the page: what feedback and header extensions were negotiated
@@ -120,12 +123,12 @@ function negotiated() {
 // deep inside a library, a signal turned into an exit).
 process.on('exit', (c) => console.error('participants.mjs: exit', c));
 process.on('unhandledRejection', (e) => console.error('participants.mjs: unhandled rejection:', (e && e.stack) || String(e)));
-const browser = await launchChromium(new URL(url).origin);
+const browser = await launchChromium(new URL(urlFor(0)).origin);
 let code = 0;
 try {
   const pages = [];
   for (const [i, role] of roles.entries()) {
-    const ctx = await browser.newContext(contextOptions(url));
+    const ctx = await browser.newContext(contextOptions(urlFor(0)));
     if (role === 'recv') {
       // Join without publishing: the page's publish message never leaves.
       await ctx.addInitScript(() => {
@@ -139,7 +142,7 @@ try {
     const page = await ctx.newPage();
     page.on('pageerror', (e) => console.error('page', i, e));
     page.on('console', (m) => console.error('console', i, m.text()));
-    await open(page, url);
+    await open(page, urlFor(i));
     pages.push({ role, page });
   }
   const start = Date.now();
