@@ -46,6 +46,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"sfu", "token", "--room", "r", "--identity", "a"}, 2, "token-secret-file"},
 		{[]string{"sfu", "token", "--token-secret", testSecret, "--room", "a room", "--identity", "a"}, 2, "room"},
 		{[]string{"sfu", "token", "--token-secret", testSecret, "--room", "r"}, 2, "identity"},
+		{[]string{"sfu", "token", "--token-secret", testSecret, "--room", "r", "--identity", "a", "--ttl", "48h"}, 2, "ttl"},
 		{[]string{"rx-probe", "--rx", "dpdk", "--listen", "127.0.0.1:0"}, 1, "rx"},
 	} {
 		var out, errOut bytes.Buffer
@@ -76,11 +77,11 @@ func TestSFUToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, _, err := gate.Join(token, "", time.Now())
-	if err != nil || g != (access.Grant{Room: "standup", Identity: "ann", Name: "Ann"}) {
-		t.Errorf("the gate reads %+v, %v", g, err)
+	adm, err := gate.Join(token, "", time.Now())
+	if err != nil || adm.Grant != (access.Grant{Room: "standup", Identity: "ann", Name: "Ann"}) {
+		t.Errorf("the gate reads %+v, %v", adm.Grant, err)
 	}
-	if _, _, err := gate.Join(token, "", time.Now().Add(6*time.Minute)); err == nil {
+	if _, err := gate.Join(adm.Rejoin, "", time.Now().Add(6*time.Minute)); err == nil {
 		t.Error("joined after its ttl")
 	}
 }

@@ -125,7 +125,11 @@ func (s secretSource) load(required bool) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("token-secret-file: %w", err)
 		}
-		return bytes.TrimRight(b, "\r\n"), nil
+		// The file's bytes are the secret (a line of base64 is used as the
+		// text it is); one line end, as an editor leaves it, is not.
+		b, _ = bytes.CutSuffix(b, []byte("\n"))
+		b, _ = bytes.CutSuffix(b, []byte("\r"))
+		return b, nil
 	case required:
 		return nil, errors.New("token-secret-file: the secret the SFU checks tokens with is needed to mint one")
 	}
@@ -141,7 +145,7 @@ func runSFUToken(args []string, stdout, stderr io.Writer) int {
 	room := fs.String("room", "", "the room the token joins (required)")
 	identity := fs.String("identity", "", "who joins: unique in the room, a second join of it replaces the first (required)")
 	name := fs.String("name", "", "the name the others see (default: the identity)")
-	ttl := fs.Duration("ttl", time.Hour, "how long the token may be used to join (and its rejoins, by reload, to follow)")
+	ttl := fs.Duration("ttl", time.Hour, "how long the token may be used to join (and its rejoins, by reload, to follow); at most 24h")
 	viewer := fs.Bool("viewer", false, "receive only: the token does not let its participant publish")
 	page := fs.String("url", "", "the SFU's page (e.g. https://meet.example.com:8088/): print the page's address with the token instead of the token")
 	fs.Usage = func() {

@@ -27,6 +27,7 @@ import (
 
 type inbound struct {
 	PacketsReceived, PacketsLost, FramesDecoded, FreezeCount, NackCount, FrameWidth float64
+	TotalAudioEnergy                                                                *float64 // Chromium's; Firefox may not say
 	Codec                                                                           string
 }
 
@@ -38,7 +39,7 @@ type inbound struct {
 // This is --unencrypted-media (browsers with their encryption off): the
 // wire check finds the payloads in the clear, as it must.
 func TestBrowserMeeting(t *testing.T) {
-	m := browserMeetingChecked(t, "ebpf", "chromium")
+	m := browserMeetingChecked(t, "ebpf", meetingSpec{browsers: "chromium", publishers: 3, toggle: -1})
 	flows, total := m.wire.plain()
 	t.Logf("wire: %d RTP packets captured in %d flows (by payload type), %d of them plain", total, len(m.wire), len(flows))
 	if len(flows) < 6 {
@@ -49,12 +50,15 @@ func TestBrowserMeeting(t *testing.T) {
 // The same meeting with ebrtc sfu's defaults: encrypted media (DTLS-SRTP,
 // the user data plane) and the page over HTTPS, the browsers as they ship
 // (no WebRTC switch: chromium.mjs, firefox.mjs), mixed: Firefox ESR (the
-// one that leaves and rejoins) and two Chromium, in VP8, which both send.
+// one that leaves and rejoins) and Chromium, in VP8, which both send; and
+// what people do in meetings: one joins with its camera off (audio only,
+// ?camera=off), one with a viewer's token (receives only), and one turns
+// its camera off and mutes its microphone for a third of the meeting.
 // The same requirements hold; every connection negotiated AES-GCM, the
 // page says the room is encrypted, nothing failed authentication, and the
 // wire carries no payload in the clear.
 func TestBrowserMeetingEncrypted(t *testing.T) {
-	m := browserMeetingChecked(t, "user+encrypted+vp8", "firefox,chromium,chromium")
+	m := browserMeetingChecked(t, "user+encrypted+vp8", meetingSpec{browsers: "firefox,chromium,chromium,chromium,chromium", publishers: 3, audioOnly: 1, viewers: 1, toggle: 2})
 	if m.res.Media != "encrypted" {
 		t.Errorf("the page says the room's media is %q", m.res.Media)
 	}
@@ -63,8 +67,10 @@ func TestBrowserMeetingEncrypted(t *testing.T) {
 		if len(cs) == 0 && i == 0 { // (Firefox may not report transport stats)
 			continue
 		}
-		if len(cs) != 3 || slices.ContainsFunc(cs, func(c string) bool { return c != "SRTP_AEAD_AES_128_GCM" }) {
-			t.Errorf("participant %d's connections negotiated %v, want SRTP_AEAD_AES_128_GCM on each of 3", i, cs)
+		// Every page has a connection per publisher (its own send-only one
+		// or a receive-only one): 4.
+		if len(cs) != 4 || slices.ContainsFunc(cs, func(c string) bool { return c != "SRTP_AEAD_AES_128_GCM" }) {
+			t.Errorf("participant %d's connections negotiated %v, want SRTP_AEAD_AES_128_GCM on each of 4", i, cs)
 		}
 	}
 	if o := m.outcomes; o[dataplane.Unauthentic].Packets != 0 || o[dataplane.DTLS].Packets == 0 ||
@@ -84,24 +90,40 @@ func TestBrowserMeetingEncrypted(t *testing.T) {
 type checkedMeeting struct {
 	res struct {
 		Stats    []map[string]map[string]inbound
+		IDs      []string
+		Views    []map[string]struct{ Audio, Video bool }
+		Paused   []map[string]bool
 		RejoinMs float64
 		Media    string
 		Ciphers  [][]string
+		Toggle   *toggleResult
 	}
 	outcomes map[dataplane.Outcome]dataplane.Counter
 	wire     wireCapture
 }
 
-// browserMeetingChecked runs the three-party meeting on plane (testbedSFU)
-// with the wire captured, and holds it to what every meeting must do.
-func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting {
+// toggleResult is meeting.mjs's TOGGLE: every page's stats 2 s after the
+// participant turned camera and microphone off and just before it turned
+// them on, what each page showed of it, and its video sender's bytes.
+type toggleResult struct {
+	ID                  string
+	Off, On             []map[string]map[string]inbound
+	Views               []*struct{ Audio, Video bool }
+	SentAtOff, SentAtOn float64
+}
+
+// browserMeetingChecked runs a 30 s meeting of spec's publishers and
+// viewers on plane (testbedSFU) with the wire captured, and holds it to
+// what every meeting must do.
+func browserMeetingChecked(t *testing.T, plane string, spec meetingSpec) *checkedMeeting {
 	tb, dp, _ := testbedSFU(t, plane, testbed.SFUMedia)
-	const participants, seconds = 3, 30
+	spec.seconds = 30
+	participants, publishers, seconds := spec.participants(), spec.publishers+spec.audioOnly, float64(spec.seconds)
 	scraped := make(chan sfuScrape, 1)
 	captured := make(chan wireCapture, 1)
-	scheme := map[bool]string{true: "https", false: "http"}[strings.Contains(plane, "+encrypted")]
+	spec.scheme = map[bool]string{true: "https", false: "http"}[strings.Contains(plane, "+encrypted")]
 	video := map[bool]string{true: "video/VP8", false: "video/AV1"}[strings.HasSuffix(plane, "+vp8")]
-	stdout, stderr := browserMeetingAt(t, tb, scheme, browsers, participants, seconds, "", func(meeting context.Context) {
+	stdout, stderr := browserMeetingAt(t, tb, spec, func(meeting context.Context) {
 		go func() {
 			w, err := captureWire(tb, meeting)
 			if err != nil {
@@ -121,9 +143,27 @@ func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting
 	if len(pages) != participants {
 		t.Fatalf("%d pages", len(pages))
 	}
+	toggled := ""
+	if spec.toggle >= 0 {
+		if m.res.Toggle == nil || m.res.Toggle.ID == "" {
+			t.Fatal("no toggle in the meeting's output")
+		}
+		toggled = m.res.Toggle.ID
+	}
+	if len(m.res.IDs) != participants {
+		t.Fatalf("%d page ids", len(m.res.IDs))
+	}
+	audioOnly := map[string]bool{}
+	for _, id := range m.res.IDs[spec.publishers:publishers] {
+		audioOnly[id] = true
+	}
 	for i, streams := range pages {
-		if len(streams) != participants-1 {
-			t.Errorf("participant %d receives %d streams, want %d", i, len(streams), participants-1)
+		want := publishers // a viewer receives every publisher; a publisher the others
+		if i < publishers {
+			want--
+		}
+		if len(streams) != want {
+			t.Errorf("participant %d receives %d streams, want %d", i, len(streams), want)
 		}
 		for from, s := range streams {
 			v, a := s["video"], s["audio"]
@@ -133,19 +173,40 @@ func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting
 			// browsers and the SFU on 2 CPUs), not the SFU's doing: as the
 			// shaped-receiver judge, such a stream may freeze every 10 s
 			// (every 6 s with Firefox in the meeting: 1-3 a stream seen in
-			// clean runs); one that lost or asked again may not.
-			cpuFreezes := 0.0
+			// clean runs); one that lost or asked again may not. The
+			// participant whose camera was off a third of the time sends a
+			// third fewer frames, and its camera's return may count as one
+			// more freeze.
+			cpuFreezes, frames := 0.0, 5*seconds
 			if v.PacketsLost == 0 && v.NackCount == 0 {
 				cpuFreezes = seconds / 10
-				if strings.Contains(browsers, "firefox") {
+				if strings.Contains(spec.browsers, "firefox") {
 					cpuFreezes = seconds / 6
 				}
 			}
-			if v.FramesDecoded < 5*seconds || a.PacketsReceived < 10*seconds || v.FreezeCount > cpuFreezes ||
+			if from == toggled {
+				cpuFreezes, frames = cpuFreezes+1, frames*2/3
+			}
+			if audioOnly[from] {
+				// Its video section is there (its camera may come on) but
+				// brings no frame (the SFU may probe a receiver's link with
+				// padding on it); its page says so to everyone.
+				if v.FramesDecoded != 0 || a.PacketsReceived < 10*seconds || !m.res.Views[i][from].Video || m.res.Views[i][from].Audio {
+					t.Errorf("participant %d from %s (camera off from the start): video %+v, audio %+v, shown as %+v", i, from, v, a, m.res.Views[i][from])
+				}
+				continue
+			}
+			if v.FramesDecoded < frames || a.PacketsReceived < 10*seconds || v.FreezeCount > cpuFreezes ||
 				v.PacketsLost+a.PacketsLost > (v.PacketsReceived+a.PacketsReceived)/100 ||
 				v.Codec != video || a.Codec != "audio/opus" || v.FrameWidth != 320 {
 				t.Errorf("participant %d from %s: video %+v, audio %+v", i, from, v, a)
 			}
+		}
+	}
+	if spec.toggle >= 0 {
+		checkToggle(t, m.res.Toggle, spec.toggle, pages)
+		if t.Failed() {
+			t.Logf("whose video the SFU paused for each page, at the end: %v", m.res.Paused)
 		}
 	}
 	// Key frames come on request: the rejoining browser's own PLIs, routed
@@ -161,10 +222,11 @@ func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting
 	m.outcomes = o
 	t.Logf("data plane: %v", o)
 	sc := <-scraped
+	legs := publishers * (participants - 1)
 	t.Logf("metrics, the fullest scrape: %v participants, receiver series %v", sc.participants, sc.receivers)
-	if sc.participants != float64(participants) || len(sc.receivers) != participants*(participants-1) || sc.replicas == 0 {
+	if sc.participants != float64(participants) || len(sc.receivers) != legs || sc.replicas == 0 {
 		t.Errorf("metrics: %v participants in the room, %d receiver series (want %d, each with packets), %v replicas",
-			sc.participants, len(sc.receivers), participants*(participants-1), sc.replicas)
+			sc.participants, len(sc.receivers), legs, sc.replicas)
 	}
 	for pair, n := range sc.receivers {
 		if n == 0 {
@@ -183,6 +245,47 @@ func browserMeetingChecked(t *testing.T, plane, browsers string) *checkedMeeting
 		t.Errorf("the data plane forwarded %v media datagrams and not %v, want >= 95%%", fwd, notFwd)
 	}
 	return m
+}
+
+// checkToggle: while the participant's camera was off and its microphone
+// muted, every other page showed it so, decoded no frame of it (its sender
+// sent next to nothing) and, where the browser measures it, heard
+// silence from it while it heard the others; once back on, every page
+// decoded it again.
+func checkToggle(t *testing.T, tg *toggleResult, toggler int, final []map[string]map[string]inbound) {
+	t.Helper()
+	t.Logf("toggle: %s's video sender sent %v bytes while off", tg.ID, tg.SentAtOn-tg.SentAtOff)
+	if tg.SentAtOn-tg.SentAtOff > 10_000 {
+		t.Errorf("the camera-off participant's video sender sent %v bytes in the 8 s it was off", tg.SentAtOn-tg.SentAtOff)
+	}
+	for i := range final {
+		if i == toggler {
+			continue
+		}
+		if v := tg.Views[i]; v == nil || !v.Audio || !v.Video {
+			t.Errorf("participant %d's page shows the toggled participant as %+v, want audio and video off", i, v)
+		}
+		off, on, end := tg.Off[i][tg.ID], tg.On[i][tg.ID], final[i][tg.ID]
+		if d := on["video"].FramesDecoded - off["video"].FramesDecoded; d > 3 {
+			t.Errorf("participant %d decoded %v frames of a camera that was off", i, d)
+		}
+		if d := end["video"].FramesDecoded - on["video"].FramesDecoded; d < 15 {
+			t.Errorf("participant %d decoded %v frames in the 10 s after the camera came back", i, d)
+		}
+		if e0, e1 := off["audio"].TotalAudioEnergy, on["audio"].TotalAudioEnergy; e0 != nil && e1 != nil {
+			var heard float64 // the most of another publisher in the same time
+			for from, s := range tg.On[i] {
+				if from != tg.ID && s["audio"].TotalAudioEnergy != nil && tg.Off[i][from]["audio"].TotalAudioEnergy != nil {
+					heard = max(heard, *s["audio"].TotalAudioEnergy-*tg.Off[i][from]["audio"].TotalAudioEnergy)
+				}
+			}
+			muted := *e1 - *e0
+			t.Logf("participant %d heard audio energy %v of the muted participant and %v of another in the same time", i, muted, heard)
+			if heard > 0 && muted > heard/20 {
+				t.Errorf("participant %d heard %v of the muted participant's audio energy and %v of another's", i, muted, heard)
+			}
+		}
+	}
 }
 
 // sfuScrape is what one scrape of ebrtc sfu's metrics said of the room.
@@ -296,6 +399,9 @@ func testbedSFUWith(t *testing.T, plane string, tweak func(*Config), media ...ne
 		Media:         media,
 		Ifaces:        ifaces,
 		Ready:         func(_ net.Addr, p dataplane.Plane) { ready <- p }}
+	if os.Getenv("EBRTC_TEST_LOG") == "debug" {
+		cfg.Log = testLog() // rate control's decisions and the legs'
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -327,13 +433,47 @@ func browserMeeting(t *testing.T, tb *testbed.Testbed, n, seconds int, during fu
 // "L1T3,L1T2,L1T3/2": scalability modes and resolution scales, applied
 // evenly across the seconds.
 func browserMeetingScheduled(t *testing.T, tb *testbed.Testbed, n, seconds int, schedule string, during func(meeting context.Context)) (stdout, stderr string) {
-	return browserMeetingAt(t, tb, "http", "chromium", n, seconds, schedule, during)
+	return browserMeetingAt(t, tb, meetingSpec{scheme: "http", browsers: "chromium", publishers: n, seconds: seconds, schedule: schedule, toggle: -1}, during)
 }
 
-// browserMeetingAt is browserMeetingScheduled with the page at scheme
-// (https: ebrtc sfu's default, encrypted media; http: --unencrypted-media)
-// and the participants' browsers in turn (meeting.mjs's BROWSERS).
-func browserMeetingAt(t *testing.T, tb *testbed.Testbed, scheme, browsers string, n, seconds int, schedule string, during func(meeting context.Context)) (stdout, stderr string) {
+// meetingSpec is a browser meeting (meeting.mjs): who joins with which
+// browser, for how long, doing what.
+type meetingSpec struct {
+	scheme   string // https: ebrtc sfu's default, encrypted media; http: --unencrypted-media
+	browsers string // the participants' browsers in turn (meeting.mjs's BROWSERS)
+	// publishers join first, each with a publisher's token; then the
+	// audioOnly ones, publishers whose camera is off from the start
+	// (?camera=off); viewers last, with a viewer's token (they receive
+	// only).
+	publishers, audioOnly, viewers int
+	seconds                        int
+	schedule                       string // the first participant's encoder (meeting.mjs's SCHEDULE)
+	toggle                         int    // the participant that turns camera and microphone off and on (TOGGLE), or -1
+}
+
+func (s meetingSpec) participants() int { return s.publishers + s.audioOnly + s.viewers }
+
+// urls are the pages' addresses, each with its own token.
+func (s meetingSpec) urls() string {
+	base := s.scheme + "://" + testbed.SFUWeb.String() + "/"
+	urls := testbed.SFUPageURLs(base, "test", s.publishers+s.audioOnly)
+	for i := s.publishers; i < len(urls); i++ {
+		urls[i] = strings.Replace(urls[i], "?", "?camera=off&", 1)
+	}
+	for i := range s.viewers {
+		tok, err := access.Mint([]byte(testbed.SFUTokenSecret), access.Grant{Room: "test", Identity: "viewer-" + strconv.Itoa(i)}, time.Now(), time.Hour)
+		if err != nil {
+			panic(err)
+		}
+		urls = append(urls, base+"?token="+tok)
+	}
+	return strings.Join(urls, " ")
+}
+
+// browserMeetingAt runs the meeting spec says; during runs meanwhile,
+// until the browsers are done. It returns what the script printed.
+func browserMeetingAt(t *testing.T, tb *testbed.Testbed, spec meetingSpec, during func(meeting context.Context)) (stdout, stderr string) {
+	browsers := spec.browsers
 	testenv.RequireCommand(t, "chromium")
 	if strings.Contains(browsers, "firefox") {
 		testenv.RequireCommand(t, "firefox-esr")
@@ -345,13 +485,15 @@ func browserMeetingAt(t *testing.T, tb *testbed.Testbed, scheme, browsers string
 	}
 	run, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	args := []string{"netns", "exec", tb.Client.Name, node, script,
-		strings.Join(testbed.SFUPageURLs(scheme+"://"+testbed.SFUWeb.String()+"/", "test", n), " "), strconv.Itoa(n), strconv.Itoa(seconds)}
-	if schedule != "" {
-		args = append(args, schedule)
+	args := []string{"netns", "exec", tb.Client.Name, node, script, spec.urls(), strconv.Itoa(spec.participants()), strconv.Itoa(spec.seconds)}
+	if spec.schedule != "" {
+		args = append(args, spec.schedule)
 	}
 	cmd := exec.CommandContext(run, "ip", args...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "BROWSERS="+browsers)
+	if spec.toggle >= 0 {
+		cmd.Env = append(cmd.Env, "TOGGLE="+strconv.Itoa(spec.toggle))
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	testenv.StartGroup(t, cmd)

@@ -76,17 +76,20 @@ func TestTokenRefusals(t *testing.T) {
 		{"huge", strings.Repeat("a", maxToken+1), Malformed},
 		{"HS512", b64(`{"alg":"HS512"}`) + ".e30.x", Signature},
 		{"none", b64(`{"alg":"none"}`) + ".e30.", Signature},
-		{"no jti", sign(`{"room":"r","sub":"a","exp":1900000000}`), Malformed},
+		{"no jti", sign(`{"room":"r","sub":"a","exp":1800003600}`), Malformed},
 		{"no exp", sign(`{"room":"r","sub":"a","jti":"j"}`), Malformed},
-		{"no identity", sign(`{"room":"r","exp":1900000000,"jti":"j"}`), Malformed},
-		{"not yet", sign(`{"room":"r","sub":"a","exp":1900000000,"nbf":1800000100,"jti":"j"}`), NotYetValid},
-		{"payload not JSON", header + ".bm90IGpzb24." + strings.Split(sign("x"), ".")[2], Signature},
+		{"no identity", sign(`{"room":"r","exp":1800003600,"jti":"j"}`), Malformed},
+		{"not yet", sign(`{"room":"r","sub":"a","exp":1800003600,"nbf":1800000100,"jti":"j"}`), NotYetValid},
+		{"payload not JSON, signed", sign("not json"), Malformed},
+		{"payload not JSON, unsigned", header + ".bm90IGpzb24." + strings.Split(sign("x"), ".")[2], Signature},
+		{"a year ahead", sign(`{"room":"r","sub":"a","exp":1831536000,"jti":"j"}`), Malformed},
+		{"negative generation", sign(`{"room":"r","sub":"a","exp":1800000100,"jti":"j","gen":-1}`), Malformed},
 	} {
 		if _, err := parse(key, c.token, now); reason(err) != c.want {
 			t.Errorf("%s: %v, want %s", c.name, err, c.want)
 		}
 	}
-	if _, err := parse(key, sign(`{"room":"r","sub":"a","exp":1900000000,"nbf":1800000020,"jti":"j"}`), now); err != nil {
+	if _, err := parse(key, sign(`{"room":"r","sub":"a","exp":1800003600,"nbf":1800000020,"jti":"j"}`), now); err != nil {
 		t.Errorf("a not-before within the clock skew: %v", err)
 	}
 }
@@ -123,20 +126,24 @@ func TestAdmit(t *testing.T) {
 	if err := g.Admit(netip.MustParseAddr("192.0.2.3"), now); err != nil {
 		t.Errorf("a fourth source: %v", err)
 	}
-	if err := g.Admit(netip.MustParseAddr("192.0.2.4"), now); reason(err) != Rate {
+	// A fifth source with four remembered, none refilled: it is let in,
+	// and one of the others forgotten (never a newcomer refused for
+	// want of room).
+	if err := g.Admit(netip.MustParseAddr("192.0.2.4"), now); err != nil {
 		t.Errorf("a fifth source with 4 remembered and none refilled: %v", err)
 	}
-	if err := g.Admit(netip.MustParseAddr("192.0.2.4"), now.Add(2*time.Second)); err != nil {
-		t.Errorf("once the others refilled: %v", err)
+	if len(g.buckets) != 4 {
+		t.Errorf("%d sources remembered, at most 4", len(g.buckets))
 	}
-	if n := g.Refusals()[Rate]; n != 3 {
-		t.Errorf("%d rate refusals counted, want 3", n)
+	if n := g.Refusals()[Rate]; n != 2 {
+		t.Errorf("%d rate refusals counted, want 2", n)
 	}
 }
 
 // A token joins once; the rejoin token it gives joins once more, with the
-// same grant and expiry; the ids remembered are bounded and forgotten
-// once expired.
+// same grant and expiry, and holds the same one record however often it
+// is used in turn; a join released (its room was full) may come again;
+// the ids remembered are bounded and forgotten once expired.
 func TestJoinOnce(t *testing.T) {
 	g, err := New(Config{Secret: key, MaxTracked: 2})
 	if err != nil {
@@ -144,34 +151,77 @@ func TestJoinOnce(t *testing.T) {
 	}
 	now := time.Now()
 	tok, _ := Mint(key, Grant{Room: "r", Identity: "a"}, now, time.Minute)
-	gr, rejoin, err := g.Join(tok, "", now)
-	if err != nil || gr.Identity != "a" || gr.Publish {
-		t.Fatalf("join: %+v %v", gr, err)
+	adm, err := g.Join(tok, "", now)
+	if err != nil || adm.Grant.Identity != "a" || adm.Grant.Publish {
+		t.Fatalf("join: %+v %v", adm, err)
 	}
-	if _, _, err := g.Join(tok, "r", now); reason(err) != Replayed {
+	if _, err := g.Join(tok, "r", now); reason(err) != Replayed {
 		t.Errorf("again: %v", err)
 	}
-	gr2, _, err := g.Join(rejoin, "r", now)
-	if err != nil || gr2 != gr {
-		t.Errorf("rejoin: %+v %v", gr2, err)
+	rejoin := adm.Rejoin
+	for i := range 5 { // reloads: each rejoin token once, one record
+		next, err := g.Join(rejoin, "r", now)
+		if err != nil || next.Grant != adm.Grant {
+			t.Fatalf("rejoin %d: %+v %v", i, next, err)
+		}
+		if _, err := g.Join(rejoin, "r", now); reason(err) != Replayed {
+			t.Errorf("rejoin %d again: %v", i, err)
+		}
+		rejoin = next.Rejoin
+	}
+	if _, err := g.Join(tok, "", now); reason(err) != Replayed {
+		t.Errorf("the first token after its rejoins: %v", err)
+	}
+	if len(g.used) != 1 {
+		t.Errorf("%d records for one invitation", len(g.used))
 	}
 	c, _ := parse(key, rejoin, now)
-	if c.Expires != now.Add(time.Minute).Unix() {
-		t.Errorf("the rejoin token expires at %d, want the token's %d", c.Expires, now.Add(time.Minute).Unix())
+	if c.Expires != now.Add(time.Minute).Unix() || c.ID != adm.id || c.Generation != 6 {
+		t.Errorf("the rejoin token: %+v", c)
 	}
+	// Released: the room refused it after the gate let it through.
 	other, _ := Mint(key, Grant{Room: "r", Identity: "b"}, now, time.Minute)
-	if _, _, err := g.Join(other, "", now); reason(err) != Busy {
+	adm2, err := g.Join(other, "", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Release(adm2)
+	if _, err := g.Join(other, "", now); err != nil {
+		t.Errorf("a released token: %v", err)
+	}
+	third, _ := Mint(key, Grant{Room: "r", Identity: "c"}, now, time.Minute)
+	if _, err := g.Join(third, "", now); reason(err) != Busy {
 		t.Errorf("a third live token with 2 remembered: %v", err)
 	}
-	if _, _, err := g.Join(other, "", now.Add(2*time.Minute)); reason(err) != Expired {
+	if _, err := g.Join(third, "", now.Add(2*time.Minute)); reason(err) != Expired {
 		t.Errorf("expired: %v", err)
 	}
-	late, _ := Mint(key, Grant{Room: "r", Identity: "b"}, now.Add(2*time.Minute), time.Minute)
-	if _, _, err := g.Join(late, "", now.Add(2*time.Minute)); err != nil {
+	late, _ := Mint(key, Grant{Room: "r", Identity: "c"}, now.Add(2*time.Minute), time.Minute)
+	if _, err := g.Join(late, "", now.Add(2*time.Minute)); err != nil {
 		t.Errorf("once the others expired: %v", err)
 	}
-	if _, _, err := g.Join("", "r", now); reason(err) != NoToken {
+	if _, err := g.Join("", "r", now); reason(err) != NoToken {
 		t.Errorf("without a token: %v", err)
+	}
+	if _, err := Mint(key, Grant{Room: "r", Identity: "d"}, now, MaxTTL+time.Second); err == nil {
+		t.Error("minted a token for longer than MaxTTL")
+	}
+}
+
+// Open rooms with a secret set: a join without a token gets in, by room
+// name; a token given is still checked.
+func TestOpenRoomsWithASecret(t *testing.T) {
+	g, err := New(Config{Secret: key, Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if adm, err := g.Join("", "lobby", now); err != nil || adm.Grant.Room != "lobby" || !adm.Grant.Publish || adm.Rejoin != "" {
+		t.Errorf("open join: %+v %v", adm, err)
+	}
+	forged, _ := Mint([]byte("another secret of thirty-two bytes"), Grant{Room: "r", Identity: "a"}, now, time.Minute)
+	if _, err := g.Join(forged, "", now); reason(err) != Signature {
+		t.Errorf("a forged token in open rooms: %v", err)
 	}
 }
 

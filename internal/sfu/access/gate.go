@@ -75,10 +75,28 @@ type Config struct {
 type Gate struct {
 	cfg Config
 
-	mu       sync.Mutex
-	used     map[string]int64 // token id -> its expiry (unix seconds)
-	buckets  map[netip.Prefix]*bucket
-	refusals map[Reason]uint64
+	mu        sync.Mutex
+	used      map[string]usedToken // by token id
+	buckets   map[netip.Prefix]*bucket
+	lastPrune time.Time
+	refusals  map[Reason]uint64
+}
+
+// usedToken is a token id that joined: until when to remember it, and
+// the generation of its last join (0: the token itself, then its rejoin
+// tokens').
+type usedToken struct {
+	expires    int64
+	generation int
+}
+
+// Admission is a join the gate let through: what it grants, the token to
+// rejoin with, and what Release needs to undo it.
+type Admission struct {
+	Grant  Grant
+	Rejoin string // empty for open rooms' joins
+	id     string
+	before *usedToken // the id's record before this join (nil: none)
 }
 
 type bucket struct {
@@ -105,7 +123,7 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.MaxTracked == 0 {
 		cfg.MaxTracked = 1 << 16
 	}
-	return &Gate{cfg: cfg, used: map[string]int64{}, buckets: map[netip.Prefix]*bucket{}, refusals: map[Reason]uint64{}}, nil
+	return &Gate{cfg: cfg, used: map[string]usedToken{}, buckets: map[netip.Prefix]*bucket{}, refusals: map[Reason]uint64{}}, nil
 }
 
 // Tokens says whether joins carry tokens (a secret is set).
@@ -120,9 +138,6 @@ func (g *Gate) Admit(addr netip.Addr, now time.Time) error {
 	if b == nil {
 		if len(g.buckets) >= g.cfg.MaxTracked {
 			g.pruneBuckets(now)
-		}
-		if len(g.buckets) >= g.cfg.MaxTracked {
-			return g.refuse(refused(Rate, "too many addresses joining at once"))
 		}
 		b = &bucket{tokens: float64(g.cfg.JoinBurst), at: now}
 		g.buckets[key] = b
@@ -147,71 +162,106 @@ func sourcePrefix(a netip.Addr) netip.Prefix {
 	return p
 }
 
-// pruneBuckets forgets addresses whose buckets have refilled.
+// pruneBuckets makes room for one more address: it forgets those whose
+// buckets have refilled (at most once a second: a walk of the whole map),
+// and if none has, one at random. A newcomer is never refused for want of
+// room, whoever filled it; the address forgotten starts again full.
 func (g *Gate) pruneBuckets(now time.Time) {
-	full := time.Duration(float64(g.cfg.JoinBurst) / g.cfg.JoinRate * float64(time.Second))
-	for k, b := range g.buckets {
-		if now.Sub(b.at) >= full {
-			delete(g.buckets, k)
+	if now.Sub(g.lastPrune) >= time.Second {
+		g.lastPrune = now
+		full := time.Duration(float64(g.cfg.JoinBurst) / g.cfg.JoinRate * float64(time.Second))
+		for k, b := range g.buckets {
+			if now.Sub(b.at) >= full {
+				delete(g.buckets, k)
+			}
 		}
+	}
+	for k := range g.buckets {
+		if len(g.buckets) < g.cfg.MaxTracked {
+			break
+		}
+		delete(g.buckets, k)
 	}
 }
 
 // Join checks a join into room with token (room may be empty: the
-// token's) and returns what it grants, and a token for rejoining (a
-// reload) with the same grant until the same expiry: each token joins
-// once. Open rooms take a join without a token.
-func (g *Gate) Join(token, room string, now time.Time) (Grant, string, error) {
+// token's). A token joins once; the admission carries a token for the
+// next join of the same grant until the same expiry (a reload), which
+// joins once too. Open rooms take a join without a token. If the join
+// then fails elsewhere (a full room), Release gives the token back.
+func (g *Gate) Join(token, room string, now time.Time) (Admission, error) {
 	if token == "" {
 		if !g.cfg.Open {
-			return Grant{}, "", g.Count(refused(NoToken, "this server's rooms need a join token (?token= in the page's address)"))
+			return Admission{}, g.Count(refused(NoToken, "this server's rooms need a join token (?token= in the page's address)"))
 		}
-		gr := Grant{Room: room, Identity: "", Publish: true}
 		if !roomName.MatchString(room) {
-			return Grant{}, "", g.Count(refused(BadMessage, "room %q: 1 to 64 letters, digits, '-' or '_'", room))
+			return Admission{}, g.Count(refused(BadMessage, "room %q: 1 to 64 letters, digits, '-' or '_'", room))
 		}
-		return gr, "", nil
+		return Admission{Grant: Grant{Room: room, Publish: true}}, nil
 	}
 	if g.cfg.Secret == nil {
-		return Grant{}, "", g.Count(refused(Signature, "this server has no token secret: join without a token"))
+		return Admission{}, g.Count(refused(Signature, "this server has no token secret: join without a token"))
 	}
 	c, err := parse(g.cfg.Secret, token, now)
 	if err != nil {
-		return Grant{}, "", g.Count(err)
+		return Admission{}, g.Count(err)
 	}
 	if room != "" && room != c.Room {
-		return Grant{}, "", g.Count(refused(WrongRoom, "the token is for another room"))
+		return Admission{}, g.Count(refused(WrongRoom, "the token is for another room"))
 	}
-	if err := g.use(c.ID, c.Expires, now); err != nil {
-		return Grant{}, "", g.Count(err)
+	a := Admission{Grant: c.Grant, id: c.ID}
+	if a.before, err = g.use(c, now); err != nil {
+		return Admission{}, g.Count(err)
 	}
-	rejoin, err := mint(g.cfg.Secret, c.Grant, now, time.Unix(c.Expires, 0))
-	if err != nil {
-		rejoin = "" // it expires this second: nothing to rejoin with
+	next := c
+	next.IssuedAt, next.NotBefore, next.Generation = now.Unix(), 0, c.Generation+1
+	if a.Rejoin, err = mint(g.cfg.Secret, next); err != nil {
+		a.Rejoin = "" // it expires this second: nothing to rejoin with
 	}
-	return c.Grant, rejoin, nil
+	return a, nil
 }
 
-// use records a token id as joined until its expiry; a second use is a
-// replay.
-func (g *Gate) use(id string, expires int64, now time.Time) error {
+// use records the join of a token: its id is new, or the generation is
+// the one after the last that joined. It returns the record before.
+func (g *Gate) use(c claims, now time.Time) (*usedToken, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.used[id]; ok {
-		return refused(Replayed, "this token has joined once already (a reload rejoins with the token the join gave)")
+	if u, ok := g.used[c.ID]; ok {
+		if c.Generation != u.generation+1 {
+			return nil, refused(Replayed, "this token has joined once already (each joins once: ask for a new one; a reload rejoins with the token the join gave)")
+		}
+		g.used[c.ID] = usedToken{expires: u.expires, generation: c.Generation}
+		return &u, nil
 	}
 	if len(g.used) >= g.cfg.MaxTracked {
-		for k, exp := range g.used {
-			if now.Unix() >= exp {
+		for k, u := range g.used {
+			if now.Unix() >= u.expires {
 				delete(g.used, k)
 			}
 		}
 	}
 	if len(g.used) >= g.cfg.MaxTracked {
-		return refused(Busy, "too many live tokens joined; try again later")
+		return nil, refused(Busy, "too many live tokens joined; try again later")
 	}
-	g.used[id] = expires
-	return nil
+	// (An id unknown with a later generation: a rejoin after a restart,
+	// which forgot what joined. It joins, and counts on from there.)
+	g.used[c.ID] = usedToken{expires: c.Expires, generation: c.Generation}
+	return nil, nil
+}
+
+// Release undoes an admission whose join failed after the gate (the
+// room full, the server's rooms all taken): its token may join again.
+func (g *Gate) Release(a Admission) {
+	if a.id == "" {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if a.before == nil {
+		delete(g.used, a.id)
+	} else {
+		g.used[a.id] = *a.before
+	}
 }
 
 // Count counts err's refusal (if it is one) and returns it.

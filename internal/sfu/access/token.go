@@ -28,6 +28,12 @@ const maxToken = 4096
 // clockSkew is how far a token's not-before may be ahead of our clock.
 const clockSkew = 30 * time.Second
 
+// MaxTTL bounds how far ahead a token's expiry may be: a token joins once
+// and its id is remembered until it expires, so this also bounds how long
+// the gate remembers it. (A participant stays as long as it likes; the
+// expiry bounds when a join, or a reload's rejoin, may start.)
+const MaxTTL = 24 * time.Hour
+
 // Grant is what a token allows: joining one room as one identity.
 type Grant struct {
 	Room     string `json:"room"`
@@ -39,13 +45,16 @@ type Grant struct {
 }
 
 // claims are a token's payload: the grant, its validity and its id (jti),
-// which makes a token good for one join.
+// which makes a token good for one join. A rejoin token (given at a join)
+// keeps the id and counts up its generation, so an invitation holds one
+// entry of the gate's record however often its tab reloads.
 type claims struct {
 	Grant
-	IssuedAt  int64  `json:"iat"`
-	NotBefore int64  `json:"nbf,omitempty"`
-	Expires   int64  `json:"exp"`
-	ID        string `json:"jti"`
+	IssuedAt   int64  `json:"iat"`
+	NotBefore  int64  `json:"nbf,omitempty"`
+	Expires    int64  `json:"exp"`
+	ID         string `json:"jti"`
+	Generation int    `json:"gen,omitempty"`
 }
 
 var (
@@ -70,22 +79,25 @@ func (g Grant) Check() error {
 
 // Mint signs a token for g, valid from now for ttl.
 func Mint(secret []byte, g Grant, now time.Time, ttl time.Duration) (string, error) {
-	return mint(secret, g, now, now.Add(ttl))
-}
-
-func mint(secret []byte, g Grant, now, expires time.Time) (string, error) {
-	if len(secret) < MinSecret {
-		return "", fmt.Errorf("access: token secret: at least %d bytes", MinSecret)
-	}
-	if err := g.Check(); err != nil {
-		return "", fmt.Errorf("access: %w", err)
-	}
-	if !expires.After(now) {
-		return "", errors.New("access: ttl: want a positive duration")
+	if ttl > MaxTTL {
+		return "", fmt.Errorf("access: ttl: %v, at most %v", ttl, MaxTTL)
 	}
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
-	payload, err := json.Marshal(claims{Grant: g, IssuedAt: now.Unix(), Expires: expires.Unix(), ID: base64.RawURLEncoding.EncodeToString(id)})
+	return mint(secret, claims{Grant: g, IssuedAt: now.Unix(), Expires: now.Add(ttl).Unix(), ID: base64.RawURLEncoding.EncodeToString(id)})
+}
+
+func mint(secret []byte, c claims) (string, error) {
+	if len(secret) < MinSecret {
+		return "", fmt.Errorf("access: token secret: at least %d bytes", MinSecret)
+	}
+	if err := c.Grant.Check(); err != nil {
+		return "", fmt.Errorf("access: %w", err)
+	}
+	if c.Expires <= c.IssuedAt {
+		return "", errors.New("access: ttl: want a positive duration")
+	}
+	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", err
 	}
@@ -135,6 +147,10 @@ func parse(secret []byte, token string, now time.Time) (claims, error) {
 		return c, refused(Malformed, "exp: every token needs an expiry")
 	case now.Unix() >= c.Expires:
 		return c, refused(Expired, "expired %v ago", now.Sub(time.Unix(c.Expires, 0)).Round(time.Second))
+	case time.Unix(c.Expires, 0).Sub(now) > MaxTTL+clockSkew:
+		return c, refused(Malformed, "exp: more than %v ahead", MaxTTL)
+	case c.Generation < 0:
+		return c, refused(Malformed, "gen: negative")
 	case c.NotBefore != 0 && now.Add(clockSkew).Unix() < c.NotBefore:
 		return c, refused(NotYetValid, "valid from %v", time.Unix(c.NotBefore, 0).UTC())
 	}

@@ -27,14 +27,17 @@ import (
 
 // Message is what the controller sends a participant.
 type Message struct {
-	Type string `json:"type"`           // joined, answer, offer, left, paused, resumed, replaced, error
-	ID   string `json:"id,omitempty"`   // joined: yours; offer, left, paused, resumed: the publisher's
+	Type string `json:"type"`           // joined, answer, offer, left, paused, resumed, muted, replaced, error
+	ID   string `json:"id,omitempty"`   // joined: yours; offer, left, paused, resumed, muted: the publisher's
 	Name string `json:"name,omitempty"` // joined: yours; offer: the publisher's (its token's display name)
 	// Token (joined) is a join token for rejoining (a reload): each token
 	// joins once.
 	Token string `json:"token,omitempty"`
-	SDP   string `json:"sdp,omitempty"`  // answer, offer
-	Text  string `json:"text,omitempty"` // error
+	// Muted (offer, muted) are the kinds the publisher has turned off
+	// (audio: its microphone muted; video: its camera off).
+	Muted []string `json:"muted,omitempty"`
+	SDP   string   `json:"sdp,omitempty"`  // answer, offer
+	Text  string   `json:"text,omitempty"` // error
 	// Media is how media travels in the room (joined): "encrypted"
 	// (DTLS-SRTP) or "plain" (--unencrypted-media).
 	Media string `json:"media,omitempty"`
@@ -83,7 +86,8 @@ type Participant struct {
 	grant access.Grant // who it is and whether it may publish
 	room  *room
 	send  func(Message)
-	left  bool // Leave ran (or a newer join of its identity replaced it)
+	left  bool     // Leave ran (or a newer join of its identity replaced it)
+	muted []string // the kinds it has turned off, sorted (Mute)
 
 	publish *signaling.Publish
 	pub     *conn            // its send-only connection
@@ -225,6 +229,35 @@ func (c *Controller) Publish(p *Participant, offer string) error {
 	for _, other := range p.room.parts {
 		if other != p {
 			c.offerStream(p, other)
+		}
+	}
+	return nil
+}
+
+// Mute records that p has turned its microphone (kind audio) or camera
+// (video) off or on, and tells the others in the room, whose pages show
+// it; a receiver joining later learns it with the stream's offer. What
+// stops is the browser's sending (the page stops its camera, and mutes
+// its microphone's track): the SFU forwards what comes.
+func (c *Controller) Mute(p *Participant, kind string, muted bool) error {
+	if kind != "audio" && kind != "video" {
+		return fmt.Errorf("controller: mute %q (want audio or video)", kind)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.left || p.publish == nil {
+		return errors.New("controller: mute: not publishing")
+	}
+	p.muted = slices.DeleteFunc(p.muted, func(k string) bool { return k == kind })
+	if muted {
+		p.muted = append(p.muted, kind)
+		slices.Sort(p.muted)
+	} else if kind == "video" && p.sender != nil {
+		p.sender.KeyFrame() // for the receivers that joined while it was off
+	}
+	for _, other := range p.room.parts {
+		if other != p {
+			other.send(Message{Type: "muted", ID: p.ID, Muted: slices.Clone(p.muted)})
 		}
 	}
 	return nil
@@ -497,7 +530,7 @@ func (c *Controller) offerStream(publisher, receiver *Participant) {
 		return
 	}
 	receiver.recv[publisher.ID] = cn
-	receiver.send(Message{Type: "offer", ID: publisher.ID, Name: publisher.name(), SDP: offer})
+	receiver.send(Message{Type: "offer", ID: publisher.ID, Name: publisher.name(), SDP: offer, Muted: publisher.muted})
 }
 
 func (c *Controller) newConn(owner, publisher *Participant) *conn {

@@ -175,6 +175,22 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	if _, err := pubSock.Read(make([]byte, 1500)); err == nil {
 		t.Error("a key frame was asked for with nobody waiting")
 	}
+	// The publisher's camera off and on again: a key frame is asked for
+	// (receivers that joined meanwhile wait for one); off, none is.
+	w.now = w.now.Add(time.Minute) // past the interval between requests
+	if err := w.c.Mute(pa, "video", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := pubSock.SetReadDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pubSock.Read(make([]byte, 1500)); err == nil {
+		t.Error("a key frame was asked for as the camera went off")
+	}
+	if err := w.c.Mute(pa, "video", false); err != nil {
+		t.Fatal(err)
+	}
+	expectPLI(t, pubSock, sfuSock, video, 2*time.Second)
 }
 
 func expectPLI(t *testing.T, pubSock, sfuSock *net.UDPConn, video uint32, within time.Duration) {
@@ -332,5 +348,58 @@ func TestRefusals(t *testing.T) {
 		Codecs: signaling.Codecs{Audio: "opus", Video: "H265"}})
 	if err == nil || !strings.Contains(err.Error(), "video codec \"H265\"") {
 		t.Errorf("H265 video: %v", err)
+	}
+}
+
+// A publisher's camera and microphone turned off and on reach every
+// other participant, and a receiver joining later learns them with the
+// stream's offer; a viewer (or anyone not publishing) cannot say it
+// muted, nor publish; a name travels with the offer.
+func TestMuteAndViewers(t *testing.T) {
+	w := newWorld(t)
+	var a, b, v, late inbox
+	pa, _ := w.c.Join(access.Grant{Room: "r", Identity: "ann", Name: "Ann", Publish: true}, a.send)
+	if err := w.c.Mute(pa, "video", true); err == nil {
+		t.Error("muted before publishing")
+	}
+	if err := w.c.Publish(pa, synth.ChromiumOffer); err != nil {
+		t.Fatal(err)
+	}
+	w.c.Join(access.Grant{Room: "r", Identity: "bob", Publish: true}, b.send)
+	pv, _ := w.c.Join(access.Grant{Room: "r", Identity: "vic"}, v.send)
+	if m := v.last(t, "offer"); m.ID != pa.ID || m.Name != "Ann" || len(m.Muted) != 0 {
+		t.Errorf("the viewer's offer: %+v", m)
+	}
+	if err := w.c.Publish(pv, synth.ChromiumOffer); err == nil || !strings.Contains(err.Error(), "viewer") {
+		t.Errorf("a viewer published: %v", err)
+	}
+	if err := w.c.Mute(pv, "audio", true); err == nil {
+		t.Error("a viewer muted")
+	}
+	for _, step := range []struct {
+		kind  string
+		muted bool
+		want  []string
+	}{{"video", true, []string{"video"}}, {"audio", true, []string{"audio", "video"}}, {"video", false, []string{"audio"}}} {
+		if err := w.c.Mute(pa, step.kind, step.muted); err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range []*inbox{&b, &v} {
+			if m := in.last(t, "muted"); m.ID != pa.ID || !slices.Equal(m.Muted, step.want) {
+				t.Errorf("after %s %v: %+v, want %v", step.kind, step.muted, m, step.want)
+			}
+		}
+	}
+	if err := w.c.Mute(pa, "screen", true); err == nil {
+		t.Error("muted a kind that does not exist")
+	}
+	w.c.Join(access.Grant{Room: "r", Identity: "lee"}, late.send)
+	if m := late.last(t, "offer"); !slices.Equal(m.Muted, []string{"audio"}) {
+		t.Errorf("a later receiver's offer: %+v", m)
+	}
+	for _, m := range a.msgs {
+		if m.Type == "muted" {
+			t.Errorf("the publisher was told of its own mute: %+v", m)
+		}
 	}
 }

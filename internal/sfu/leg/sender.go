@@ -196,6 +196,11 @@ func (s *Sender) closeLegs() {
 // asked for within the interval.
 func (s *Sender) keyFrame() { s.requestKeyFrame(s.cfg.VideoSSRC) }
 
+// KeyFrame asks the sender for a key frame of its video (unless one was
+// asked for within the interval): when its camera comes back on, every
+// receiver that joined meanwhile waits for one.
+func (s *Sender) KeyFrame() { s.keyFrame() }
+
 func (s *Sender) requestKeyFrame(ssrc uint32) {
 	if ssrc == 0 || !s.firstPLI(ssrc) {
 		return

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -38,9 +37,11 @@ const keepalive = 15 * time.Second
 
 // request is what a browser sends.
 type request struct {
-	Type  string `json:"type"` // join, publish, answer
+	Type  string `json:"type"` // join, publish, answer, mute
 	Room  string `json:"room,omitempty"`
 	Token string `json:"token,omitempty"` // join: the join token (access)
+	Kind  string `json:"kind,omitempty"`  // mute: audio or video
+	Muted bool   `json:"muted,omitempty"` // mute: off (true) or on again
 	ID    string `json:"id,omitempty"`    // answer: the publisher the answer is for
 	SDP   string `json:"sdp,omitempty"`
 }
@@ -149,7 +150,7 @@ func serve(c *controller.Controller, o Options, ws *websocket.Conn) {
 		select {
 		case out <- m:
 		default:
-			ws.CloseNow() // a browser this far behind is gone
+			cancel() // a browser this far behind is gone: reader and writer end
 		}
 	}
 	p, err := join(ctx, c, o, ws, send, &rejoin)
@@ -176,32 +177,43 @@ func serve(c *controller.Controller, o Options, ws *websocket.Conn) {
 	}
 }
 
-// join reads the session's first message, which must be a join, and
-// passes it through the gate into the controller.
+// join reads the session's first message, which must be a join within
+// the deadline, and passes it through the gate into the controller. A
+// refusal comes back as an error for the client (then the socket closes).
 func join(ctx context.Context, c *controller.Controller, o Options, ws *websocket.Conn, send func(controller.Message), rejoin *string) (*controller.Participant, error) {
 	gate, deadline := o.Gate, cmp.Or(o.JoinDeadline, access.JoinDeadline)
-	first, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
+	first := make(chan error, 1)
 	var req request
-	if err := wsjson.Read(first, ws, &req); err != nil {
+	go func() { first <- wsjson.Read(ctx, ws, &req) }()
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil, gate.Count(access.Refuse(access.Idle, "no join within %v", deadline))
+	case err := <-first:
+		var syntax *json.SyntaxError
+		var typ *json.UnmarshalTypeError
 		switch {
-		case first.Err() != nil:
-			return nil, gate.Count(access.Refuse(access.Idle, "no join within %v", deadline))
-		case websocket.CloseStatus(err) != -1 || errors.Is(err, io.EOF):
-			return nil, err // it left before joining: nothing refused
+		case errors.As(err, &syntax) || errors.As(err, &typ):
+			return nil, gate.Count(access.Refuse(access.BadMessage, "bad message: %v", err))
+		case err != nil:
+			return nil, err // it left (or its connection broke) before joining: nothing refused
 		}
-		return nil, gate.Count(access.Refuse(access.BadMessage, "bad message: %v", err))
 	}
 	if req.Type != "join" {
 		return nil, gate.Count(access.Refuse(access.BadMessage, "join a room first"))
 	}
-	grant, token, err := gate.Join(req.Token, req.Room, time.Now())
+	adm, err := gate.Join(req.Token, req.Room, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	*rejoin = token
-	p, err := c.Join(grant, send)
-	return p, gate.Count(err)
+	*rejoin = adm.Rejoin
+	p, err := c.Join(adm.Grant, send)
+	if err != nil {
+		gate.Release(adm) // its token may join once a place frees
+		return nil, gate.Count(err)
+	}
+	return p, nil
 }
 
 // write sends out's messages in order until out closes or ctx ends;
@@ -264,6 +276,8 @@ func handle(c *controller.Controller, p *controller.Participant, req request) er
 		return c.Publish(p, req.SDP)
 	case "answer":
 		return c.Answer(p, req.ID, req.SDP)
+	case "mute":
+		return c.Mute(p, req.Kind, req.Muted)
 	}
 	b, _ := json.Marshal(req.Type)
 	return fmt.Errorf("unknown message type %s", b)

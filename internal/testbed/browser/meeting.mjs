@@ -3,7 +3,10 @@
 // for an http: one: chromium.mjs), stay for
 // SECONDS; then the first leaves and rejoins (a reload), and the time until
 // it decodes video from every other participant again is measured. Prints
-// one JSON line: {stats: each page's inbound stats by publisher, rejoinMs}.
+// one JSON line: {stats: each page's inbound stats by publisher, ids: each
+// page's participant id, views: what each page shows muted of the others,
+// paused: whose video the SFU paused for each page (at the end),
+// rejoinMs, media, ciphers, toggle}.
 //
 // SCHEDULE, if given, drives the first participant's video encoder while
 // the participants stay: a comma-separated list of steps, each MODE or
@@ -17,6 +20,16 @@
 // BROWSERS (environment), if set, is a comma-separated list of the
 // participants' browsers in turn: chromium (the default) or firefox
 // (Firefox ESR over WebDriver BiDi: firefox.mjs), e.g. firefox,chromium.
+//
+// TOGGLE (environment), if set, is the index of a participant that turns
+// its camera off and mutes its microphone (the page's buttons) at a third
+// of SECONDS and turns both on again at two thirds; the output's toggle
+// has every page's stats 2 s after the first click (off) and just before
+// the second (on), what each page shows of that participant then
+// (views), and its video sender's bytes at both moments.
+//
+// A page whose token is a viewer's publishes nothing; the rejoin waits
+// for the streams of the other pages that publish.
 //
 // usage: node meeting.mjs 'URL...' N SECONDS [SCHEDULE]
 import { launchChromium, contextOptions, open } from './chromium.mjs';
@@ -93,17 +106,56 @@ try {
     const enc = await apply(pages[0], step);
     console.error(`schedule step ${i} at ${Date.now() - begin} ms: ${JSON.stringify(step)} -> encoding ${JSON.stringify(enc)}`);
   }
+  let toggle;
+  const toggled = process.env.TOGGLE === undefined ? -1 : Number(process.env.TOGGLE);
+  if (toggled >= 0) {
+    const stats = () => Promise.all(pages.map((p) => p.evaluate(() => window.meeting.stats)));
+    const videoBytesSent = () => pages[toggled].evaluate(async () => {
+      let n = 0;
+      (await window.meeting.pub.getStats()).forEach((r) => { if (r.type === 'outbound-rtp' && r.kind === 'video') n += r.bytesSent; });
+      return n;
+    });
+    const click = async () => { await pages[toggled].click('#camBtn'); await pages[toggled].click('#micBtn'); };
+    await sleep(begin + seconds * 1000 / 3 - Date.now());
+    // A page the browser's autoplay policy kept silent (a viewer opened no
+    // microphone) asks for a click to play the others' audio: give it.
+    for (const p of pages) {
+      if (await p.evaluate(() => !document.getElementById('hearBtn').hidden)) await p.click('#hearBtn');
+    }
+    await click();
+    console.error(`toggle: participant ${toggled}'s camera and microphone off at ${Date.now() - begin} ms`);
+    await sleep(2000);
+    const id = await pages[toggled].evaluate(() => window.meeting.id);
+    toggle = { id, off: await stats(), sentAtOff: await videoBytesSent(),
+      views: await Promise.all(pages.map((p) => p.evaluate((id) => window.meeting.remoteMuted[id] || null, id))) };
+    await sleep(begin + seconds * 2000 / 3 - Date.now());
+    toggle.on = await stats();
+    toggle.sentAtOn = await videoBytesSent();
+    await click();
+    console.error(`toggle: on again at ${Date.now() - begin} ms`);
+  }
   await sleep(begin + seconds * 1000 - Date.now());
-  const out = [];
-  for (const p of pages) out.push(await p.evaluate(() => window.meeting.stats));
-  // Leave and rejoin: a reload closes the signaling socket and joins anew.
+  const out = [], ids = [], views = [], paused = [];
+  for (const p of pages) {
+    out.push(await p.evaluate(() => window.meeting.stats));
+    ids.push(await p.evaluate(() => window.meeting.id));
+    views.push(await p.evaluate(() => window.meeting.remoteMuted));
+    paused.push(await p.evaluate(() => window.meeting.paused));
+  }
+  // Leave and rejoin: a reload closes the signaling socket and joins anew
+  // (with the token the join gave: a token joins once).
+  let publishers = 0;
+  for (const p of pages.slice(1)) if (!(await p.evaluate(() => window.meeting.viewer))) publishers++;
   const start = Date.now();
   await pages[0].reload();
   let rejoinMs = -1;
   while (Date.now() - start < 15000) {
     const st = await pages[0].evaluate(() => window.meeting.stats);
     const streams = Object.values(st);
-    if (streams.length === n - 1 && streams.every((x) => x.video && x.video.framesDecoded > 0)) {
+    // A stream whose camera is off (?camera=off) counts once its audio comes.
+    const off = await pages[0].evaluate(() => window.meeting.remoteMuted);
+    const playing = ([id, x]) => (off[id] && off[id].video) ? (x.audio && x.audio.packetsReceived > 0) : (x.video && x.video.framesDecoded > 0);
+    if (streams.length === publishers && Object.entries(st).every(playing)) {
       rejoinMs = Date.now() - start;
       break;
     }
@@ -122,7 +174,7 @@ try {
       return out;
     }));
   }
-  console.log(JSON.stringify({ stats: out, rejoinMs, media, ciphers }));
+  console.log(JSON.stringify({ stats: out, ids, views, paused, rejoinMs, media, ciphers, toggle }));
 } finally {
   for (const b of Object.values(browsers)) await b.close();
 }
