@@ -100,6 +100,10 @@ type Room struct {
 // Participant is one member of a room: what it publishes and receives.
 type Participant struct {
 	ID        string         `json:"id"`
+	Identity  string         `json:"identity,omitempty"` // its token's (none in open rooms)
+	Name      string         `json:"name,omitempty"`     // what the others see
+	Viewer    bool           `json:"viewer,omitempty"`   // its token lets it receive only
+	Muted     []string       `json:"muted,omitempty"`    // what it turned off: audio, video
 	Publishes netip.AddrPort `json:"publishes,omitzero"` // its media's source, when it sends
 	Receivers int            `json:"receivers"`          // participants its stream goes to
 	Receives  int            `json:"receives"`           // streams it is sent

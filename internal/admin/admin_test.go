@@ -126,3 +126,23 @@ func TestRenderLegs(t *testing.T) {
 		t.Errorf("a first frame shows rates:\n%s", b.String())
 	}
 }
+
+// An SFU's rooms: each participant with its name, what it publishes (or
+// that it is a viewer) and what it turned off.
+func TestRenderRooms(t *testing.T) {
+	st := Status{Server: "sfu", Rooms: []Room{{Name: "standup", Participants: []Participant{
+		{ID: "aaaa", Identity: "ann", Name: "Ann", Publishes: netip.MustParseAddrPort("10.0.0.5:5000"), Muted: []string{"audio", "video"}, Receivers: 2},
+		{ID: "bbbb", Identity: "vic", Name: "vic", Viewer: true, Receives: 1},
+	}}}}
+	var b bytes.Buffer
+	Render(&b, Status{}, st)
+	out := b.String()
+	for re, what := range map[string]string{
+		`standup\s+aaaa\s+Ann\s+10\.0\.0\.5:5000\s+audio,video\s+2\s+0`: "the muted publisher",
+		`standup\s+bbbb\s+vic\s+\(viewer\)\s+-\s+0\s+1`:                 "the viewer",
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("%s does not match %q:\n%s", what, re, out)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -165,15 +166,19 @@ func renderRooms(w io.Writer, r rates, prev, cur []Room) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROOM\tPARTICIPANT\tPUBLISHES\tRECEIVERS\tRECEIVES\tSENT PPS\tSENT BPS\tFORWARDED PPS\tFORWARDED BPS\t")
+	fmt.Fprintln(tw, "ROOM\tPARTICIPANT\tNAME\tPUBLISHES\tOFF\tRECEIVERS\tRECEIVES\tSENT PPS\tSENT BPS\tFORWARDED PPS\tFORWARDED BPS\t")
 	for _, room := range cur {
 		for _, p := range room.Participants {
 			pub := "-"
-			if p.Publishes.IsValid() {
+			switch {
+			case p.Publishes.IsValid():
 				pub = p.Publishes.String()
+			case p.Viewer:
+				pub = "(viewer)"
 			}
+			off := strings.Join(p.Muted, ",")
 			b := before[room.Name+"/"+p.ID]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t\n", room.Name, p.ID, pub, p.Receivers, p.Receives,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t\n", room.Name, p.ID, cmp.Or(p.Name, "-"), pub, cmp.Or(off, "-"), p.Receivers, p.Receives,
 				r.pps(b.Sent, p.Sent), r.bps(b.Sent, p.Sent), r.pps(b.Forwarded, p.Forwarded), r.bps(b.Forwarded, p.Forwarded))
 		}
 	}

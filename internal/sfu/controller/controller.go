@@ -576,7 +576,7 @@ func (c *Controller) Snapshot() []admin.Room {
 	for _, r := range c.rooms {
 		room := admin.Room{Name: r.name}
 		for _, p := range r.parts {
-			ap := admin.Participant{ID: p.ID}
+			ap := admin.Participant{ID: p.ID, Identity: p.grant.Identity, Name: p.name(), Viewer: !p.grant.Publish, Muted: slices.Clone(p.muted)}
 			if p.sender != nil {
 				ap.Receivers = len(p.sender.Legs())
 			}
