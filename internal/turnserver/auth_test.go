@@ -60,28 +60,30 @@ func TestRESTPasswordMatchesPion(t *testing.T) {
 }
 
 // Quotas count the user id pion hands over (what the auth handler returned:
-// for a TURN REST username its userid part, which may itself contain ':').
+// for a TURN REST username its userid part, which may itself contain ':'),
+// with scope user wherever its allocations come from.
 func TestQuotas(t *testing.T) {
-	c := newAllocationCounter(2, 3, nil, metrics.NewEvents())
+	c := newAllocationCounter(quotas{user: 2, total: 3}, nil, metrics.NewEvents())
 	q := c.quotaHandler()
-	for range 2 {
-		if !q("9:alice", "r", nil) {
+	a1, a2 := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1}, &net.UDPAddr{IP: net.IPv4(192, 0, 2, 2), Port: 1}
+	for _, src := range []net.Addr{a1, a2} {
+		if !q("9:alice", "r", src) {
 			t.Fatal("refused under quota")
 		}
-		c.created("9:alice")
+		c.created("9:alice", src)
 	}
-	if q("9:alice", "r", nil) {
+	if q("9:alice", "r", a1) {
 		t.Fatal("user quota not enforced")
 	}
-	if !q("bob", "r", nil) {
+	if !q("bob", "r", a1) {
 		t.Fatal("other user refused")
 	}
-	c.created("bob")
-	if q("carol", "r", nil) {
+	c.created("bob", a1)
+	if q("carol", "r", a1) {
 		t.Fatal("total quota not enforced")
 	}
-	c.deleted("9:alice")
-	if !q("9:alice", "r", nil) {
+	c.deleted("9:alice", a2)
+	if !q("9:alice", "r", a1) {
 		t.Fatal("quota not released")
 	}
 	for reason, want := range map[string]float64{"user_quota": 1, "total_quota": 1} {
@@ -91,11 +93,41 @@ func TestQuotas(t *testing.T) {
 	}
 }
 
+// With scope source (the default), the user quota counts a user's
+// allocations per source address, an IPv6 /64 being one: one credential
+// shared by an app's clients works, one address cannot take more.
+func TestQuotaPerSource(t *testing.T) {
+	c := newAllocationCounter(quotas{user: 2, perSource: true}, nil, metrics.NewEvents())
+	q := c.quotaHandler()
+	at := func(ip string, port int) net.Addr { return &net.UDPAddr{IP: net.ParseIP(ip), Port: port} }
+	for i, src := range []net.Addr{at("192.0.2.1", 1), at("192.0.2.1", 2), at("2001:db8::1", 1), at("2001:db8::2", 2)} {
+		if !q("app", "r", src) {
+			t.Fatalf("allocation %d refused", i)
+		}
+		c.created("app", src)
+	}
+	for _, src := range []net.Addr{at("192.0.2.1", 3), at("2001:db8::ffff", 3)} {
+		if q("app", "r", src) {
+			t.Errorf("a third allocation of one credential from %v's address passed a quota of 2", src)
+		}
+	}
+	for _, src := range []net.Addr{at("192.0.2.9", 1), at("2001:db8:0:1::1", 1), at("::ffff:192.0.2.8", 1)} {
+		if !q("app", "r", src) {
+			t.Errorf("the credential from another address (%v) refused", src)
+		}
+		c.created("app", src)
+	}
+	c.deleted("app", at("192.0.2.1", 1))
+	if !q("app", "r", at("192.0.2.1", 4)) {
+		t.Error("quota not released")
+	}
+}
+
 // A quota check reserves the slot: Allocates checked at once, before any
 // is created, cannot overshoot; a reservation whose allocation never comes
 // is given back.
 func TestQuotaReservations(t *testing.T) {
-	c := newAllocationCounter(2, 0, nil, metrics.NewEvents())
+	c := newAllocationCounter(quotas{user: 2}, nil, metrics.NewEvents())
 	q := c.quotaHandler()
 	if !q("u", "r", nil) || !q("u", "r", nil) {
 		t.Fatal("refused under quota")
@@ -103,7 +135,7 @@ func TestQuotaReservations(t *testing.T) {
 	if q("u", "r", nil) {
 		t.Fatal("a third concurrent Allocate passed a quota of 2")
 	}
-	c.created("u") // one of the two is created; the other never is
+	c.created("u", nil) // one of the two is created; the other never is
 	c.mu.Lock()
 	c.pending[0].at = time.Now().Add(-2 * reservationTimeout)
 	c.mu.Unlock()
@@ -115,7 +147,7 @@ func TestQuotaReservations(t *testing.T) {
 // One source may allocate 2 a second in bursts of 6; others are unaffected.
 // An IPv6 source is its /64.
 func TestAllocateRatePerSourceIP(t *testing.T) {
-	c := newAllocationCounter(0, 0, newIPRateLimiter(2, 6), metrics.NewEvents())
+	c := newAllocationCounter(quotas{}, newIPRateLimiter(2, 6), metrics.NewEvents())
 	q := c.quotaHandler()
 	a, b := udp("198.51.100.1:1000"), udp("198.51.100.2:1000")
 	for i := range 6 {

@@ -223,10 +223,10 @@ func lastSeen(a, b offload.FlowStats) string {
 func (t *channelTable) eventHandler(allocs *allocationCounter, perms func(relay net.Addr, peer net.IP, ok bool)) turn.EventHandler {
 	return turn.EventHandler{
 		OnAllocationCreated: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, port int) {
-			allocs.created(userID)
+			allocs.created(userID, src)
 		},
 		OnAllocationDeleted: func(src, dst net.Addr, protocol, userID, realm string) {
-			allocs.deleted(userID)
+			allocs.deleted(userID, src)
 			t.allocationDeleted(src, dst)
 		},
 		OnPermissionCreated: func(src, dst net.Addr, protocol, userID, realm string, relay net.Addr, peer net.IP) {

@@ -39,6 +39,7 @@ type Config struct {
 	PermissionLifetime time.Duration `yaml:"permission-lifetime"`
 	StaleNonce         time.Duration `yaml:"stale-nonce"`
 	UserQuota          int           `yaml:"user-quota"`
+	UserQuotaScope     string        `yaml:"user-quota-scope"`
 	TotalQuota         int           `yaml:"total-quota"`
 	AllocateRate       int           `yaml:"allocate-rate"`
 	MaxBitrate         uint64        `yaml:"max-bps"`
@@ -74,7 +75,8 @@ func DefaultConfig() Config {
 		ChannelLifetime:    10 * time.Minute, // RFC 8656 section 12
 		PermissionLifetime: 5 * time.Minute,  // RFC 8656 section 9
 		StaleNonce:         10 * time.Minute, // coturn's default
-		UserQuota:          10,               // eturnal's and Janus' guidance; a browser needs 1-4
+		UserQuota:          100,              // per credential and source: an office of browsers (1-4 each) behind one NAT on an app's one credential
+		UserQuotaScope:     "source",
 		AllocateRate:       10,
 		Offload:            "auto",
 		OffloadForwarding:  "auto",
@@ -156,7 +158,8 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.DurationVar(&cfg.ChannelLifetime, "channel-lifetime", cfg.ChannelLifetime, "lifetime of a channel binding")
 	fs.DurationVar(&cfg.PermissionLifetime, "permission-lifetime", cfg.PermissionLifetime, "lifetime of a permission")
 	fs.DurationVar(&cfg.StaleNonce, "stale-nonce", cfg.StaleNonce, "how long a nonce is valid; older ones get 438 Stale Nonce")
-	fs.IntVar(&cfg.UserQuota, "user-quota", cfg.UserQuota, "allocations per user (0: unlimited)")
+	fs.IntVar(&cfg.UserQuota, "user-quota", cfg.UserQuota, "allocations per user and source address (--user-quota-scope; 0: unlimited)")
+	fs.StringVar(&cfg.UserQuotaScope, "user-quota-scope", cfg.UserQuotaScope, "what --user-quota counts: source (a user's allocations from one address, an IPv6 /64 one: an app's one credential shared by its clients works) or user (a user's allocations wherever they come from)")
 	fs.IntVar(&cfg.TotalQuota, "total-quota", cfg.TotalQuota, "allocations in total (0: unlimited)")
 	fs.IntVar(&cfg.AllocateRate, "allocate-rate", cfg.AllocateRate, "allocations a second per source IP, in bursts of up to 3x (0: unlimited)")
 	fs.Uint64Var(&cfg.MaxBitrate, "max-bps", cfg.MaxBitrate, "relayed bits a second per allocation and direction, on both paths (0: unlimited)")
@@ -327,6 +330,9 @@ func (c Config) Validate() (*Settings, error) {
 	}
 	if c.UserQuota < 0 {
 		return bad("user-quota", "must not be negative")
+	}
+	if c.UserQuotaScope != "source" && c.UserQuotaScope != "user" {
+		return bad("user-quota-scope", "%q (want source or user)", c.UserQuotaScope)
 	}
 	if c.TotalQuota < 0 {
 		return bad("total-quota", "must not be negative")

@@ -10,19 +10,38 @@ import (
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
 )
 
-// allocationCounter counts allocations per user and in total, for quotas and
-// metrics, and channels for metrics; it also limits how fast one source
-// may allocate.
+// allocationCounter counts allocations per user (and source) and in
+// total, for quotas and metrics, and channels for metrics; it also limits
+// how fast one source may allocate.
 type allocationCounter struct {
-	userQuota, totalQuota int
-	perIP                 *ipRateLimiter // nil: no limit
-	events                *metrics.Events
+	quotas
+	perIP  *ipRateLimiter // nil: no limit
+	events *metrics.Events
 
 	mu       sync.Mutex
-	perUser  map[string]int
+	perUser  map[string]int // by quotaKey
 	total    int
 	pending  []reservation // granted by the quota, not yet created
 	channels int
+}
+
+// quotas are the allocation limits (0: none): per user, counted per
+// source address (an IPv6 /64 is one) if perSource, and in total.
+type quotas struct {
+	user      int
+	perSource bool
+	total     int
+}
+
+// quotaKey is what the user quota counts: the user, or with perSource the
+// user at one source address. An app that gives all its clients one
+// credential (common) is then not refused at its tenth concurrent call,
+// and one address still cannot take the whole relay on one credential.
+func (q quotas) quotaKey(user string, src net.Addr) string {
+	if !q.perSource {
+		return user
+	}
+	return user + "\x00" + sourceKey(addrPort(src).Addr().Unmap()).String()
 }
 
 // reservation is a slot the quota granted to an Allocate that pion has not
@@ -30,14 +49,14 @@ type allocationCounter struct {
 // and forgotten after reservationTimeout if the allocation never comes (no
 // free port, say).
 type reservation struct {
-	user string
-	at   time.Time
+	key string // quotaKey
+	at  time.Time
 }
 
 const reservationTimeout = 5 * time.Second
 
-func newAllocationCounter(userQuota, totalQuota int, perIP *ipRateLimiter, events *metrics.Events) *allocationCounter {
-	return &allocationCounter{userQuota: userQuota, totalQuota: totalQuota, perIP: perIP, events: events, perUser: map[string]int{}}
+func newAllocationCounter(q quotas, perIP *ipRateLimiter, events *metrics.Events) *allocationCounter {
+	return &allocationCounter{quotas: q, perIP: perIP, events: events, perUser: map[string]int{}}
 }
 
 // quotaHandler refuses an allocation (486 Allocation Quota Reached) when the
@@ -60,22 +79,23 @@ func (c *allocationCounter) refusal(user string, src net.Addr) string {
 	if c.perIP != nil && !c.perIP.allow(addrPort(src).Addr()) {
 		return "ip_rate"
 	}
+	key := c.quotaKey(user, src)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.expireReservations()
 	pendingUser := 0
 	for _, r := range c.pending {
-		if r.user == user {
+		if r.key == key {
 			pendingUser++
 		}
 	}
 	switch {
-	case c.totalQuota > 0 && c.total+len(c.pending) >= c.totalQuota:
+	case c.quotas.total > 0 && c.total+len(c.pending) >= c.quotas.total:
 		return "total_quota"
-	case c.userQuota > 0 && c.perUser[user]+pendingUser >= c.userQuota:
+	case c.user > 0 && c.perUser[key]+pendingUser >= c.user:
 		return "user_quota"
 	}
-	c.pending = append(c.pending, reservation{user: user, at: time.Now()})
+	c.pending = append(c.pending, reservation{key: key, at: time.Now()})
 	return ""
 }
 
@@ -87,24 +107,26 @@ func (c *allocationCounter) expireReservations() {
 	c.pending = c.pending[i:]
 }
 
-func (c *allocationCounter) created(user string) {
+func (c *allocationCounter) created(user string, src net.Addr) {
+	key := c.quotaKey(user, src)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, r := range c.pending {
-		if r.user == user {
+		if r.key == key {
 			c.pending = append(c.pending[:i], c.pending[i+1:]...)
 			break
 		}
 	}
-	c.perUser[user]++
+	c.perUser[key]++
 	c.total++
 }
 
-func (c *allocationCounter) deleted(user string) {
+func (c *allocationCounter) deleted(user string, src net.Addr) {
+	key := c.quotaKey(user, src)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.perUser[user]--; c.perUser[user] <= 0 {
-		delete(c.perUser, user)
+	if c.perUser[key]--; c.perUser[key] <= 0 {
+		delete(c.perUser, key)
 	}
 	c.total--
 }

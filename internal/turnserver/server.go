@@ -71,7 +71,7 @@ func Start(s *Settings) (*Server, error) {
 	srv := &Server{
 		settings: s,
 		log:      lf.NewLogger("ebrtc"),
-		allocs:   newAllocationCounter(s.UserQuota, s.TotalQuota, newIPRateLimiter(s.AllocateRate, 3*s.AllocateRate), events),
+		allocs:   newAllocationCounter(quotas{user: s.UserQuota, perSource: s.UserQuotaScope == "source", total: s.TotalQuota}, newIPRateLimiter(s.AllocateRate, 3*s.AllocateRate), events),
 		slow:     &slowStats{},
 		events:   events,
 		gate:     newReadGate(),
