@@ -526,14 +526,14 @@ func browserMeetingAt(t *testing.T, tb *testbed.Testbed, spec meetingSpec, durin
 	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	testenv.StartGroup(t, cmd)
+	wait := testenv.StartGroup(t, cmd)
 	meeting, ended := context.WithCancel(run)
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
 		during(meeting)
 	}()
-	err := cmd.Wait()
+	err := wait()
 	ended()
 	<-finished
 	if err != nil {

@@ -733,9 +733,9 @@ func startParticipants(t *testing.T, ctx context.Context, ns *netns.NS, url, rol
 		t.Fatal(err)
 	}
 	p.stdin = stdin
-	testenv.StartGroup(t, cmd)
+	wait := testenv.StartGroup(t, cmd)
 	go func() {
-		err := cmd.Wait()
+		err := wait()
 		p.mu.Lock()
 		p.exit = fmt.Sprintf("%v (%v)", err, cmd.ProcessState)
 		p.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,8 +62,11 @@ func LoopbackUDP(t testing.TB) *net.UDPConn {
 // ends, kills the whole group and waits until every member is gone. A
 // browser leaves helper processes (renderer, crash handler) writing into its
 // profile after the main process dies; they must be gone before the test's
-// temporary directories are removed.
-func StartGroup(t testing.TB, cmd *exec.Cmd) {
+// temporary directories are removed. It returns cmd's Wait, which callers
+// must use instead of cmd.Wait: any number may call it, at once too (two
+// calls of cmd.Wait, one of them the cleanup's, left the second blocked
+// for good on a CommandContext's result).
+func StartGroup(t testing.TB, cmd *exec.Cmd) (wait func() error) {
 	t.Helper()
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -77,9 +81,15 @@ func StartGroup(t testing.TB, cmd *exec.Cmd) {
 		t.Fatal(err)
 	}
 	pgid := cmd.Process.Pid
+	var once sync.Once
+	var err error
+	wait = func() error {
+		once.Do(func() { err = cmd.Wait() })
+		return err
+	}
 	t.Cleanup(func() {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		_ = cmd.Wait()
+		_ = wait()
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 				return
@@ -87,6 +97,7 @@ func StartGroup(t testing.TB, cmd *exec.Cmd) {
 		}
 		t.Errorf("process group %d (%s) still alive 10 s after SIGKILL", pgid, cmd.Path)
 	})
+	return wait
 }
 
 // BPFFS mounts a bpffs of the test's own and returns its path, unmounted
