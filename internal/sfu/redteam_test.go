@@ -42,33 +42,8 @@ func TestAccessRedTeam(t *testing.T) {
 			mu.Unlock()
 			return tok
 		}}
-	rec, err := synth.Chromium()
-	if err != nil {
-		t.Fatal(err)
-	}
 	firstJoin := time.Now() // the address's bucket is full here
-	pub, err := synth.Join(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Leave)
-	stream := rec.NewStream(1)
-	if err := pub.Publish(stream); err != nil {
-		t.Fatal(err)
-	}
-	var rcv []*synth.Participant
-	for range 3 {
-		r, err := synth.Join(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Leave)
-		rcv = append(rcv, r)
-	}
-	if err := synth.AwaitStreams(rcv, 1, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	count := len(rec.Packets)
+	pub, stream, rcv, count := joinPass(t, cfg, []synth.Config{cfg, cfg, cfg})
 	before := participantIDs(t)
 	sent := make(chan error, 1)
 	go func() {
@@ -166,8 +141,9 @@ func participantIDs(t *testing.T) []string {
 }
 
 // requireEveryPacket: each receiver got each of the publisher's count
-// packets once, as sent.
-func requireEveryPacket(t *testing.T, pub *synth.Participant, stream *synth.Stream, rcv []*synth.Participant, count int) {
+// packets once, as sent (waiting up to 5 s for the last). It returns the
+// packets missing and the worst jitter, for the log.
+func requireEveryPacket(t *testing.T, pub *synth.Participant, stream *synth.Stream, rcv []*synth.Participant, count int) (missing int, worst time.Duration) {
 	t.Helper()
 	want := map[uint32]int{}
 	for k := range count {
@@ -175,7 +151,7 @@ func requireEveryPacket(t *testing.T, pub *synth.Participant, stream *synth.Stre
 		want[binary.BigEndian.Uint32(b[8:])]++
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		missing := 0
+		missing = 0
 		for _, r := range rcv {
 			per, _, _ := r.Incoming()[pub.ID].Stats()
 			for ssrc, w := range want {
@@ -195,8 +171,10 @@ func requireEveryPacket(t *testing.T, pub *synth.Participant, stream *synth.Stre
 			if per[ssrc].Packets != w {
 				t.Errorf("receiver %d, SSRC %#x: %d of %d packets", i, ssrc, per[ssrc].Packets, w)
 			}
+			worst = max(worst, per[ssrc].Jitter)
 		}
 	}
+	return missing, worst
 }
 
 // redTeam joins the testbed SFU as an attacker would, from a client host.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"net/netip"
 	"strings"
 	"testing"
@@ -48,37 +47,7 @@ func oneToMany(t *testing.T, plane string, receivers int, v6 bool) {
 		receiverCfgs[i].Net = synth.NetIn(hosts[i%len(hosts)])
 	}
 	pub, stream, rcv, count := onePass(t, cfg, receiverCfgs)
-	want := map[uint32]int{}
-	for k := range count {
-		b, _, _ := stream.Packet(k)
-		want[binary.BigEndian.Uint32(b[8:])]++
-	}
-	var missing int
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		missing = 0
-		for _, r := range rcv {
-			per, _, _ := r.Incoming()[pub.ID].Stats()
-			for ssrc, w := range want {
-				missing += w - per[ssrc].Packets
-			}
-		}
-		if missing == 0 {
-			break
-		}
-	}
-	var worst time.Duration
-	for i, r := range rcv {
-		per, mismatched, _ := r.Incoming()[pub.ID].Stats()
-		if mismatched != 0 {
-			t.Errorf("receiver %d: %d packets not as sent", i, mismatched)
-		}
-		for ssrc, w := range want {
-			if per[ssrc].Packets != w {
-				t.Errorf("receiver %d, SSRC %#x: %d of %d packets", i, ssrc, per[ssrc].Packets, w)
-			}
-			worst = max(worst, per[ssrc].Jitter)
-		}
-	}
+	missing, worst := requireEveryPacket(t, pub, stream, rcv, count)
 	o, err := dp.Outcomes()
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +156,19 @@ func janusMeeting(t *testing.T, encrypted bool) {
 // pass of the capture 1.5 times as fast as captured.
 func onePass(t *testing.T, publisher synth.Config, receivers []synth.Config) (*synth.Participant, *synth.Stream, []*synth.Participant, int) {
 	t.Helper()
+	pub, stream, rcv, count := joinPass(t, publisher, receivers)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if sent, err := pub.Send(ctx, 0, count, 1.5); err != nil || sent != count {
+		t.Fatalf("sent %d of %d: %v", sent, count, err)
+	}
+	return pub, stream, rcv, count
+}
+
+// joinPass is onePass up to the sending: the publisher publishing the
+// capture (count packets), every receiver bound for its stream.
+func joinPass(t *testing.T, publisher synth.Config, receivers []synth.Config) (*synth.Participant, *synth.Stream, []*synth.Participant, int) {
+	t.Helper()
 	rec, err := synth.Chromium()
 	if err != nil {
 		t.Fatal(err)
@@ -212,13 +194,7 @@ func onePass(t *testing.T, publisher synth.Config, receivers []synth.Config) (*s
 	if err := synth.AwaitStreams(rcv, 1, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	count := len(rec.Packets)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if sent, err := pub.Send(ctx, 0, count, 1.5); err != nil || sent != count {
-		t.Fatalf("sent %d of %d: %v", sent, count, err)
-	}
-	return pub, stream, rcv, count
+	return pub, stream, rcv, len(rec.Packets)
 }
 
 // requireAdminRoom: the admin endpoint (ebrtc top) shows the room, its

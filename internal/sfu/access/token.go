@@ -62,6 +62,10 @@ var (
 	header   = b64(`{"alg":"HS256","typ":"JWT"}`)
 )
 
+// ValidRoom says whether name is a room name: 1 to 64 letters, digits,
+// '-' or '_' (it appears in URLs, logs and metric labels).
+func ValidRoom(name string) bool { return roomName.MatchString(name) }
+
 func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 
 // Check says what is wrong with a grant, naming the field.

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"sync"
 
@@ -131,8 +130,6 @@ func New(cfg Config) (*Controller, error) {
 	return &Controller{cfg: cfg, video: video, rooms: map[string]*room{}, conns: map[string]*conn{}}, nil
 }
 
-var roomName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // Join puts a new participant in the grant's room; send gets its
 // messages (called with the controller's lock held: it must not call
 // back). It gets a receive-only offer for every stream already published
@@ -140,7 +137,7 @@ var roomName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // browser rejoining before its old socket closed): it is told so and
 // leaves.
 func (c *Controller) Join(g access.Grant, send func(Message)) (*Participant, error) {
-	if !roomName.MatchString(g.Room) {
+	if !access.ValidRoom(g.Room) {
 		return nil, fmt.Errorf("controller: room name %q: 1 to 64 letters, digits, '-' or '_'", g.Room)
 	}
 	c.mu.Lock()

@@ -249,7 +249,7 @@ func (l *Leg) repair(now time.Duration) {
 			l.counts.Superseded += uint64(l.repairs.giveUp(now, keyFrame))
 			l.mu.Unlock()
 			if keyFrame {
-				l.sender.keyFrame()
+				l.sender.KeyFrame()
 			}
 			return
 		}
@@ -506,7 +506,7 @@ func (l *Leg) apply(d ratecontrol.Decision) {
 		"from", targetName(old), "to", targetName(d.Target), "reason", d.Reason)
 	paused, resumed := d.Target == ratecontrol.Paused, old == ratecontrol.Paused
 	if resumed {
-		l.sender.keyFrame()
+		l.sender.KeyFrame()
 	}
 	if (paused || resumed) && l.cfg.Notify != nil {
 		l.cfg.Notify(paused)

@@ -144,7 +144,7 @@ func (s *Sender) SetLegs(cfgs []LegConfig) error {
 		}
 	}
 	if fresh {
-		s.keyFrame()
+		s.KeyFrame()
 	}
 	return err
 }
@@ -192,14 +192,10 @@ func (s *Sender) closeLegs() {
 	}
 }
 
-// keyFrame asks the sender for a key frame of its video, unless one was
-// asked for within the interval.
-func (s *Sender) keyFrame() { s.requestKeyFrame(s.cfg.VideoSSRC) }
-
-// KeyFrame asks the sender for a key frame of its video (unless one was
-// asked for within the interval): when its camera comes back on, every
-// receiver that joined meanwhile waits for one.
-func (s *Sender) KeyFrame() { s.keyFrame() }
+// KeyFrame asks the sender for a key frame of its video, unless one was
+// asked for within the interval (for a receiver waiting for one, and when
+// its camera comes back on).
+func (s *Sender) KeyFrame() { s.requestKeyFrame(s.cfg.VideoSSRC) }
 
 func (s *Sender) requestKeyFrame(ssrc uint32) {
 	if ssrc == 0 || !s.firstPLI(ssrc) {
@@ -335,13 +331,13 @@ func (s *Sender) afterRound(now time.Duration, waiting bool) {
 	best := 0.0
 	for _, l := range legs {
 		if l.switchWaiting() >= s.t.cfg.PLIInterval {
-			s.keyFrame()
+			s.KeyFrame()
 		}
 		best = max(best, l.roomForSender())
 	}
 	if waiting {
 		if st, err := s.t.cfg.Plane.StreamStats(s.cfg.From); err == nil && st.Waiting() > 0 {
-			s.keyFrame()
+			s.KeyFrame()
 		}
 	}
 	s.mu.Lock()
