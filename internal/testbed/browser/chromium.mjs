@@ -29,14 +29,18 @@ export function contextOptions(url) {
 
 // open loads url in page, again (up to 3 times) when Chromium saw the
 // network change under the load (ERR_NETWORK_CHANGED: the testbed's
-// namespaces get links, routes and qdiscs while browsers start).
+// namespaces get links, routes and qdiscs while browsers start), or when
+// the error page of that failure interrupts the next try (chrome-error:
+// it loads after goto has already thrown); a pause lets it settle.
 export async function open(page, url) {
   for (let attempt = 1; ; attempt++) {
     try {
       return await page.goto(url);
     } catch (e) {
-      if (attempt >= 3 || !String(e).includes('ERR_NETWORK_CHANGED')) throw e;
+      const retry = String(e).includes('ERR_NETWORK_CHANGED') || String(e).includes('chrome-error://');
+      if (attempt >= 3 || !retry) throw e;
       console.error('reloading ' + url + ' after ' + String(e).split('\n')[0]);
+      await new Promise((r) => setTimeout(r, 500));
     }
   }
 }
