@@ -202,9 +202,10 @@ func browserMeetingChecked(t *testing.T, plane string, spec meetingSpec) *checke
 			if from == toggled {
 				cpuFreezes, frames = cpuFreezes+1, frames*2/3
 				if m.res.Paused[i][from] {
-					// A known limit (docs/sfu.md): the stream back from
-					// camera-off can stay paused for a receiver (seen with
-					// Firefox), its page saying so; checkToggle counts it.
+					// Seen before the link kept a silent stream's place
+					// (docs/sfu.md, "A stream back from silence"): the stream
+					// back from camera-off stayed paused for a receiver
+					// (Firefox), its page saying so; checkToggle counts it.
 					frames, cpuFreezes = 0, seconds
 				}
 			}
@@ -293,8 +294,10 @@ func checkToggle(t *testing.T, tg *toggleResult, toggler int, final []map[string
 		}
 		switch d := end["video"].FramesDecoded - on["video"].FramesDecoded; {
 		case d < 15 && paused[i][tg.ID]:
-			// The known limit: the SFU paused it for this receiver and
-			// said so (its page shows why); one page at most.
+			// Seen before the link kept a silent stream's place (its
+			// rare cause, a stall in the silence, is reproduced by
+			// ratecontrol's TestStreamBackFromSilence): the SFU paused it
+			// for this receiver and said so; one page at most.
 			t.Logf("participant %d: the camera back on stays paused for it (%v frames after)", i, d)
 			if stillPaused++; stillPaused > 1 {
 				t.Errorf("%d pages keep the camera back on paused", stillPaused)

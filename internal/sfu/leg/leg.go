@@ -561,7 +561,7 @@ func (l *Leg) switchWaiting() time.Duration {
 
 // input is the leg's stream as its link's round sees it.
 func (l *Leg) input() ratecontrol.Input {
-	in := ratecontrol.Input{Stream: l.sender.stream(), CanProbe: l.cfg.RTX != nil && l.cfg.TWCC}
+	in := ratecontrol.Input{Stream: l.sender.stream(), CanProbe: l.cfg.RTX != nil && l.cfg.TWCC, Silent: l.sender.silent()}
 	l.mu.Lock()
 	if !l.cfg.TWCC {
 		in.REMB = l.remb

@@ -747,3 +747,49 @@ func TestRetransmissionsDoubledOnARandomlyLossyLink(t *testing.T) {
 		t.Errorf("%v after the last loss: %d packets, want 52 once (4 in all)", lossyFor, n)
 	}
 }
+
+// A sender whose adapted video sends nothing for silentAfter is silent on
+// its legs' inputs (a camera turned off), and is no longer once a byte
+// comes; video that is not adapted (no layers) is never silent.
+func TestSilentVideo(t *testing.T) {
+	table, plane, s, now := newTable(t)
+	must(t, s.SetLegs([]LegConfig{{Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
+	l := s.Legs()[0]
+	var sent uint64
+	layered := true
+	round := func(d time.Duration, sending bool) {
+		for end := *now + d; *now < end; *now += 100 * time.Millisecond {
+			if sending {
+				sent += 1000
+			}
+			plane.mu.Lock()
+			plane.layers = dataplane.Layers{}
+			if layered {
+				plane.layers = dataplane.Layers{Targets: 3, Bytes: []uint64{sent / 4, sent / 2, sent}}
+			}
+			plane.mu.Unlock()
+			table.Round()
+		}
+	}
+	round(3*time.Second, true)
+	if l.input().Silent {
+		t.Fatal("silent while sending")
+	}
+	round(silentAfter-200*time.Millisecond, false)
+	if l.input().Silent {
+		t.Fatalf("silent after %v without a byte, want after %v", silentAfter-200*time.Millisecond, silentAfter)
+	}
+	round(400*time.Millisecond, false)
+	if !l.input().Silent {
+		t.Fatalf("not silent after %v without a byte", silentAfter+200*time.Millisecond)
+	}
+	round(100*time.Millisecond, true)
+	if l.input().Silent {
+		t.Fatal("still silent once video came again")
+	}
+	layered = false
+	round(3*time.Second, false)
+	if l.input().Silent {
+		t.Fatal("video without layers silent")
+	}
+}

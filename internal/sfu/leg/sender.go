@@ -68,6 +68,10 @@ type Sender struct {
 	lastREMB    time.Duration
 	rembSent    float64
 	rooms       ratecontrol.Window // the best downlink's room, recent values (senderRoomSpan)
+	// Its video's bytes (top target) and when they last grew: silent.
+	videoBytes uint64
+	videoAt    time.Duration
+	silentNow  bool
 
 	// The sender's transport-cc feedback (nil: it has no transport-wide numbers).
 	arrivals *dataplane.ArrivalLog
@@ -262,6 +266,7 @@ func (s *Sender) observe(now time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if lerr == nil {
+		s.observeSilence(now, ls)
 		s.layers.Observe(now, ls.Bytes)
 		s.targets = s.layers.Bitrates(now)
 		if ls.Targets == 0 {
@@ -286,6 +291,33 @@ func (s *Sender) observe(now time.Duration) {
 		s.otherRate, _ = s.otherFloor.Min()
 	}
 	s.lastTargets = len(s.targets)
+}
+
+// observeSilence notes whether the sender's video has sent nothing for
+// silentAfter (a camera turned off, a publisher that joined without one):
+// its legs' links keep its place for its return (ratecontrol.Input.Silent).
+// Only adapted video counts (a link allocates no other).
+func (s *Sender) observeSilence(now time.Duration, ls dataplane.Layers) {
+	n := len(ls.Bytes)
+	if n == 0 || ls.Targets == 0 {
+		s.silentNow = false
+		return
+	}
+	if top := ls.Bytes[n-1]; top != s.videoBytes || s.videoAt == 0 {
+		s.videoBytes, s.videoAt = top, now
+	}
+	s.silentNow = now-s.videoAt >= silentAfter
+}
+
+// silentAfter: video that sent nothing for this long is silent (a screen
+// that does not change still sends a frame a second or so).
+const silentAfter = 2 * time.Second
+
+// silent says whether the sender's video is silent (observeSilence).
+func (s *Sender) silent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.silentNow
 }
 
 // Rates are on the wire, as a link carries them: wireOverhead is what

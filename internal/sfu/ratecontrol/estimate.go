@@ -51,6 +51,20 @@ type Estimator struct {
 // resumes) queue for a moment on a link with little room to spare.
 func (e *Estimator) Grace(until time.Duration) { e.grace = max(e.grace, until) }
 
+// Restore raises an estimate below bps to it (what the link showed it
+// carries before it carried less: an estimate cut meanwhile, app-limited,
+// cannot grow back past 1.5 times what arrives); the capacity an overuse
+// at the lower rate showed is forgotten. No estimate yet: none.
+func (e *Estimator) Restore(now time.Duration, bps float64) {
+	if !e.initialized || bps <= e.estimate {
+		return
+	}
+	e.estimate, e.state, e.lastChange = bps, hold, now
+	if e.capacity.known && !e.capacity.above(bps) {
+		e.capacity.known = false
+	}
+}
+
 type aimdState int
 
 const (

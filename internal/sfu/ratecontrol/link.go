@@ -39,6 +39,9 @@ type Link struct {
 	// new structure made one of them costlier.
 	carriedBefore float64
 	budget        float64 // for the streams' media, bits/s, as last allocated
+	// delivered: what the link delivered (acked) in recent rounds, for
+	// what it carried before a stream fell silent (silence).
+	delivered Window
 }
 
 // Link constants.
@@ -109,6 +112,13 @@ type linkStream struct {
 	structure  int           // decode targets of the structure its target counts in (0: none yet)
 	cost       float64       // what it cost at its target after the last round
 	costlier   time.Duration // when its sender's new structure made that cost more
+	// silentSince: since when its sender has been silent (-1: sending);
+	// then, its target and what the link showed it carries (shown), and
+	// whether the link has lost packets since (lossy).
+	silentSince  time.Duration
+	silentTarget int
+	shown        float64
+	lossy        bool
 }
 
 // costlierFor: a stream its sender's new structure made costlier is served
@@ -117,7 +127,8 @@ const costlierFor = pauseAfter
 
 // NewLink is a link with no estimate yet: its streams go as they are.
 func NewLink() *Link {
-	return &Link{est: NewEstimator(), peaks: Window{Span: peakWindow}, backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld}
+	return &Link{est: NewEstimator(), peaks: Window{Span: peakWindow}, delivered: Window{Span: deliveredWindow},
+		backoff: probeBackoff, upBackoff: firstUpBackoff, lastUp: -upHeld, lastDown: -upHeld}
 }
 
 // Estimator is the link's send-side estimator.
@@ -139,6 +150,9 @@ type Input struct {
 	Stream
 	REMB     float64 // its receiver's smoothed REMB for this leg (bits/s); 0: none
 	CanProbe bool    // padding can be sent on its leg (RTX, transport-wide numbers)
+	// Silent: its sender has sent no video for a while (a camera turned
+	// off); what the link showed it carries is kept for its return.
+	Silent bool
 }
 
 // Decision is a stream's target after a round, and why it moved.
@@ -178,12 +192,13 @@ func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 		out[i].Target = l.targets[i]
 	}
 	l.restructure(now, in, out)
+	l.est.OnAcks(now, l.merge.ready(now)) // what waited long enough for the other legs
+	l.silence(now, in, out)
 	streams := make([]Stream, len(in))
 	for i, s := range in {
 		streams[i] = s.Stream
 		streams[i].Current = l.targets[i]
 	}
-	l.est.OnAcks(now, l.merge.ready(now)) // what waited long enough for the other legs
 	est, source, ok := l.Estimate(in)
 	if !ok {
 		return out, nil // no estimate yet: as they are
@@ -720,6 +735,50 @@ func (l *Link) restructure(now time.Duration, in []Input, out []Decision) {
 	}
 }
 
+// silence keeps a silent stream's place (its sender sends no video: a
+// camera turned off): what the link showed it carries when the stream
+// fell silent (its estimate, what it delivered over the last
+// deliveredWindow with the headroom), and the stream's target then. When
+// the stream sends again, it is back in its place at once, like one that
+// never left, unless the link lost packets meanwhile: an estimate cut
+// while the link carried less (a CPU stall's queue on a link with room;
+// app-limited, it cannot grow past 1.5 times what arrives) is no news
+// that the link no longer carries the stream, and a probe that has to
+// show it again can take seconds (or fail on a busy receiver: the camera
+// back on stayed paused for 10 s on a Firefox page). A link that really
+// narrowed shows it under the stream within a round trip, and the usual
+// move down follows.
+func (l *Link) silence(now time.Duration, in []Input, out []Decision) {
+	l.delivered.Add(now, l.est.Acked())
+	for i, s := range in {
+		st := &l.streams[i]
+		switch {
+		case s.Silent && st.silentSince < 0:
+			est, _ := l.est.Estimate()
+			carried, _ := l.delivered.Max()
+			st.silentSince, st.silentTarget, st.lossy = now, l.targets[i], false
+			st.shown = max(est, carried/headroom)
+		case s.Silent:
+			st.lossy = st.lossy || l.est.Loss() > lossLow
+		case st.silentSince >= 0:
+			st.silentSince = -1
+			if st.lossy {
+				continue
+			}
+			l.est.Restore(now, st.shown)
+			l.est.Grace(now + upGrace) // its key frame
+			if lower(l.targets[i], st.silentTarget) {
+				l.move(i, st.silentTarget, fmt.Sprintf("back from silence in its place (the link showed %.0f kbit/s)", st.shown/1000), out)
+			}
+		}
+	}
+}
+
+// deliveredWindow: what a link carried before a stream fell silent is
+// the most it delivered over this long (a sender is silent once it has
+// sent nothing for a while: Input.Silent).
+const deliveredWindow = 5 * time.Second
+
 // carriedLastRound is what the streams cost at their targets after the
 // last round.
 func (l *Link) carriedLastRound() float64 {
@@ -755,7 +814,7 @@ const costlierShare = 1.1
 func (l *Link) resize(in []Input) {
 	for len(l.targets) < len(in) {
 		l.targets = append(l.targets, EveryLayer)
-		l.streams = append(l.streams, linkStream{pauseSince: -1, fitSince: -1, costlier: -costlierFor})
+		l.streams = append(l.streams, linkStream{pauseSince: -1, fitSince: -1, costlier: -costlierFor, silentSince: -1})
 	}
 	l.targets, l.streams = l.targets[:len(in)], l.streams[:len(in)]
 }

@@ -87,7 +87,9 @@ func (s *linkSim) run(d time.Duration) {
 	rates := func(now time.Duration) []float64 {
 		out := make([]float64, len(s.in))
 		for i, in := range s.in {
-			out[i] = in.cost(s.targets[i])
+			if !in.Silent {
+				out[i] = in.cost(s.targets[i])
+			}
 		}
 		return out
 	}
@@ -597,5 +599,78 @@ func TestFullProbeTakesNoLongerStep(t *testing.T) {
 		if !full && (l.successes != 2 || l.next != now) {
 			t.Errorf("a success: %d successes in a row, next probe at %v, want 2 and at once", l.successes, l.next)
 		}
+	}
+}
+
+// A camera turned off and on again, as TestBrowserMeetingEncrypted's
+// participant does: three streams on a wide link, one silent for 9 s (its
+// sender sends nothing), and in the silence a stall (a CPU's: the link
+// delivers 150 kbit/s for a second, queueing without loss) cuts the
+// estimate to what the link carried then, without the silent stream.
+// Back on, the stream is back at the layer it had at once: the link
+// carried it before the silence, and a cut while the link carried less is
+// no news that it cannot (no probe need show it); nothing moves down for
+// its return. A link that really narrowed in the silence, queueing only
+// or losing too, still ends where it fits, no stream paused.
+func TestStreamBackFromSilence(t *testing.T) {
+	three := func() []Input {
+		s := Stream{Rates: []float64{60e3, 120e3, 240e3}, Other: 40e3}
+		return []Input{{Stream: s, CanProbe: true}, {Stream: s, CanProbe: true}, {Stream: s, CanProbe: true}}
+	}
+	for _, c := range []struct {
+		name  string
+		after float64       // the link's rate after the stall
+		limit time.Duration // its queue's
+	}{
+		{"stall", 5e6, 5 * time.Second},
+		{"narrowed", 420e3, 5 * time.Second},
+		{"narrowed and losing", 420e3, 200 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rate := 5e6
+			s := newLinkSimOf(t, func(time.Duration) float64 { return rate }, three(), 0)
+			s.sender.link.limit = c.limit
+			s.run(4 * time.Second)
+			rate = 500e3 // a stall with every stream on: the link shows a limit (an estimate)
+			s.run(500 * time.Millisecond)
+			rate = 5e6
+			for i := 0; i < 60 && (s.targets[0] != 2 || s.targets[1] != 2 || s.targets[2] != 2); i++ {
+				s.run(250 * time.Millisecond)
+			}
+			if _, ok := s.link.est.Estimate(); !ok || s.targets[0] != 2 || s.targets[1] != 2 || s.targets[2] != 2 {
+				t.Fatalf("before the silence: targets %v, want every stream at its top", s.targets)
+			}
+			s.in[2].Silent = true
+			s.run(5 * time.Second)
+			rate = 150e3 // the stall, in the silence
+			s.run(time.Second)
+			rate = c.after
+			s.run(3 * time.Second)
+			s.in[2].Silent = false
+			moves, before := len(s.moves), slices.Clone(s.targets)
+			var back time.Duration = -1
+			down := false
+			for step := range 40 { // 10 s
+				s.run(250 * time.Millisecond)
+				if back < 0 && s.targets[2] >= 0 {
+					back = time.Duration(step+1) * 250 * time.Millisecond
+				}
+				for i := range 2 {
+					down = down || lower(s.targets[i], before[i])
+				}
+			}
+			total := Total([]Stream{s.in[0].Stream, s.in[1].Stream, s.in[2].Stream}, s.targets)
+			t.Logf("back after %v at targets %v (%.0f kbit/s); moves since: %q", back, s.targets, total/1000, s.moves[moves:])
+			if c.after > 1e6 {
+				if back != 250*time.Millisecond || s.targets[2] != 2 || down {
+					t.Errorf("the stream back from silence: showing after %v, targets %v (from %v), moves %q; want at its top at once, no other moved down",
+						back, s.targets, before, s.moves[moves:])
+				}
+				return
+			}
+			if total > c.after || slices.Contains(s.targets, Paused) {
+				t.Errorf("on a link narrowed to %.0f kbit/s in the silence: targets %v (%.0f kbit/s)", c.after/1000, s.targets, total/1000)
+			}
+		})
 	}
 }
