@@ -105,6 +105,7 @@ type Participant struct {
 	Viewer    bool           `json:"viewer,omitempty"`   // its token lets it receive only
 	Muted     []string       `json:"muted,omitempty"`    // what it turned off: audio, video
 	Publishes netip.AddrPort `json:"publishes,omitzero"` // its media's source, when it sends
+	Screen    netip.AddrPort `json:"screen,omitzero"`    // its shared screen's source, when it shares one
 	Receivers int            `json:"receivers"`          // participants its stream goes to
 	Receives  int            `json:"receives"`           // streams it is sent
 	Sent      Counter        `json:"sent"`               // what it sent into the data plane

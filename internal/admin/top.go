@@ -176,6 +176,9 @@ func renderRooms(w io.Writer, r rates, prev, cur []Room) {
 			case p.Viewer:
 				pub = "(viewer)"
 			}
+			if p.Screen.IsValid() {
+				pub += " +screen"
+			}
 			off := strings.Join(p.Muted, ",")
 			b := before[room.Name+"/"+p.ID]
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t\n", room.Name, p.ID, cmp.Or(p.Name, "-"), pub, cmp.Or(off, "-"), p.Receivers, p.Receives,

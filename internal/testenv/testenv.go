@@ -116,3 +116,12 @@ func BPFFS(t testing.TB) string {
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	return dir
 }
+
+// Must fails the test at once on an error of a step it cannot go on
+// without.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -26,16 +26,23 @@ import (
 
 // Message is what the controller sends a participant.
 type Message struct {
-	Type string `json:"type"`           // joined, answer, offer, left, paused, resumed, muted, replaced, error
-	ID   string `json:"id,omitempty"`   // joined: yours; offer, left, paused, resumed, muted: the publisher's
+	Type string `json:"type"` // joined, answer, offer, left, paused, resumed, muted, replaced, error
+	// ID is, in joined, yours; in muted, the publisher's; in offer, left,
+	// paused and resumed, the published stream's: its publisher's id for
+	// its camera and microphone, with ":screen" for its screen.
+	ID   string `json:"id,omitempty"`
 	Name string `json:"name,omitempty"` // joined: yours; offer: the publisher's (its token's display name)
+	// Source (offer, answer) is what the stream shows: "camera" (and
+	// microphone) or "screen".
+	Source string `json:"source,omitempty"`
 	// Token (joined) is a join token for rejoining (a reload): each token
 	// joins once.
 	Token string `json:"token,omitempty"`
 	// Muted (offer, muted) are the kinds the publisher has turned off
 	// (audio: its microphone muted; video: its camera off).
 	Muted []string `json:"muted,omitempty"`
-	SDP   string   `json:"sdp,omitempty"`  // answer, offer
+	Owner string   `json:"owner,omitempty"` // offer: the publisher's id
+	SDP   string   `json:"sdp,omitempty"`   // answer, offer
 	Text  string   `json:"text,omitempty"` // error
 	// Media is how media travels in the room (joined): "encrypted"
 	// (DTLS-SRTP) or "plain" (--unencrypted-media).
@@ -88,16 +95,14 @@ type Participant struct {
 	left  bool     // Leave ran (or a newer join of its identity replaced it)
 	muted []string // the kinds it has turned off, sorted (Mute)
 
-	publish *signaling.Publish
-	pub     *conn            // its send-only connection
-	sender  *leg.Sender      // its stream, once its connection is bound
-	recv    map[string]*conn // its receive-only connections, by publisher id
+	pubs map[string]*publication // what it publishes, by source (camera, screen)
+	recv map[string]*conn        // its receive-only connections, by stream id
 }
 
 // conn is one PeerConnection between a browser and the SFU.
 type conn struct {
 	owner     *Participant
-	publisher *Participant // for a receive-only connection: whose stream
+	stream    *publication // the stream it sends (stream.conn is it) or receives
 	ice       agent.Session
 	addr      netip.AddrPort           // bound by a check; invalid until then
 	answer    signaling.ReceiverAnswer // for a receive-only connection: what it accepted
@@ -158,12 +163,14 @@ func (c *Controller) Join(g access.Grant, send func(Message)) (*Participant, err
 		r = &room{name: g.Room, parts: map[string]*Participant{}}
 		c.rooms[g.Room] = r
 	}
-	p := &Participant{ID: randomString(8), grant: g, room: r, send: send, recv: map[string]*conn{}}
+	p := &Participant{ID: randomString(8), grant: g, room: r, send: send, pubs: map[string]*publication{}, recv: map[string]*conn{}}
 	r.parts[p.ID] = p
 	send(Message{Type: "joined", ID: p.ID, Name: p.name(), Media: map[bool]string{true: "encrypted", false: "plain"}[c.encrypted()]})
 	for _, other := range r.parts {
-		if other != p && other.publish != nil {
-			c.offerStream(other, p)
+		if other != p {
+			for _, pb := range other.pubs {
+				c.offerStream(pb, p)
+			}
 		}
 	}
 	return p, nil
@@ -187,9 +194,15 @@ func (r *room) identity(id string) *Participant {
 // identity.
 func (p *Participant) name() string { return cmp.Or(p.grant.Name, p.grant.Identity) }
 
-// Publish takes the participant's send-only offer and answers it; every
-// other participant in the room gets a receive-only offer for it.
-func (c *Controller) Publish(p *Participant, offer string) error {
+// Publish takes the participant's send-only offer for a source (camera:
+// its camera and microphone; screen: a screen it shares, on a connection
+// of its own) and answers it; every other participant in the room gets a
+// receive-only offer for the stream.
+func (c *Controller) Publish(p *Participant, source, offer string) error {
+	source = cmp.Or(source, Camera)
+	if source != Camera && source != Screen {
+		return fmt.Errorf("controller: publish %q (want camera or screen)", source)
+	}
 	pub, err := signaling.ParsePublish(offer, c.cfg.Codecs)
 	if err != nil {
 		return err
@@ -205,30 +218,44 @@ func (c *Controller) Publish(p *Participant, offer string) error {
 	if p.left {
 		return errors.New("controller: this participant has left")
 	}
-	if p.publish != nil {
-		return errors.New("controller: already publishing (one send-only connection per participant)")
+	if p.pubs[source] != nil {
+		return fmt.Errorf("controller: already publishing its %s (one send-only connection each)", source)
 	}
-	cn := c.newConn(p, nil)
-	cn.ice.RemoteUfrag = pub.RemoteUfrag
-	answer, err := pub.Answer(c.ice(cn))
+	pb := &publication{id: streamID(p.ID, source), source: source, owner: p, publish: pub}
+	pb.conn = c.newConn(p, pb)
+	pb.conn.ice.RemoteUfrag = pub.RemoteUfrag
+	answer, err := pub.Answer(c.ice(pb.conn))
 	if err == nil {
-		err = c.secure(cn, pub.Security)
+		err = c.secure(pb.conn, pub.Security)
 	}
 	if err == nil {
-		err = c.cfg.ICE.Add(cn.ice)
+		err = c.cfg.ICE.Add(pb.conn.ice)
 	}
 	if err != nil {
-		c.dropConn(cn)
+		c.dropConn(pb.conn)
 		return err
 	}
-	p.publish, p.pub = pub, cn
-	p.send(Message{Type: "answer", SDP: answer})
+	p.pubs[source] = pb
+	p.send(Message{Type: "answer", Source: source, SDP: answer})
 	for _, other := range p.room.parts {
 		if other != p {
-			c.offerStream(p, other)
+			c.offerStream(pb, other)
 		}
 	}
 	return nil
+}
+
+// Unpublish ends what p publishes of a source (it stopped sharing its
+// screen): its stream, its connection, and every receiver's connection
+// for it, whose pages are told (left).
+func (c *Controller) Unpublish(p *Participant, source string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pb := p.pubs[cmp.Or(source, Camera)]
+	if p.left || pb == nil {
+		return fmt.Errorf("controller: unpublish: not publishing %q", source)
+	}
+	return c.unpublish(pb)
 }
 
 // Mute records that p has turned its microphone (kind audio) or camera
@@ -242,15 +269,16 @@ func (c *Controller) Mute(p *Participant, kind string, muted bool) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p.left || p.publish == nil {
+	camera := p.pubs[Camera]
+	if p.left || camera == nil {
 		return errors.New("controller: mute: not publishing")
 	}
 	p.muted = slices.DeleteFunc(p.muted, func(k string) bool { return k == kind })
 	if muted {
 		p.muted = append(p.muted, kind)
 		slices.Sort(p.muted)
-	} else if kind == "video" && p.sender != nil {
-		p.sender.KeyFrame() // for the receivers that joined while it was off
+	} else if kind == "video" && camera.sender != nil {
+		camera.sender.KeyFrame() // for the receivers that joined while it was off
 	}
 	for _, other := range p.room.parts {
 		if other != p {
@@ -260,20 +288,20 @@ func (c *Controller) Mute(p *Participant, kind string, muted bool) error {
 	return nil
 }
 
-// Answer takes a receiver's answer to the offer for publisher's stream:
+// Answer takes a receiver's answer to the offer for a stream (its id):
 // its ICE username fragment is what lets its checks in, and what it
 // accepted (transport-cc, RTX) shapes its leg.
-func (c *Controller) Answer(p *Participant, publisherID, answer string) error {
+func (c *Controller) Answer(p *Participant, streamID, answer string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cn := p.recv[publisherID]
+	cn := p.recv[streamID]
 	if cn == nil || p.left {
-		return fmt.Errorf("controller: no offer for %q's stream", publisherID)
+		return fmt.Errorf("controller: no offer for stream %q", streamID)
 	}
 	if cn.ice.RemoteUfrag != "" {
 		return errors.New("controller: already answered")
 	}
-	a, err := cn.publisher.publish.ParseReceiverAnswer(answer)
+	a, err := cn.stream.publish.ParseReceiverAnswer(answer)
 	if err != nil {
 		return err
 	}
@@ -307,28 +335,18 @@ func (c *Controller) leave(p *Participant) error {
 	}
 	p.left = true
 	var errs []error
-	if p.sender != nil {
-		errs = append(errs, p.sender.Close())
-		p.sender = nil
+	for _, pb := range p.pubs {
+		errs = append(errs, c.unpublish(pb))
 	}
-	if p.pub != nil {
-		c.dropConn(p.pub)
-	}
-	for _, cn := range p.recv {
+	for id, cn := range p.recv {
 		c.dropConn(cn)
-	}
-	for _, other := range p.room.parts {
-		if cn := other.recv[p.ID]; cn != nil {
-			c.dropConn(cn)
-			delete(other.recv, p.ID)
-		}
+		delete(p.recv, id)
 	}
 	delete(p.room.parts, p.ID)
 	for _, other := range p.room.parts {
-		if p.publish != nil {
-			other.send(Message{Type: "left", ID: p.ID})
+		for _, pb := range other.pubs {
+			errs = append(errs, c.updateLegs(pb))
 		}
-		errs = append(errs, c.updateLegs(other))
 	}
 	if len(p.room.parts) == 0 {
 		delete(c.rooms, p.room.name)
@@ -358,11 +376,11 @@ func (c *Controller) bound(cn *conn) {
 		return
 	}
 	c.protect(cn)
-	if cn.publisher == nil {
-		_ = c.bindPublisher(cn.owner)
+	if cn.sends() {
+		_ = c.bindPublisher(cn.stream)
 		return
 	}
-	_ = c.updateLegs(cn.publisher)
+	_ = c.updateLegs(cn.stream)
 }
 
 // Expired: consent lapsed on these bindings (agent.ICE.Expire): their
@@ -377,30 +395,27 @@ func (c *Controller) Expired(bs []agent.Binding) {
 		}
 		cn.addr = netip.AddrPort{}
 		c.unprotect(cn)
-		if cn.publisher == nil {
-			if p := cn.owner; p.sender != nil {
-				_ = p.sender.Close()
-				p.sender = nil
-			}
+		if cn.sends() {
+			cn.stream.closeSender()
 			continue
 		}
-		_ = c.updateLegs(cn.publisher)
+		_ = c.updateLegs(cn.stream)
 	}
 }
 
-// bindPublisher installs p's stream from its connection's address (a
+// bindPublisher installs pb's stream from its connection's address (a
 // stream from an address it left goes), then its receivers' legs.
-func (c *Controller) bindPublisher(p *Participant) error {
-	if p.sender != nil {
-		_ = p.sender.Close()
-		p.sender = nil
-	}
-	via, ok := c.mediaFor(p.pub.addr)
+func (c *Controller) bindPublisher(pb *publication) error {
+	pb.closeSender()
+	via, ok := c.mediaFor(pb.conn.addr)
 	if !ok {
-		return fmt.Errorf("controller: no media address of %v's family", p.pub.addr)
+		return fmt.Errorf("controller: no media address of %v's family", pb.conn.addr)
 	}
-	cfg := leg.SenderConfig{Room: p.room.name, ID: p.ID, From: p.pub.addr, Via: via}
-	for _, m := range p.publish.Media {
+	cfg := leg.SenderConfig{Room: pb.owner.room.name, ID: pb.id, From: pb.conn.addr, Via: via}
+	if pb.source == Screen {
+		cfg.Priority = 1 // on a narrow link a receiver keeps the screen over cameras
+	}
+	for _, m := range pb.publish.Media {
 		twcc := m.ExtensionID(signaling.TransportCCURI)
 		for _, ssrc := range m.SSRCs {
 			src := dataplane.Source{SSRC: ssrc, TWCCExt: twcc}
@@ -419,42 +434,42 @@ func (c *Controller) bindPublisher(p *Participant) error {
 	if err != nil {
 		return err
 	}
-	p.sender = s
-	return c.updateLegs(p)
+	pb.sender = s
+	return c.updateLegs(pb)
 }
 
-// updateLegs makes p's stream go to every receiver bound now.
-func (c *Controller) updateLegs(p *Participant) error {
-	if p.sender == nil {
+// updateLegs makes pb's stream go to every receiver bound now.
+func (c *Controller) updateLegs(pb *publication) error {
+	if pb.sender == nil {
 		return nil
 	}
 	var legs []leg.LegConfig
-	for _, other := range p.room.parts {
-		cn := other.recv[p.ID]
-		if other == p || cn == nil || !c.usable(cn) {
+	for _, other := range pb.owner.room.parts {
+		cn := other.recv[pb.id]
+		if other == pb.owner || cn == nil || !c.usable(cn) {
 			continue
 		}
 		from, ok := c.mediaFor(cn.addr)
-		if !ok || cn.addr.Addr().Is4() != p.pub.addr.Addr().Is4() {
+		if !ok || cn.addr.Addr().Is4() != pb.conn.addr.Addr().Is4() {
 			continue // the data plane replicates within one family
 		}
-		legs = append(legs, c.legOf(p, other, cn, from))
+		legs = append(legs, c.legOf(pb, other, cn, from))
 	}
-	return p.sender.SetLegs(legs)
+	return pb.sender.SetLegs(legs)
 }
 
-// legOf is the leg of p's stream to other, as other's answer negotiated it.
-func (c *Controller) legOf(p, other *Participant, cn *conn, from netip.AddrPort) leg.LegConfig {
+// legOf is the leg of pb's stream to other, as other's answer negotiated it.
+func (c *Controller) legOf(pb *publication, other *Participant, cn *conn, from netip.AddrPort) leg.LegConfig {
 	lc := leg.LegConfig{Receiver: other.ID, From: from, To: cn.addr, TTL: c.cfg.TTL, TWCC: cn.answer.TWCC, Encrypted: c.encrypted()}
-	publisher, send := p.ID, other.send
+	id, send := pb.id, other.send
 	lc.Notify = func(paused bool) {
 		t := "resumed"
 		if paused {
 			t = "paused"
 		}
-		send(Message{Type: t, ID: publisher})
+		send(Message{Type: t, ID: id})
 	}
-	for _, m := range p.publish.Media {
+	for _, m := range pb.publish.Media {
 		if m.Kind != "video" {
 			continue
 		}
@@ -492,16 +507,18 @@ func (c *Controller) Streams() []Stream {
 	var out []Stream
 	for _, r := range c.rooms {
 		for _, p := range r.parts {
-			if p.sender == nil {
-				continue
-			}
-			st := Stream{Room: r.name, Sender: p.ID, From: p.pub.addr, Receivers: map[netip.AddrPort]string{}}
-			for _, other := range r.parts {
-				if cn := other.recv[p.ID]; cn != nil && cn.addr.IsValid() {
-					st.Receivers[cn.addr] = other.ID
+			for _, pb := range p.pubs {
+				if pb.sender == nil {
+					continue
 				}
+				st := Stream{Room: r.name, Sender: pb.id, From: pb.conn.addr, Receivers: map[netip.AddrPort]string{}}
+				for _, other := range r.parts {
+					if cn := other.recv[pb.id]; cn != nil && cn.addr.IsValid() {
+						st.Receivers[cn.addr] = other.ID
+					}
+				}
+				out = append(out, st)
 			}
-			out = append(out, st)
 		}
 	}
 	return out
@@ -517,21 +534,26 @@ func (c *Controller) mediaFor(a netip.AddrPort) (netip.AddrPort, bool) {
 	return netip.AddrPort{}, false
 }
 
-// offerStream gives receiver a receive-only connection for publisher's stream.
-func (c *Controller) offerStream(publisher, receiver *Participant) {
-	cn := c.newConn(receiver, publisher)
-	offer, err := publisher.publish.ReceiverOffer(c.ice(cn))
+// offerStream gives receiver a receive-only connection for pb's stream.
+func (c *Controller) offerStream(pb *publication, receiver *Participant) {
+	cn := c.newConn(receiver, pb)
+	offer, err := pb.publish.ReceiverOffer(c.ice(cn))
 	if err != nil {
 		delete(c.conns, cn.ice.LocalUfrag)
 		receiver.send(Message{Type: "error", Text: err.Error()})
 		return
 	}
-	receiver.recv[publisher.ID] = cn
-	receiver.send(Message{Type: "offer", ID: publisher.ID, Name: publisher.name(), SDP: offer, Muted: publisher.muted})
+	receiver.recv[pb.id] = cn
+	publisher := pb.owner
+	m := Message{Type: "offer", ID: pb.id, Owner: publisher.ID, Source: pb.source, Name: publisher.name(), SDP: offer}
+	if pb.source == Camera {
+		m.Muted = publisher.muted
+	}
+	receiver.send(m)
 }
 
-func (c *Controller) newConn(owner, publisher *Participant) *conn {
-	cn := &conn{owner: owner, publisher: publisher,
+func (c *Controller) newConn(owner *Participant, stream *publication) *conn {
+	cn := &conn{owner: owner, stream: stream,
 		ice: agent.Session{LocalUfrag: randomString(8), LocalPwd: randomString(24)}}
 	cn.ice.OnBinding = func(b agent.Binding) { c.onBinding(cn, b) }
 	c.conns[cn.ice.LocalUfrag] = cn
@@ -574,11 +596,16 @@ func (c *Controller) Snapshot() []admin.Room {
 		room := admin.Room{Name: r.name}
 		for _, p := range r.parts {
 			ap := admin.Participant{ID: p.ID, Identity: p.grant.Identity, Name: p.name(), Viewer: !p.grant.Publish, Muted: slices.Clone(p.muted)}
-			if p.sender != nil {
-				ap.Receivers = len(p.sender.Legs())
+			if camera := p.pubs[Camera]; camera != nil {
+				if camera.sender != nil {
+					ap.Receivers = len(camera.sender.Legs())
+				}
+				if camera.conn.addr.IsValid() {
+					ap.Publishes = camera.conn.addr
+				}
 			}
-			if p.pub != nil && p.pub.addr.IsValid() {
-				ap.Publishes = p.pub.addr
+			if screen := p.pubs[Screen]; screen != nil && screen.conn.addr.IsValid() {
+				ap.Screen = screen.conn.addr
 			}
 			for _, cn := range p.recv {
 				if cn.addr.IsValid() {

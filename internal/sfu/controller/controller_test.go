@@ -142,7 +142,7 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	offer := synth.ChromiumOffer
 	var a, b inbox
 	pa, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
-	if err := w.c.Publish(pa, offer); err != nil {
+	if err := w.c.Publish(pa, Camera, offer); err != nil {
 		t.Fatal(err)
 	}
 	pb, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, b.send)
@@ -152,8 +152,8 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	pubAddr := pubSock.LocalAddr().(*net.UDPAddr).AddrPort()
 	w.check(t, a.last(t, "answer").SDP, "WBQv", pubAddr)
 	w.check(t, b.last(t, "offer").SDP, "bbbb", netip.MustParseAddrPort("127.0.0.1:9"))
-	video := pa.publish.Media[1].SSRCs[0]
-	want := []dataplane.Source{{SSRC: pa.publish.Media[0].SSRCs[0], TWCCExt: 3}, {SSRC: video, Video: dataplane.AV1, TWCCExt: 3, History: true}}
+	video := pa.pubs[Camera].publish.Media[1].SSRCs[0]
+	want := []dataplane.Source{{SSRC: pa.pubs[Camera].publish.Media[0].SSRCs[0], TWCCExt: 3}, {SSRC: video, Video: dataplane.AV1, TWCCExt: 3, History: true}}
 	if got := w.plane.ssrcs[pubAddr]; !slices.Equal(got, want) {
 		t.Errorf("sources %v, want %v (video gated as AV1 with a history, audio not)", got, want)
 	}
@@ -250,10 +250,10 @@ func TestMeetingDrivesTheDataPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.c.Publish(pa, offer); err != nil {
+	if err := w.c.Publish(pa, Camera, offer); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.c.Publish(pa, offer); err == nil {
+	if err := w.c.Publish(pa, Camera, offer); err == nil {
 		t.Error("published twice")
 	}
 	answerA := a.last(t, "answer").SDP
@@ -304,7 +304,7 @@ func TestConsentExpiryRemovesReceivers(t *testing.T) {
 	offer := synth.ChromiumOffer
 	var a, b inbox
 	pa, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
-	if err := w.c.Publish(pa, offer); err != nil {
+	if err := w.c.Publish(pa, Camera, offer); err != nil {
 		t.Fatal(err)
 	}
 	pb, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, b.send)
@@ -336,7 +336,7 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 	p, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
-	if err := w.c.Publish(p, "garbage"); err == nil {
+	if err := w.c.Publish(p, Camera, "garbage"); err == nil {
 		t.Error("published garbage")
 	}
 	if err := w.c.Answer(p, "nobody", receiverAnswer("x")); err == nil {
@@ -362,7 +362,7 @@ func TestMuteAndViewers(t *testing.T) {
 	if err := w.c.Mute(pa, "video", true); err == nil {
 		t.Error("muted before publishing")
 	}
-	if err := w.c.Publish(pa, synth.ChromiumOffer); err != nil {
+	if err := w.c.Publish(pa, Camera, synth.ChromiumOffer); err != nil {
 		t.Fatal(err)
 	}
 	w.c.Join(access.Grant{Room: "r", Identity: "bob", Publish: true}, b.send)
@@ -370,7 +370,7 @@ func TestMuteAndViewers(t *testing.T) {
 	if m := v.last(t, "offer"); m.ID != pa.ID || m.Name != "Ann" || len(m.Muted) != 0 {
 		t.Errorf("the viewer's offer: %+v", m)
 	}
-	if err := w.c.Publish(pv, synth.ChromiumOffer); err == nil || !strings.Contains(err.Error(), "viewer") {
+	if err := w.c.Publish(pv, Camera, synth.ChromiumOffer); err == nil || !strings.Contains(err.Error(), "viewer") {
 		t.Errorf("a viewer published: %v", err)
 	}
 	if err := w.c.Mute(pv, "audio", true); err == nil {
@@ -401,5 +401,120 @@ func TestMuteAndViewers(t *testing.T) {
 		if m.Type == "muted" {
 			t.Errorf("the publisher was told of its own mute: %+v", m)
 		}
+	}
+}
+
+// screenOffer is a publisher's offer for a screen: ChromiumOffer's video
+// section alone, under other ICE credentials and SSRCs (its own
+// connection).
+func screenOffer() string {
+	o := synth.ChromiumOffer
+	session, media, _ := strings.Cut(o, "m=audio")
+	_, video, _ := strings.Cut(media, "m=video")
+	session = strings.Replace(session, "a=group:BUNDLE 0 1", "a=group:BUNDLE 1", 1)
+	return strings.NewReplacer("WBQv", "SCRN", "1686647932", "1111", "492916855", "2222").Replace(session + "m=video" + video)
+}
+
+// A participant shares its screen on a connection of its own: every other
+// participant (one there, one joining later) gets an offer for it under
+// its own id, and the data plane a stream of its own (its own key-frame
+// gate, layers and legs) beside the camera's; one screen at a time, none
+// from a viewer; when sharing stops, the receivers are told, its stream
+// goes and the camera's stays; when its owner leaves, both go.
+func TestScreenShare(t *testing.T) {
+	w := newWorld(t)
+	var a, b, c, v inbox
+	pa, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
+	pb, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, b.send)
+	testenv.Must(t, w.c.Publish(pa, Camera, synth.ChromiumOffer))
+	camAnswer := a.last(t, "answer")
+	testenv.Must(t, w.c.Publish(pa, Screen, screenOffer()))
+	scrAnswer := a.last(t, "answer")
+	if camAnswer.Source != Camera || scrAnswer.Source != Screen {
+		t.Errorf("answers for %q and %q, want camera then screen", camAnswer.Source, scrAnswer.Source)
+	}
+	if err := w.c.Publish(pa, Screen, screenOffer()); err == nil {
+		t.Error("a second screen published")
+	}
+	if err := w.c.Publish(pa, "window", screenOffer()); err == nil {
+		t.Error("a source that is neither camera nor screen published")
+	}
+	pv, _ := w.c.Join(access.Grant{Room: "r"}, v.send)
+	if err := w.c.Publish(pv, Screen, screenOffer()); err == nil || !strings.Contains(err.Error(), "viewer") {
+		t.Errorf("a viewer shared its screen: %v", err)
+	}
+	screenID := pa.ID + ":screen"
+	offers := func(in *inbox) map[string]Message {
+		out := map[string]Message{}
+		for _, m := range in.msgs {
+			if m.Type == "offer" {
+				out[m.ID] = m
+			}
+		}
+		return out
+	}
+	pc, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, c.send)
+	for name, in := range map[string]*inbox{"there before": &b, "joining later": &c} {
+		o := offers(in)
+		if o[pa.ID].Source != Camera || o[screenID].Source != Screen || o[screenID].Owner != pa.ID || len(o) != 2 {
+			t.Errorf("participant %s got offers %+v, want A's camera and screen", name, o)
+		}
+	}
+	testenv.Must(t, w.c.Answer(pb, pa.ID, receiverAnswer("bbbb")))
+	testenv.Must(t, w.c.Answer(pb, screenID, receiverAnswer("bbss")))
+	camA, scrA := netip.MustParseAddrPort("10.0.0.5:5000"), netip.MustParseAddrPort("10.0.0.5:5002")
+	camB, scrB := netip.MustParseAddrPort("10.0.0.6:6000"), netip.MustParseAddrPort("10.0.0.6:6002")
+	w.check(t, camAnswer.SDP, "WBQv", camA)
+	w.check(t, scrAnswer.SDP, "SCRN", scrA)
+	o := offers(&b)
+	w.check(t, o[pa.ID].SDP, "bbbb", camB)
+	w.check(t, o[screenID].SDP, "bbss", scrB)
+	for from, to := range map[netip.AddrPort]netip.AddrPort{camA: camB, scrA: scrB} {
+		if rs := w.plane.streams[from]; !slices.Equal(rs, []dataplane.Receiver{{From: sfuMedia, To: to, TTL: 64}}) {
+			t.Errorf("stream from %v goes to %v, want %v", from, rs, to)
+		}
+	}
+	if src := w.plane.ssrcs[scrA]; len(src) != 1 || src[0].SSRC != 1111 || src[0].Video != dataplane.AV1 {
+		t.Errorf("the screen's stream has sources %+v, want its video alone (SSRC 1111), gated", src)
+	}
+	if st := w.c.Streams(); len(st) != 2 {
+		t.Errorf("streams %+v, want the camera's and the screen's", st)
+	}
+
+	testenv.Must(t, w.c.Unpublish(pa, Screen))
+	if m := b.last(t, "left"); m.ID != screenID {
+		t.Errorf("B told %+v, want the screen %s left", m, screenID)
+	}
+	if _, ok := w.plane.streams[scrA]; ok {
+		t.Error("the screen's stream outlived the sharing")
+	}
+	if rs := w.plane.streams[camA]; len(rs) != 1 {
+		t.Errorf("the camera's stream lost its receivers with the screen: %v", rs)
+	}
+	if err := w.c.Unpublish(pa, Screen); err == nil {
+		t.Error("a screen no longer shared unpublished again")
+	}
+	testenv.Must(t, w.c.Publish(pa, Screen, screenOffer())) // again
+	if m := c.last(t, "offer"); m.ID != screenID {
+		t.Errorf("C's last offer %+v, want the screen again", m)
+	}
+	testenv.Must(t, w.c.Leave(pa))
+	left := map[string]bool{}
+	for _, m := range b.msgs {
+		if m.Type == "left" {
+			left[m.ID] = true
+		}
+	}
+	if !left[pa.ID] || !left[screenID] {
+		t.Errorf("B told of %v leaving, want A's camera and screen", left)
+	}
+	if _, ok := w.plane.streams[camA]; ok {
+		t.Error("A's camera stream outlived A")
+	}
+	testenv.Must(t, w.c.Leave(pb))
+	testenv.Must(t, w.c.Leave(pc))
+	testenv.Must(t, w.c.Leave(pv))
+	if len(w.c.rooms) != 0 || len(w.c.conns) != 0 {
+		t.Errorf("left behind: %d rooms, %d connections", len(w.c.rooms), len(w.c.conns))
 	}
 }

@@ -25,6 +25,9 @@ type SenderConfig struct {
 	// VideoSSRC is its video's SSRC (0: none): key frames and
 	// retransmissions are asked for it.
 	VideoSSRC uint32
+	// Priority orders its legs' streams in their links' allocations
+	// (ratecontrol.Stream.Priority: a shared screen's before cameras').
+	Priority int
 }
 
 // frameOf is the frame number of video packet p (its dependency
@@ -334,7 +337,7 @@ const (
 func (s *Sender) stream() ratecontrol.Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := ratecontrol.Stream{Full: s.totalRate, Other: s.otherRate}
+	st := ratecontrol.Stream{Full: s.totalRate, Other: s.otherRate, Priority: s.cfg.Priority}
 	if len(s.targets) > 0 && s.targets[len(s.targets)-1] > 0 {
 		st.Rates = make([]float64, len(s.targets))
 		for i, r := range s.targets {

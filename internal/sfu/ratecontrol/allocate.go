@@ -1,5 +1,10 @@
 package ratecontrol
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Targets as the allocation gives them: a decode target 0..n-1, or one of these.
 const (
 	EveryLayer = -1 // not adapted: the sender's stream as it is
@@ -21,6 +26,9 @@ type Stream struct {
 	// streams with video now are served first, so one constrained stream
 	// does not take another's picture.
 	Current int
+	// Priority: among streams showing alike, higher is served first (a
+	// shared screen, whose text a receiver must read, before cameras).
+	Priority int
 }
 
 // Cost is what the stream sends at target t.
@@ -57,7 +65,7 @@ func Total(streams []Stream, targets []int) float64 {
 
 // Allocate gives each stream the highest target that fits budget (bits/s)
 // with the others: every stream's audio first, then each its lowest layer
-// in turn (those showing video now first), then one layer more each,
+// in turn (those showing video now first, by Priority), then one layer more each,
 // round after round, while the next fits. A stream whose lowest layer
 // does not fit is paused; one that cannot be adapted is given whole.
 func Allocate(budget float64, streams []Stream) []int {
@@ -72,11 +80,13 @@ func Allocate(budget float64, streams []Stream) []int {
 	}
 	order := make([]int, 0, len(streams))
 	for _, showing := range []bool{true, false} {
+		from := len(order)
 		for i, s := range streams {
 			if len(s.Rates) > 0 && (s.Current != Paused) == showing {
 				order = append(order, i)
 			}
 		}
+		slices.SortStableFunc(order[from:], func(a, b int) int { return cmp.Compare(streams[b].Priority, streams[a].Priority) })
 	}
 	for grew := true; grew; {
 		grew = false

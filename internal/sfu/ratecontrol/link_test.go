@@ -247,6 +247,25 @@ func TestAllocate(t *testing.T) {
 			t.Errorf("budget %.0f, now %v: %v, want %v", c.budget, c.cur, got, c.want)
 		}
 	}
+	// A shared screen (Priority) before a camera showing alike; never
+	// before one showing while it is paused (no picture taken for it).
+	screen := Stream{Rates: s.Rates, Priority: 1}
+	for _, c := range []struct {
+		budget  float64
+		current int
+		want    []int
+	}{
+		{110e3, 0, []int{Paused, 0}},
+		{110e3, EveryLayer, []int{Paused, 0}},
+		{260e3, 0, []int{0, 1}},
+		{110e3, Paused, []int{0, Paused}},
+	} {
+		screen.Current = c.current
+		got := Allocate(c.budget, []Stream{{Rates: s.Rates, Other: s.Other, Current: 0}, screen})
+		if !slices.Equal(got, c.want) {
+			t.Errorf("camera and screen (now %v), budget %.0f: %v, want %v", c.current, c.budget, got, c.want)
+		}
+	}
 	if got := Allocate(10e3, []Stream{{Full: 300e3}}); got[0] != EveryLayer {
 		t.Errorf("a stream that cannot be adapted: %v", got)
 	}

@@ -144,10 +144,11 @@ func ParsePublish(offer string, codecs Codecs) (*Publish, error) {
 		p.RemoteUfrag, p.RemotePwd = ufrag, pwd
 		p.Media = append(p.Media, m)
 	}
-	// The data plane keeps one key-frame gate per sender: one video stream.
+	// The data plane keeps one key-frame gate per sender: one video stream
+	// per connection (a screen comes on a connection of its own).
 	if videos := slices.IndexFunc(p.Media, func(m *Media) bool { return m.Kind == "video" }); videos >= 0 &&
 		slices.ContainsFunc(p.Media[videos+1:], func(m *Media) bool { return m.Kind == "video" }) {
-		return nil, errors.New("signaling: more than one video section (the SFU forwards one video stream per participant)")
+		return nil, errors.New("signaling: more than one video section (one video stream per connection: publish a screen on a connection of its own)")
 	}
 	return p, nil
 }

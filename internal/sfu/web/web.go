@@ -37,13 +37,16 @@ const keepalive = 15 * time.Second
 
 // request is what a browser sends.
 type request struct {
-	Type  string `json:"type"` // join, publish, answer, mute
+	Type  string `json:"type"` // join, publish, unpublish, answer, mute
 	Room  string `json:"room,omitempty"`
 	Token string `json:"token,omitempty"` // join: the join token (access)
 	Kind  string `json:"kind,omitempty"`  // mute: audio or video
 	Muted bool   `json:"muted,omitempty"` // mute: off (true) or on again
-	ID    string `json:"id,omitempty"`    // answer: the publisher the answer is for
-	SDP   string `json:"sdp,omitempty"`
+	ID    string `json:"id,omitempty"`    // answer: the stream the answer is for
+	// Source (publish, unpublish) is what the stream shows: camera (and
+	// microphone; the default) or screen.
+	Source string `json:"source,omitempty"`
+	SDP    string `json:"sdp,omitempty"`
 }
 
 // Options of the signaling server.
@@ -273,7 +276,9 @@ func handle(c *controller.Controller, p *controller.Participant, req request) er
 	case "join":
 		return errors.New("already joined")
 	case "publish":
-		return c.Publish(p, req.SDP)
+		return c.Publish(p, req.Source, req.SDP)
+	case "unpublish":
+		return c.Unpublish(p, req.Source)
 	case "answer":
 		return c.Answer(p, req.ID, req.SDP)
 	case "mute":

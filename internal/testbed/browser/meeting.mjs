@@ -28,6 +28,13 @@
 // the second (on), what each page shows of that participant then
 // (views), and its video sender's bytes at both moments.
 //
+// SCREEN (environment), if set, is the index of a participant (not the
+// first, which rejoins) that shares a screen once every page is open: a
+// 640x360 canvas drawing a moving picture at 5 fps (a slide deck's pace), its track's content
+// hint "detail" as a screen capture's, published by the page's
+// shareScreen (a connection of its own); the rejoin then waits for the
+// screen's stream too.
+//
 // A page whose token is a viewer's publishes nothing; the rejoin waits
 // for the streams of the other pages that publish.
 //
@@ -100,6 +107,26 @@ try {
     await open(page, urlFor(i));
     pages.push(page);
   }
+  const sharer = process.env.SCREEN === undefined ? -1 : Number(process.env.SCREEN);
+  if (sharer >= 0) {
+    await pages[sharer].waitForFunction(() => window.meeting && window.meeting.id && window.meeting.pub);
+    await pages[sharer].evaluate(async () => {
+      const c = document.createElement('canvas');
+      c.width = 640; c.height = 360;
+      const g = c.getContext('2d');
+      let n = 0;
+      setInterval(() => {
+        g.fillStyle = '#224'; g.fillRect(0, 0, 640, 360);
+        g.fillStyle = '#eee'; g.font = '48px sans-serif'; g.fillText('slide ' + Math.floor(n / 15) + ' / frame ' + n, 40, 120);
+        g.fillStyle = '#c83'; g.fillRect((n * 7) % 600, 200, 40, 40);
+        n++;
+      }, 1000 / 5);
+      const track = c.captureStream(5).getVideoTracks()[0];
+      track.contentHint = 'detail';
+      await window.shareScreen(track);
+    });
+    console.error(`screen: participant ${sharer} shares a canvas`);
+  }
   const begin = Date.now();
   for (const [i, step] of schedule.entries()) {
     await sleep(begin + i * seconds * 1000 / schedule.length - Date.now());
@@ -146,6 +173,7 @@ try {
   // (with the token the join gave: a token joins once).
   let publishers = 0;
   for (const p of pages.slice(1)) if (!(await p.evaluate(() => window.meeting.viewer))) publishers++;
+  if (sharer > 0) publishers++; // its screen: a stream of its own
   const start = Date.now();
   await pages[0].reload();
   let rejoinMs = -1;
@@ -167,7 +195,7 @@ try {
   for (const p of pages) {
     ciphers.push(await p.evaluate(async () => {
       const out = [];
-      const pcs = [window.meeting.pub, ...window.meeting.subs.values()].filter((pc) => pc && pc.getStats);
+      const pcs = [window.meeting.pub, window.meeting.screen && window.meeting.screen.pc, ...window.meeting.subs.values()].filter((pc) => pc && pc.getStats);
       for (const pc of pcs) {
         for (const r of (await pc.getStats()).values()) if (r.type === 'transport') out.push(r.srtpCipher || '');
       }
