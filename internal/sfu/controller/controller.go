@@ -43,7 +43,7 @@ type Message struct {
 	Muted []string `json:"muted,omitempty"`
 	Owner string   `json:"owner,omitempty"` // offer: the publisher's id
 	SDP   string   `json:"sdp,omitempty"`   // answer, offer
-	Text  string   `json:"text,omitempty"` // error
+	Text  string   `json:"text,omitempty"`  // error
 	// Media is how media travels in the room (joined): "encrypted"
 	// (DTLS-SRTP) or "plain" (--unencrypted-media).
 	Media string `json:"media,omitempty"`
