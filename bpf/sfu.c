@@ -33,6 +33,7 @@
 #include "layers.h"
 #include "history.h"
 #include "twcc.h"
+#include "audio_level.h"
 #include <linux/if_packet.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -148,6 +149,14 @@ struct {
 	__uint(max_entries, 1 << 20);
 	__type(value, struct video_event); /* for BTF: Go reads the records as this */
 } video_events SEC(".maps");
+
+/* Each sender's audio levels (audio_level.h), by its slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, struct audio_level);
+} audio_levels SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -823,6 +832,16 @@ INLINE int twcc_find(struct __sk_buff *skb, struct media *m, __u8 vpxcc, int hdr
 	return 0;
 }
 
+/* An audio packet's level, counted to its sender's (speakers). */
+INLINE void audio_level_count(struct __sk_buff *skb, const struct media *m, const struct sender *s, __u8 vpxcc, int hdr)
+{
+	__u32 slot = s->slot;
+	__u8 b;
+
+	if (!audio_level_read(skb, m->l4_off + sizeof(struct udphdr), vpxcc, hdr, s->level_ext, &b))
+		audio_level_add(bpf_map_lookup_elem(&audio_levels, &slot), b);
+}
+
 /* What an RTP packet of this codec does to waiting receivers: a key
  * frame's first packet opens their gates; any other video is held. */
 INLINE __u8 video_gate(struct __sk_buff *skb, const struct media *m, __u8 codec, int hdr,
@@ -897,6 +916,8 @@ int sfu_ingress(struct __sk_buff *skb)
 			return outcome(SFU_DUPLICATE, m.len), TC_ACT_SHOT;
 		if (s->twcc_ext && !twcc_find(skb, &m, h.rtp.vpxcc, hdr, s->twcc_ext))
 			twcc_arrived(s->arrivals, m.len, bpf_ntohs(m.twcc));
+		if (s->level_ext && !s->video)
+			audio_level_count(skb, &m, s, h.rtp.vpxcc, hdr);
 		m.frame_end = s->video && (h.rtp.mpt & 0x80);
 		if (s->video && s->dd_ext)
 			video_frame(skb, &m, s, &h.rtp, hdr);

@@ -49,6 +49,8 @@ struct sender {
 	__u8 twcc_ext; /* header extension id of its transport-wide sequence number (0: none): legs rewrite it */
 	__u8 history; /* its packets are kept (history.h): receivers' NACKs are answered by the SFU */
 	__u32 arrivals; /* twcc_legs index + 1 of the log of its transport-wide numbers' arrivals (0: none) */
+	__u8 level_ext; /* header extension id of its audio level (RFC 6464; 0: none): counted for speakers */
+	__u8 pad[3];
 	__u64 src_until;
 };
 

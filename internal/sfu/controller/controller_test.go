@@ -64,6 +64,9 @@ func (p *plane) Close() error                                               { re
 func (p *plane) Layers(netip.AddrPort) (dataplane.Layers, error)            { return dataplane.Layers{}, nil }
 func (p *plane) Packet(netip.AddrPort, uint16) ([]byte, bool)               { return nil, false }
 func (p *plane) Leg(_, _ netip.AddrPort) (dataplane.Leg, error)             { return noLeg{}, nil }
+func (p *plane) AudioLevels(netip.AddrPort) (dataplane.AudioLevels, error) {
+	return dataplane.AudioLevels{}, nil
+}
 func (p *plane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error) {
 	return nil, errors.New("none")
 }

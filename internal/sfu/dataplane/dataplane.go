@@ -107,6 +107,7 @@ type stream struct {
 	vmu       sync.Mutex
 	templates sfuLayerTemplates          // installed (the slow path reads them here)
 	in        counter                    // what the slow path took in
+	levels    levelCounter               // and the audio levels it heard
 	bytes     [layers.MaxTargets]counter // and counted to each layer
 }
 
@@ -244,7 +245,7 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 		}
 		// A reused slot starts from zero.
 		if err := errors.Join(d.objs.SenderStats.Put(id, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
-			d.resetSenderLayers(id)); err != nil {
+			d.resetSenderLayers(id), d.resetAudioLevels(id)); err != nil {
 			d.ids.Put(id)
 			return fmt.Errorf("dataplane: sender counters: %w", err)
 		}
@@ -490,7 +491,7 @@ func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
 }
 
 func (d *DataPlane) putSender(from netip.AddrPort, src Source, id, arrivals uint32) error {
-	v := sfuSender{Id: id, Slot: id, Video: uint8(src.Video), DdExt: src.DDExt, TwccExt: src.TWCCExt, Arrivals: arrivals}
+	v := sfuSender{Id: id, Slot: id, Video: uint8(src.Video), DdExt: src.DDExt, TwccExt: src.TWCCExt, Arrivals: arrivals, LevelExt: src.LevelExt}
 	if src.History {
 		v.History = 1
 	}

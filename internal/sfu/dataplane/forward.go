@@ -28,6 +28,8 @@ type streamState interface {
 	received(bytes int, frameEnd bool)
 	// arrived logs the sender's transport-wide number seq as arrived.
 	arrived(seq uint16, size int)
+	// heard counts an audio packet's level (AudioLevels).
+	heard(level uint8, voiced bool)
 	// seenOrKeep: the packet is in the sender's history (nobody gets it
 	// again); if not, it is kept there. False without a history.
 	seenOrKeep(seq uint16, ts uint32, p []byte) bool
@@ -178,6 +180,7 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 				s.arrived(binary.BigEndian.Uint16(p[pi.twccOff:]), pi.size)
 			}
 		}
+		hearLevel(s, src, p)
 		if src.Video != NoVideo && src.DDExt != 0 {
 			pi.adapt, pi.frame = true, s.frame(p, hdr, src, pi.size)
 			pi.frame.Key = pi.gate == gateOpen

@@ -187,6 +187,8 @@ func (s *slowStream) arrived(seq uint16, size int) {
 
 func (s *slowStream) received(bytes int, frameEnd bool) { s.in.addFrame(bytes, frameEnd) }
 
+func (s *slowStream) heard(level uint8, voiced bool) { s.levels.add(level, voiced) }
+
 func (s *slowStream) seenOrKeep(seq uint16, ts uint32, p []byte) bool {
 	return s.history && s.d.kernelSeenOrKeep(s.id, seq, ts, p)
 }

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sfuAudioLevel struct {
+	_        structs.HostLayout
+	Packets  uint64
+	Loudness uint64
+	Voiced   uint64
+}
+
 type sfuClockCache struct {
 	_       structs.HostLayout
 	Jiffies uint64
@@ -123,7 +130,8 @@ type sfuSender struct {
 	TwccExt    uint8
 	History    uint8
 	Arrivals   uint32
-	_          [4]byte
+	LevelExt   uint8
+	Pad        [3]uint8
 	SrcUntil   uint64
 }
 
@@ -181,6 +189,7 @@ type sfuVideoEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sfuMapAudioLevels     = "audio_levels"
 	sfuMapClockCache      = "clock_cache"
 	sfuMapConfig          = "config"
 	sfuMapFanouts         = "fanouts"
@@ -251,6 +260,7 @@ type sfuProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sfuMapSpecs struct {
+	AudioLevels     *ebpf.MapSpec `ebpf:"audio_levels"`
 	ClockCache      *ebpf.MapSpec `ebpf:"clock_cache"`
 	Config          *ebpf.MapSpec `ebpf:"config"`
 	Fanouts         *ebpf.MapSpec `ebpf:"fanouts"`
@@ -297,6 +307,7 @@ func (o *sfuObjects) Close() error {
 //
 // It can be passed to loadSfuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sfuMaps struct {
+	AudioLevels     *ebpf.Map `ebpf:"audio_levels"`
 	ClockCache      *ebpf.Map `ebpf:"clock_cache"`
 	Config          *ebpf.Map `ebpf:"config"`
 	Fanouts         *ebpf.Map `ebpf:"fanouts"`
@@ -319,6 +330,7 @@ type sfuMaps struct {
 
 func (m *sfuMaps) Close() error {
 	return _SfuClose(
+		m.AudioLevels,
 		m.ClockCache,
 		m.Config,
 		m.Fanouts,

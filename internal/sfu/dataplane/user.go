@@ -35,6 +35,9 @@ type Plane interface {
 	// Arrivals is the log of when the sender's transport-wide numbers
 	// arrived (a source with TWCCExt).
 	Arrivals(from netip.AddrPort) (*ArrivalLog, error)
+	// AudioLevels is what the stream's audio levels added up to (a
+	// source with LevelExt).
+	AudioLevels(from netip.AddrPort) (AudioLevels, error)
 	// Send sends a datagram of the SFU's own (RTCP to a sender) from its
 	// media socket at from.
 	Send(p []byte, from, to netip.AddrPort) error
@@ -166,6 +169,7 @@ type userVideo struct {
 	bytes     [layers.MaxTargets]counter
 	history   historyRing
 	arrivals  legTWCC
+	levels    levelCounter // its audio's levels (the stream's, kept with its video's state across versions)
 }
 
 type userReceiver struct {
@@ -476,6 +480,8 @@ func (s *userStream) source(ssrc uint32) (Source, bool) {
 func (s *userStream) replicas() []replicaState { return s.views }
 
 func (s *userStream) arrived(seq uint16, size int) { s.video.arrivals.arrived(seq, size) }
+
+func (s *userStream) heard(level uint8, voiced bool) { s.video.levels.add(level, voiced) }
 
 func (s *userStream) received(bytes int, frameEnd bool) { s.in.addFrame(bytes, frameEnd) }
 

@@ -58,6 +58,10 @@ type Source struct {
 	// video), so the SFU answers its receivers' NACKs, and what it
 	// forwarded goes to nobody twice.
 	History bool
+	// LevelExt is the header extension id of the audio level (RFC 6464;
+	// 0: none) of an audio source: its levels are added up for speakers
+	// (AudioLevels).
+	LevelExt uint8
 }
 
 // videoPeek is how much of the payload the key-frame test reads; shorter

@@ -28,6 +28,7 @@ type fakePlane struct {
 	toSender [][]byte
 	layers   dataplane.Layers
 	in       uint64 // bytes in, for StreamStats
+	levels   map[netip.AddrPort]dataplane.AudioLevels
 }
 
 func newFakePlane() *fakePlane {
@@ -80,6 +81,12 @@ func (p *fakePlane) Leg(_, to netip.AddrPort) (dataplane.Leg, error) {
 		return l, nil
 	}
 	return nil, errors.New("no such leg")
+}
+
+func (p *fakePlane) AudioLevels(from netip.AddrPort) (dataplane.AudioLevels, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.levels[from], nil
 }
 
 func (p *fakePlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error) {

@@ -36,6 +36,9 @@ func (nopPlane) Layers(netip.AddrPort) (dataplane.Layers, error)            { re
 func (nopPlane) Packet(netip.AddrPort, uint16) ([]byte, bool)               { return nil, false }
 func (nopPlane) Leg(_, _ netip.AddrPort) (dataplane.Leg, error)             { return nil, errors.New("no legs") }
 func (nopPlane) Send([]byte, netip.AddrPort, netip.AddrPort) error          { return nil }
+func (nopPlane) AudioLevels(netip.AddrPort) (dataplane.AudioLevels, error) {
+	return dataplane.AudioLevels{}, nil
+}
 func (nopPlane) Arrivals(netip.AddrPort) (*dataplane.ArrivalLog, error) {
 	return nil, errors.New("none")
 }
