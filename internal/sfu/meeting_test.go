@@ -39,10 +39,12 @@ type inbound struct {
 // One shares a screen (a canvas at 640x360) besides its camera, on a
 // connection of its own: every other page decodes it at its size, and the
 // rejoining page decodes it too (its own key-frame gate in the data
-// plane). This is --unencrypted-media (browsers with their encryption off): the
+// plane). Another speaks (a tone, against the others' fake microphones):
+// every page highlights it, as the eBPF data plane's audio levels rank it.
+// This is --unencrypted-media (browsers with their encryption off): the
 // wire check finds the payloads in the clear, as it must.
 func TestBrowserMeeting(t *testing.T) {
-	m := browserMeetingChecked(t, "ebpf", meetingSpec{browsers: "chromium", publishers: 3, toggle: -1, screen: 1})
+	m := browserMeetingChecked(t, "ebpf", meetingSpec{browsers: "chromium", publishers: 3, toggle: -1, screen: 1, speaker: 2})
 	flows, total := m.wire.plain()
 	t.Logf("wire: %d RTP packets captured in %d flows (by payload type), %d of them plain", total, len(m.wire), len(flows))
 	if len(flows) < 6 {
@@ -56,15 +58,17 @@ func TestBrowserMeeting(t *testing.T) {
 // one that leaves and rejoins) and Chromium, in VP8, which both send; and
 // what people do in meetings: one joins with its camera off (audio only,
 // ?camera=off), one with a viewer's token (receives only), and one turns
-// its camera off and mutes its microphone for a third of the meeting.
-// (No screen here: with one, the Firefox page's feedback showed it taking
+// its camera off and mutes its microphone for a third of the meeting;
+// another speaks (a tone), and every page, Firefox's and the viewer's
+// too, highlights it (the user data plane's audio levels, read from the
+// decrypted packets). (No screen here: with one, the Firefox page's feedback showed it taking
 // 200-350 kbit/s, and the SFU paused two of its streams in one run of
 // four: docs/sfu.md, "Screen share".)
 // The same requirements hold; every connection negotiated AES-GCM, the
 // page says the room is encrypted, nothing failed authentication, and the
 // wire carries no payload in the clear.
 func TestBrowserMeetingEncrypted(t *testing.T) {
-	m := browserMeetingChecked(t, "user+encrypted+vp8", meetingSpec{browsers: "firefox,chromium,chromium,chromium,chromium", publishers: 3, audioOnly: 1, viewers: 1, toggle: 2})
+	m := browserMeetingChecked(t, "user+encrypted+vp8", meetingSpec{browsers: "firefox,chromium,chromium,chromium,chromium", publishers: 3, audioOnly: 1, viewers: 1, toggle: 2, speaker: 1})
 	if m.res.Media != "encrypted" {
 		t.Errorf("the page says the room's media is %q", m.res.Media)
 	}
@@ -99,6 +103,7 @@ type checkedMeeting struct {
 		IDs      []string
 		Views    []map[string]struct{ Audio, Video bool }
 		Paused   []map[string]bool
+		Speakers []string
 		RejoinMs float64
 		Media    string
 		Ciphers  [][]string
@@ -247,6 +252,17 @@ func browserMeetingChecked(t *testing.T, plane string, spec meetingSpec) *checke
 				v.PacketsLost+a.PacketsLost > (v.PacketsReceived+a.PacketsReceived)/100 ||
 				v.Codec != video || a.Codec != "audio/opus" || v.FrameWidth != 320 {
 				t.Errorf("participant %d from %s: video %+v, audio %+v", i, from, v, a)
+			}
+		}
+	}
+	if spec.speaker > 0 {
+		// The data plane read every publisher's audio levels, the SFU
+		// ranked them, and every page highlights the one speaking (its
+		// own page, itself).
+		t.Logf("each page highlights as speaking: %v (participant %d speaks)", m.res.Speakers, spec.speaker)
+		for i, s := range m.res.Speakers {
+			if s != m.res.IDs[spec.speaker] {
+				t.Errorf("participant %d highlights %q, want %q (participant %d, who speaks)", i, s, m.res.IDs[spec.speaker], spec.speaker)
 			}
 		}
 	}
@@ -510,6 +526,9 @@ type meetingSpec struct {
 	// screen is the participant that shares a screen (SCREEN), or 0:
 	// none (participant 0 leaves and rejoins).
 	screen int
+	// speaker is the participant that speaks (SPEAKER: a tone), or 0:
+	// none.
+	speaker int
 }
 
 func (s meetingSpec) participants() int { return s.publishers + s.audioOnly + s.viewers }
@@ -557,6 +576,9 @@ func browserMeetingAt(t *testing.T, tb *testbed.Testbed, spec meetingSpec, durin
 	}
 	if spec.screen > 0 {
 		cmd.Env = append(cmd.Env, "SCREEN="+strconv.Itoa(spec.screen))
+	}
+	if spec.speaker > 0 {
+		cmd.Env = append(cmd.Env, "SPEAKER="+strconv.Itoa(spec.speaker))
 	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

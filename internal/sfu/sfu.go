@@ -56,6 +56,10 @@ type Config struct {
 	// NoRateAdaptation: every receiver gets every layer of every stream
 	// (by default each receiver's AV1 temporal layers follow its estimate).
 	NoRateAdaptation bool
+	// LastN, if set, gives each receiver video from its LastN most recent
+	// speakers only (the others paused, audio always): a room of n costs
+	// about n x LastN video replicas, not n squared.
+	LastN int
 	// MetricsListen, if set, serves Prometheus metrics (ebrtc_sfu_*) at
 	// http://MetricsListen/metrics.
 	MetricsListen string
@@ -94,6 +98,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.Media) == 2 && c.Media[0].Addr().Unmap().Is4() == c.Media[1].Addr().Unmap().Is4() {
 		return errors.New("sfu: media: two addresses of one family")
+	}
+	if c.LastN < 0 {
+		return fmt.Errorf("sfu: last-n %d: want 0 (every speaker's video) or more", c.LastN)
 	}
 	if c.Dataplane == "" {
 		c.Dataplane = map[bool]string{true: "ebpf", false: "user"}[c.Unencrypted]
@@ -197,7 +204,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer plane.Close()
-	legs, err := leg.NewTable(leg.Config{Plane: plane, Routes: routes, Adapt: !cfg.NoRateAdaptation, Log: cfg.Log, AckLog: cfg.AckLog})
+	var ctrl *controller.Controller // (the table tells it of speakers; it needs the table)
+	legs, err := leg.NewTable(leg.Config{Plane: plane, Routes: routes, Adapt: !cfg.NoRateAdaptation, Log: cfg.Log, AckLog: cfg.AckLog,
+		LastN: cfg.LastN, OnSpeaker: func(room, stream string) { ctrl.Speaker(room, stream) }})
 	if err != nil {
 		return err
 	}
@@ -210,8 +219,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}}
 		cfg.Log.Info("media encrypted (DTLS-SRTP)", "fingerprint", id.Fingerprint().String())
 	}
-	ctrl, err := controller.New(ctrlCfg)
-	if err != nil {
+	if ctrl, err = controller.New(ctrlCfg); err != nil {
 		return err
 	}
 	if cfg.MetricsListen != "" {

@@ -26,10 +26,11 @@ import (
 
 // Message is what the controller sends a participant.
 type Message struct {
-	Type string `json:"type"` // joined, answer, offer, left, paused, resumed, muted, replaced, error
+	Type string `json:"type"` // joined, answer, offer, left, paused, resumed, muted, speaker, replaced, error
 	// ID is, in joined, yours; in muted, the publisher's; in offer, left,
-	// paused and resumed, the published stream's: its publisher's id for
-	// its camera and microphone, with ":screen" for its screen.
+	// paused, resumed and speaker (the room's dominant speaker), the
+	// published stream's: its publisher's id for its camera and
+	// microphone, with ":screen" for its screen.
 	ID   string `json:"id,omitempty"`
 	Name string `json:"name,omitempty"` // joined: yours; offer: the publisher's (its token's display name)
 	// Source (offer, answer) is what the stream shows: "camera" (and
@@ -44,6 +45,9 @@ type Message struct {
 	Owner string   `json:"owner,omitempty"` // offer: the publisher's id
 	SDP   string   `json:"sdp,omitempty"`   // answer, offer
 	Text  string   `json:"text,omitempty"`  // error
+	// Reason (paused) is why: "bandwidth" (the receiver's link carries
+	// too little) or "last-n" (not among its most recent speakers).
+	Reason string `json:"reason,omitempty"`
 	// Media is how media travels in the room (joined): "encrypted"
 	// (DTLS-SRTP) or "plain" (--unencrypted-media).
 	Media string `json:"media,omitempty"`
@@ -82,8 +86,9 @@ type Controller struct {
 }
 
 type room struct {
-	name  string
-	parts map[string]*Participant
+	name    string
+	parts   map[string]*Participant
+	speaker string // the dominant speaker's stream (Speaker), told to newcomers
 }
 
 // Participant is one browser in a room.
@@ -172,6 +177,9 @@ func (c *Controller) Join(g access.Grant, send func(Message)) (*Participant, err
 				c.offerStream(pb, p)
 			}
 		}
+	}
+	if r.speaker != "" {
+		send(Message{Type: "speaker", ID: r.speaker})
 	}
 	return p, nil
 }
@@ -286,6 +294,21 @@ func (c *Controller) Mute(p *Participant, kind string, muted bool) error {
 		}
 	}
 	return nil
+}
+
+// Speaker tells everyone in the room who speaks now (its stream's id);
+// the pages highlight it.
+func (c *Controller) Speaker(room, stream string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.rooms[room]
+	if r == nil {
+		return
+	}
+	r.speaker = stream
+	for _, p := range r.parts {
+		p.send(Message{Type: "speaker", ID: stream})
+	}
 }
 
 // Answer takes a receiver's answer to the offer for a stream (its id):
@@ -419,6 +442,9 @@ func (c *Controller) bindPublisher(pb *publication) error {
 		twcc := m.ExtensionID(signaling.TransportCCURI)
 		for _, ssrc := range m.SSRCs {
 			src := dataplane.Source{SSRC: ssrc, TWCCExt: twcc}
+			if m.Kind == "audio" {
+				src.LevelExt = m.ExtensionID(signaling.AudioLevelURI) // speakers
+			}
 			if m.Kind == "video" {
 				// A history only where receivers may NACK: the data plane
 				// writes it for every packet.
@@ -462,12 +488,12 @@ func (c *Controller) updateLegs(pb *publication) error {
 func (c *Controller) legOf(pb *publication, other *Participant, cn *conn, from netip.AddrPort) leg.LegConfig {
 	lc := leg.LegConfig{Receiver: other.ID, From: from, To: cn.addr, TTL: c.cfg.TTL, TWCC: cn.answer.TWCC, Encrypted: c.encrypted()}
 	id, send := pb.id, other.send
-	lc.Notify = func(paused bool) {
-		t := "resumed"
+	lc.Notify = func(paused bool, why string) {
+		m := Message{Type: "resumed", ID: id}
 		if paused {
-			t = "paused"
+			m.Type, m.Reason = "paused", why
 		}
-		send(Message{Type: t, ID: id})
+		send(m)
 	}
 	for _, m := range pb.publish.Media {
 		if m.Kind != "video" {

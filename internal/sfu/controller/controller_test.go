@@ -156,9 +156,9 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	w.check(t, a.last(t, "answer").SDP, "WBQv", pubAddr)
 	w.check(t, b.last(t, "offer").SDP, "bbbb", netip.MustParseAddrPort("127.0.0.1:9"))
 	video := pa.pubs[Camera].publish.Media[1].SSRCs[0]
-	want := []dataplane.Source{{SSRC: pa.pubs[Camera].publish.Media[0].SSRCs[0], TWCCExt: 3}, {SSRC: video, Video: dataplane.AV1, TWCCExt: 3, History: true}}
+	want := []dataplane.Source{{SSRC: pa.pubs[Camera].publish.Media[0].SSRCs[0], TWCCExt: 3, LevelExt: 1}, {SSRC: video, Video: dataplane.AV1, TWCCExt: 3, History: true}}
 	if got := w.plane.ssrcs[pubAddr]; !slices.Equal(got, want) {
-		t.Errorf("sources %v, want %v (video gated as AV1 with a history, audio not)", got, want)
+		t.Errorf("sources %v, want %v (video gated as AV1 with a history, audio not, its levels read)", got, want)
 	}
 	expectPLI(t, pubSock, sfuSock, video, 2*time.Second)
 	second := func() {
@@ -520,4 +520,32 @@ func TestScreenShare(t *testing.T) {
 	if len(w.c.rooms) != 0 || len(w.c.conns) != 0 {
 		t.Errorf("left behind: %d rooms, %d connections", len(w.c.rooms), len(w.c.conns))
 	}
+}
+
+// The room's dominant speaker is told to everyone in it, and to a
+// participant joining later with the streams' offers; other rooms hear
+// nothing of it.
+func TestSpeakerTold(t *testing.T) {
+	w := newWorld(t)
+	var a, b, c, other inbox
+	pa, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
+	w.c.Join(access.Grant{Room: "r", Publish: true}, b.send)
+	w.c.Join(access.Grant{Room: "elsewhere", Publish: true}, other.send)
+	testenv.Must(t, w.c.Publish(pa, Camera, synth.ChromiumOffer))
+	w.c.Speaker("r", pa.ID)
+	for name, in := range map[string]*inbox{"a": &a, "b": &b} {
+		if m := in.last(t, "speaker"); m.ID != pa.ID {
+			t.Errorf("%s told %+v", name, m)
+		}
+	}
+	w.c.Join(access.Grant{Room: "r", Publish: true}, c.send)
+	if m := c.last(t, "speaker"); m.ID != pa.ID {
+		t.Errorf("a participant joining later told %+v", m)
+	}
+	for _, m := range other.msgs {
+		if m.Type == "speaker" {
+			t.Errorf("another room told %+v", m)
+		}
+	}
+	w.c.Speaker("gone", "x") // a room that emptied meanwhile
 }

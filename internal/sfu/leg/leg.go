@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,8 +31,9 @@ type LegConfig struct {
 	// retransmissions on the media SSRC, and no probes.
 	RTX *RTX
 	// Notify tells the receiver's page its video from this sender paused
-	// (its link carries too little for the lowest layer) or resumed.
-	Notify func(paused bool)
+	// or resumed, and why it paused: PausedBandwidth (its link carries
+	// too little for the lowest layer) or PausedLastN.
+	Notify func(paused bool, why string)
 	// Encrypted: the connection is SRTP. A (SSRC, number) is never sent
 	// again with other bytes (a second sealing under one nonce gives
 	// AES-GCM's authentication key away): no retransmission under the
@@ -69,7 +71,14 @@ type Leg struct {
 	repeats  []repeat                 // retransmissions to send a second time (randomLoss), by when
 	counts   Retransmissions
 	probe    probeState
+	hidden   bool // last-N: its sender is not among the receiver's most recent speakers
 }
+
+// Why a leg's video paused (LegConfig.Notify).
+const (
+	PausedBandwidth = "bandwidth"
+	PausedLastN     = "last-n"
+)
 
 // Retransmissions is what became of the packets a receiver NACKed.
 type Retransmissions struct {
@@ -509,7 +518,14 @@ func (l *Leg) apply(d ratecontrol.Decision) {
 		l.sender.KeyFrame()
 	}
 	if (paused || resumed) && l.cfg.Notify != nil {
-		l.cfg.Notify(paused)
+		why := ""
+		switch {
+		case paused && strings.HasPrefix(d.Reason, "last-N"):
+			why = PausedLastN
+		case paused:
+			why = PausedBandwidth
+		}
+		l.cfg.Notify(paused, why)
 	}
 }
 
@@ -563,6 +579,7 @@ func (l *Leg) switchWaiting() time.Duration {
 func (l *Leg) input() ratecontrol.Input {
 	in := ratecontrol.Input{Stream: l.sender.stream(), CanProbe: l.cfg.RTX != nil && l.cfg.TWCC, Silent: l.sender.silent()}
 	l.mu.Lock()
+	in.Hidden = l.hidden
 	if !l.cfg.TWCC {
 		in.REMB = l.remb
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // fakePlane is a data plane that records: what each leg was sent, what
@@ -798,5 +800,72 @@ func TestSilentVideo(t *testing.T) {
 	round(3*time.Second, false)
 	if l.input().Silent {
 		t.Fatal("video without layers silent")
+	}
+}
+
+// Last-N 1: of three publishers, the receiver gets video from the one who
+// speaks (the others paused, told why: last-n); when another speaks
+// louder for long enough, the highlight and the video move to it (the
+// first paused again, the second resumed); OnSpeaker hears of each new
+// dominant speaker once.
+func TestLastN(t *testing.T) {
+	now := new(time.Duration)
+	*now = time.Hour
+	plane := newFakePlane()
+	plane.levels = map[netip.AddrPort]dataplane.AudioLevels{}
+	var told []string
+	table, err := NewTable(Config{Plane: plane, Routes: NewRoutes(), Adapt: true, LastN: 1, Now: func() time.Duration { return *now },
+		OnSpeaker: func(room, s string) { told = append(told, room+"/"+s) }})
+	testenv.Must(t, err)
+	ids := []string{"a", "b", "c"}
+	from, to := map[string]netip.AddrPort{}, map[string]netip.AddrPort{}
+	notices := map[string][]string{}
+	for i, id := range ids {
+		from[id] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)}), 5000)
+		to[id] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 2, 1}), uint16(6000+i))
+		s, err := table.AddSender(SenderConfig{Room: "r", ID: id, From: from[id], Via: sfuAddr, VideoSSRC: uint32(100 + i),
+			Sources: []dataplane.Source{{SSRC: uint32(200 + i), LevelExt: 1}, {SSRC: uint32(100 + i), Video: dataplane.AV1}}})
+		testenv.Must(t, err)
+		testenv.Must(t, s.SetLegs([]LegConfig{{Receiver: "x", From: sfuAddr, To: to[id], TTL: 64, Notify: func(paused bool, why string) {
+			notices[id] = append(notices[id], fmt.Sprintf("%v %s", paused, why))
+		}}}))
+	}
+	speak := func(d time.Duration, loud map[string]float64) {
+		for end := *now + d; *now < end; *now += RoundInterval {
+			plane.mu.Lock()
+			for id, l := range loud {
+				lv := plane.levels[from[id]]
+				lv.Packets += 12
+				lv.Loudness += uint64(12 * l)
+				plane.levels[from[id]] = lv
+			}
+			plane.mu.Unlock()
+			table.Round()
+		}
+	}
+	paused := func() (out []string) {
+		for _, id := range ids {
+			if plane.legs[to[id]].target == ratecontrol.Paused {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	speak(2*time.Second, map[string]float64{"a": 90, "b": 20, "c": 0})
+	if !slices.Equal(told, []string{"r/a"}) || !slices.Equal(paused(), []string{"b", "c"}) {
+		t.Fatalf("a speaking: told %v, paused %v; want a, and b and c paused", told, paused())
+	}
+	if !slices.Equal(notices["b"], []string{"true last-n"}) || len(notices["a"]) != 0 {
+		t.Errorf("notices %v", notices)
+	}
+	speak(3*time.Second, map[string]float64{"a": 90, "b": 110, "c": 0})
+	if !slices.Equal(told, []string{"r/a", "r/b"}) || !slices.Equal(paused(), []string{"a", "c"}) {
+		t.Fatalf("b speaking louder: told %v, paused %v; want b, and a and c paused", told, paused())
+	}
+	if !slices.Equal(notices["b"], []string{"true last-n", "false "}) || !slices.Equal(notices["a"], []string{"true last-n"}) {
+		t.Errorf("notices %v", notices)
+	}
+	if table.Dominant("r") != "b" {
+		t.Errorf("dominant %q", table.Dominant("r"))
 	}
 }

@@ -75,6 +75,11 @@ type Sender struct {
 	videoBytes uint64
 	videoAt    time.Duration
 	silentNow  bool
+	// Its audio's levels (speakers.go): the data plane's sums at the
+	// last round, the mean loudness since, and whether it has levels.
+	levels   dataplane.AudioLevels
+	loudness float64
+	speaks   bool
 
 	// The sender's transport-cc feedback (nil: it has no transport-wide numbers).
 	arrivals *dataplane.ArrivalLog
@@ -180,6 +185,7 @@ func (s *Sender) remove(l *Leg) error {
 // Close removes the stream and every leg of it.
 func (s *Sender) Close() error {
 	s.closeLegs()
+	s.t.forgetSpeaker(s)
 	s.t.mu.Lock()
 	if s.t.senders[s.cfg.From] == s {
 		delete(s.t.senders, s.cfg.From)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
+	"github.com/ebrtc/ebrtc/internal/sfu/speakers"
 )
 
 // Config of a Table.
@@ -30,6 +31,12 @@ type Config struct {
 	Now func() time.Duration
 	// AckLog, if set, gets every transport-wide ack the links take.
 	AckLog *ratecontrol.AckLog
+	// LastN, if set, gives each receiver video from its LastN most
+	// recent speakers only (the others paused, audio always).
+	LastN int
+	// OnSpeaker, if set, is told of a room's new dominant speaker (its
+	// stream's id). It must not call back into the table.
+	OnSpeaker func(room, stream string)
 }
 
 // Table holds the senders, their legs and the receivers' links, and runs
@@ -41,6 +48,7 @@ type Table struct {
 	mu      sync.Mutex
 	senders map[netip.AddrPort]*Sender
 	links   map[string]*link // by receiving participant
+	rooms   map[string]*speakers.Ranking
 	rounds  int
 }
 
@@ -64,7 +72,7 @@ func NewTable(cfg Config) (*Table, error) {
 	if cfg.Now == nil {
 		cfg.Now = dataplane.MonoNow
 	}
-	return &Table{cfg: cfg, senders: map[netip.AddrPort]*Sender{}, links: map[string]*link{}}, nil
+	return &Table{cfg: cfg, senders: map[netip.AddrPort]*Sender{}, links: map[string]*link{}, rooms: map[string]*speakers.Ranking{}}, nil
 }
 
 // Run runs the rounds and the pacing until ctx ends.
@@ -96,8 +104,10 @@ func (t *Table) Round() {
 	t.mu.Unlock()
 	for _, s := range senders {
 		s.observe(now)
+		s.observeLevels()
 	}
-	if t.cfg.Adapt {
+	t.rankSpeakers(now, senders)
+	if t.cfg.Adapt || t.cfg.LastN > 0 {
 		for _, l := range links {
 			l.round(now)
 		}

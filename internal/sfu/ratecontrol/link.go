@@ -119,6 +119,7 @@ type linkStream struct {
 	silentTarget int
 	shown        float64
 	lossy        bool
+	hidden       bool // Input.Hidden, as the last round saw it
 }
 
 // costlierFor: a stream its sender's new structure made costlier is served
@@ -153,6 +154,10 @@ type Input struct {
 	// Silent: its sender has sent no video for a while (a camera turned
 	// off); what the link showed it carries is kept for its return.
 	Silent bool
+	// Hidden: its receiver is not to get its video now (last-N: its
+	// sender is not among the receiver's N most recent speakers): it is
+	// paused, costing its audio only, and given a target anew when shown.
+	Hidden bool
 }
 
 // Decision is a stream's target after a round, and why it moved.
@@ -187,6 +192,57 @@ func (l *Link) Estimate(in []Input) (float64, string, bool) {
 // Round decides the streams' targets at now.
 func (l *Link) Round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 	l.resize(in)
+	view, hiding := l.hide(in)
+	out, plan := l.round(now, view)
+	l.show(in, hiding, out)
+	return out, plan
+}
+
+// hide is in as the allocation sees it: a hidden stream costs its audio
+// only and is not adapted (its target EveryLayer, as it is: nothing to
+// adapt); and which streams hide or show in this round (hiding: ±1).
+func (l *Link) hide(in []Input) ([]Input, []int) {
+	view, hiding := in, make([]int, len(in))
+	for i, s := range in {
+		st := &l.streams[i]
+		switch {
+		case s.Hidden && !st.hidden:
+			hiding[i] = 1
+		case !s.Hidden && st.hidden:
+			hiding[i] = -1
+		}
+		st.hidden = s.Hidden
+		if !s.Hidden {
+			continue
+		}
+		if &view[0] == &in[0] {
+			view = slices.Clone(in)
+		}
+		view[i].Stream = Stream{Other: s.Other, Priority: s.Priority}
+		l.targets[i] = EveryLayer // shown again, a target anew ("first estimate")
+	}
+	return view, hiding
+}
+
+// show makes a hidden stream's decision paused (said once, as it hides),
+// and one shown again this round move from the pause (to its first
+// estimate's target, or as it is before the link has an estimate).
+func (l *Link) show(in []Input, hiding []int, out []Decision) {
+	for i := range in {
+		switch {
+		case in[i].Hidden:
+			out[i] = Decision{Target: Paused}
+			if hiding[i] > 0 {
+				out[i].Reason = "last-N: not among the most recent speakers"
+			}
+		case hiding[i] < 0 && out[i].Reason == "":
+			out[i] = Decision{Target: l.targets[i], Reason: "last-N: among the most recent speakers again"}
+		}
+	}
+}
+
+// round is Round on the allocation's view of the streams.
+func (l *Link) round(now time.Duration, in []Input) ([]Decision, *ProbePlan) {
 	out := make([]Decision, len(in))
 	for i := range in {
 		out[i].Target = l.targets[i]

@@ -693,3 +693,43 @@ func TestStreamBackFromSilence(t *testing.T) {
 		})
 	}
 }
+
+// Last-N: a hidden stream pauses in the round it hides (said once), costs
+// its audio only, so that on a link too narrow for three streams' tops
+// the two shown reach theirs; shown again, it leaves the pause in that
+// round.
+func TestHiddenStream(t *testing.T) {
+	s := Stream{Rates: []float64{60e3, 120e3, 240e3}, Other: 40e3}
+	in := []Input{{Stream: s, CanProbe: true}, {Stream: s, CanProbe: true}, {Stream: s, CanProbe: true}}
+	sim := newLinkSimOf(t, func(time.Duration) float64 { return 800e3 }, in, 0)
+	sim.run(10 * time.Second)
+	if Total([]Stream{s, s, s}, sim.targets) > 800e3 {
+		t.Fatalf("three streams settle at %v over the link", sim.targets)
+	}
+	sim.in[2].Hidden = true
+	moves := len(sim.moves)
+	sim.run(250 * time.Millisecond)
+	if sim.targets[2] != Paused || len(sim.moves) == moves || !strings.HasPrefix(sim.moves[len(sim.moves)-1], "last-N") {
+		t.Fatalf("hidden: targets %v, moves %q", sim.targets, sim.moves[moves:])
+	}
+	said := 0
+	for range 60 { // 15 s
+		sim.run(250 * time.Millisecond)
+		if sim.targets[2] != Paused {
+			t.Fatalf("a hidden stream left its pause: %v", sim.targets)
+		}
+	}
+	for _, m := range sim.moves[moves:] {
+		if strings.HasPrefix(m, "last-N") {
+			said++
+		}
+	}
+	if said != 1 || sim.targets[0] != 2 || sim.targets[1] != 2 {
+		t.Errorf("with one hidden: targets %v (want the two shown at their tops), the hiding said %d times", sim.targets, said)
+	}
+	sim.in[2].Hidden = false
+	sim.run(250 * time.Millisecond)
+	if sim.targets[2] == Paused {
+		t.Errorf("shown again: targets %v, moves %q", sim.targets, sim.moves[moves:])
+	}
+}

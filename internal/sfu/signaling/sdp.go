@@ -100,6 +100,10 @@ func (m *Media) ExtensionID(uri string) uint8 {
 	return 0
 }
 
+// AudioLevelURI names the client-to-mixer audio level extension (RFC
+// 6464), which the data planes read for speakers.
+const AudioLevelURI = "urn:ietf:params:rtp-hdrext:ssrc-audio-level"
+
 // TransportCCURI names the transport-wide sequence number extension.
 const TransportCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
 

@@ -6,6 +6,7 @@
 // one JSON line: {stats: each page's inbound stats by publisher, ids: each
 // page's participant id, views: what each page shows muted of the others,
 // paused: whose video the SFU paused for each page (at the end),
+// speakers: whom each page highlights as speaking (at the end),
 // rejoinMs, media, ciphers, toggle}.
 //
 // SCHEDULE, if given, drives the first participant's video encoder while
@@ -34,6 +35,12 @@
 // hint "detail" as a screen capture's, published by the page's
 // shareScreen (a connection of its own); the rejoin then waits for the
 // screen's stream too.
+//
+// SPEAKER (environment), if set, is the index of a participant (not the
+// first) whose microphone is replaced, once every page is open, by a
+// steady tone (WebAudio, about -14 dBov): the one who speaks, against
+// the fake microphone's beep (about -74 dBov on average); the output's
+// speakers say whom each page highlights at the end.
 //
 // A page whose token is a viewer's publishes nothing; the rejoin waits
 // for the streams of the other pages that publish.
@@ -127,6 +134,25 @@ try {
     });
     console.error(`screen: participant ${sharer} shares a canvas`);
   }
+  const talker = process.env.SPEAKER === undefined ? -1 : Number(process.env.SPEAKER);
+  if (talker >= 0) {
+    await pages[talker].waitForFunction(() => window.meeting && window.meeting.pub &&
+      window.meeting.pub.getSenders().some((s) => s.track && s.track.kind === 'audio'));
+    await pages[talker].click('body'); // a user's gesture: the page may make sound
+    await pages[talker].evaluate(async () => {
+      const ctx = new AudioContext();
+      await ctx.resume();
+      const osc = ctx.createOscillator(), gain = ctx.createGain(), dst = ctx.createMediaStreamDestination();
+      osc.frequency.value = 220;
+      gain.gain.value = 0.3;
+      osc.connect(gain).connect(dst);
+      osc.start();
+      const tx = window.meeting.pub.getSenders().find((s) => s.track && s.track.kind === 'audio');
+      await tx.replaceTrack(dst.stream.getAudioTracks()[0]);
+      window.meeting.tone = ctx;
+    });
+    console.error(`speaker: participant ${talker} speaks (a tone)`);
+  }
   const begin = Date.now();
   for (const [i, step] of schedule.entries()) {
     await sleep(begin + i * seconds * 1000 / schedule.length - Date.now());
@@ -162,8 +188,9 @@ try {
     console.error(`toggle: on again at ${Date.now() - begin} ms`);
   }
   await sleep(begin + seconds * 1000 - Date.now());
-  const out = [], ids = [], views = [], paused = [];
+  const out = [], ids = [], views = [], paused = [], speakers = [];
   for (const p of pages) {
+    speakers.push(await p.evaluate(() => window.meeting.speaker));
     out.push(await p.evaluate(() => window.meeting.stats));
     ids.push(await p.evaluate(() => window.meeting.id));
     views.push(await p.evaluate(() => window.meeting.remoteMuted));
@@ -202,7 +229,7 @@ try {
       return out;
     }));
   }
-  console.log(JSON.stringify({ stats: out, ids, views, paused, rejoinMs, media, ciphers, toggle }));
+  console.log(JSON.stringify({ stats: out, ids, views, paused, speakers, rejoinMs, media, ciphers, toggle }));
 } finally {
   for (const b of Object.values(browsers)) await b.close();
 }

@@ -1,0 +1,116 @@
+package leg
+
+import (
+	"slices"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
+	"github.com/ebrtc/ebrtc/internal/sfu/speakers"
+)
+
+// observeLevels takes the round's audio levels of a sender whose audio
+// carries them (its stream's mean loudness since the last round).
+func (s *Sender) observeLevels() {
+	if !slices.ContainsFunc(s.cfg.Sources, func(src dataplane.Source) bool { return src.LevelExt != 0 }) {
+		return
+	}
+	lv, err := s.t.cfg.Plane.AudioLevels(s.cfg.From)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.loudness, s.levels, s.speaks = lv.Sub(s.levels).Mean(), lv, true
+	s.mu.Unlock()
+}
+
+// speaker is the sender's loudness this round, if its audio carries
+// levels.
+func (s *Sender) speaker() (loudness float64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loudness, s.speaks
+}
+
+// rankSpeakers ranks each room's speakers on the round's levels, tells
+// OnSpeaker of a new dominant one, and hides from each receiver the video
+// of the speakers not among its LastN most recent (LastN 0: none hidden).
+// A stream without levels (a shared screen) is never ranked nor hidden.
+func (t *Table) rankSpeakers(now time.Duration, senders []*Sender) {
+	type ranked struct {
+		s        *Sender
+		loudness float64
+		legs     []*Leg
+	}
+	byRoom := map[string][]ranked{}
+	for _, s := range senders {
+		if loudness, ok := s.speaker(); ok {
+			byRoom[s.cfg.Room] = append(byRoom[s.cfg.Room], ranked{s, loudness, s.Legs()})
+		}
+	}
+	type hiding struct {
+		l      *Leg
+		hidden bool
+	}
+	var changed []string
+	var hide []hiding
+	t.mu.Lock() // (no sender's or leg's lock under it: SetLegs takes them the other way round)
+	for room, ss := range byRoom {
+		r := t.rooms[room]
+		if r == nil {
+			r = speakers.New()
+			t.rooms[room] = r
+		}
+		for _, x := range ss {
+			r.Observe(now, x.s.cfg.ID, x.loudness)
+		}
+		if r.Decide(now) {
+			changed = append(changed, room, r.Dominant())
+		}
+		if t.cfg.LastN > 0 {
+			for _, x := range ss {
+				for _, l := range x.legs {
+					hide = append(hide, hiding{l, !slices.Contains(r.Recent(t.cfg.LastN, l.cfg.Receiver), x.s.cfg.ID)})
+				}
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, h := range hide {
+		h.l.setHidden(h.hidden)
+	}
+	for i := 0; i+1 < len(changed); i += 2 {
+		t.cfg.Log.Debug("dominant speaker", "room", changed[i], "stream", changed[i+1])
+		if t.cfg.OnSpeaker != nil {
+			t.cfg.OnSpeaker(changed[i], changed[i+1])
+		}
+	}
+}
+
+// forgetSpeaker drops a sender from its room's ranking (it closed).
+func (t *Table) forgetSpeaker(s *Sender) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.rooms[s.cfg.Room]; r != nil {
+		r.Forget(s.cfg.ID)
+		if r.Len() == 0 {
+			delete(t.rooms, s.cfg.Room)
+		}
+	}
+}
+
+// Dominant is the room's dominant speaker's stream ("" before anyone
+// spoke).
+func (t *Table) Dominant(room string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.rooms[room]; r != nil {
+		return r.Dominant()
+	}
+	return ""
+}
+
+func (l *Leg) setHidden(h bool) {
+	l.mu.Lock()
+	l.hidden = h
+	l.mu.Unlock()
+}
