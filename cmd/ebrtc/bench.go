@@ -29,7 +29,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	sfu := fs.Bool("sfu", false, "benchmark SFUs (ebrtc sfu, both data planes, and Janus) instead of TURN relays")
 	afxdp := fs.Bool("afxdp", false, "benchmark the AF_XDP receive path (pkg/afxdp) against a kernel UDP socket, and pion peers over each, instead of TURN relays")
 	rate := fs.Float64("rate", 0, "with --afxdp, datagrams/s of the latency trials (default 10000)")
-	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, ebrtc-sfu-ebpf-plain, ebrtc-sfu-user-plain, ebrtc-sfu-ebpf-ra, ebrtc-sfu-user-ra, janus, ebrtc-sfu-user-encrypted, janus-encrypted, or all")
+	sfus := fs.String("sfus", "all", "with --sfu, comma-separated: ebrtc-sfu-ebpf, ebrtc-sfu-user, ebrtc-sfu-ebpf-plain, ebrtc-sfu-user-plain, ebrtc-sfu-ebpf-ra, ebrtc-sfu-user-ra, janus, ebrtc-sfu-user-encrypted, janus-encrypted, room (a large meeting with and without last-N), or all")
+	room := fs.Int("room", 0, "with --sfu, participants of the room measured with and without --last-n (default 50)")
+	lastN := fs.Int("last-n", 0, "with --sfu, the room's last-N (default 4)")
 	hosts := fs.Int("hosts", 0, "with --sfu, client namespaces (each behind a veth of its own) the receivers spread over (default 4, at most 8)")
 	fanout := fs.Int("fanout", 0, fmt.Sprintf("with --sfu, receivers of the replication trials' sender (default 50, at most %d)", sfudataplane.MaxFanout))
 	isolate := fs.Bool("isolate", runtime.NumCPU() >= 2, "run the relay under test, with its interfaces' NAPI threads, alone on the last CPU and report its core's time per packet")
@@ -84,6 +86,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 				return 2
 			}
 			o.Hosts = *hosts
+		}
+		if *room != 0 {
+			if *room < 3 || *room > 100 {
+				fmt.Fprintln(stderr, "ebrtc bench: --room must be 3-100")
+				return 2
+			}
+			o.Room = *room
+		}
+		if *lastN != 0 {
+			if *lastN < 1 || *lastN >= o.Room-1 {
+				fmt.Fprintf(stderr, "ebrtc bench: --last-n must be 1-%d (under the room's other participants)\n", o.Room-2)
+				return 2
+			}
+			o.LastN = *lastN
 		}
 		o.SFUs, o.Isolate, o.Progress = strings.Split(*sfus, ","), *isolate, stderr
 		if *maxLoss != 0 {

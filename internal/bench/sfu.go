@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -49,6 +51,7 @@ type SFU struct {
 	// replicated the most.
 	encrypted bool
 	rx        string // ebrtc sfu --rx ("": kernel)
+	lastN     int    // ebrtc sfu --last-n (0: every speaker's video)
 }
 
 func (s SFU) janus() bool { return s.plane == "" }
@@ -92,6 +95,9 @@ type SFUOptions struct {
 	MeetingSize int
 	RampStep    time.Duration
 	RampMax     int
+	// MeetingPace is the participants' pace, of the captured stream's
+	// (0: 1).
+	MeetingPace float64
 	// RampJitter and RampLoss end the ramp (the paper's: p99 jitter over
 	// 30 ms, loss over 0.1%).
 	RampJitter time.Duration
@@ -101,8 +107,14 @@ type SFUOptions struct {
 	// otherwise take every replica, and its overflow, not the SFU, would
 	// end the trials (both ebrtc planes' ramps ended at 130 participants
 	// with one host, at under a quarter of the eBPF core).
-	Hosts    int
-	Isolate  bool
+	Hosts int
+	// Room, if set, is a meeting of this many participants, everyone
+	// publishing, measured with every video and with LastN for RoomTrial
+	// (RoomResult; "room" in SFUs).
+	Room      int
+	LastN     int
+	RoomTrial time.Duration
+	Isolate   bool
 	Progress io.Writer
 	Log      io.Writer
 }
@@ -110,13 +122,14 @@ type SFUOptions struct {
 // QuickSFUOptions finish in about a minute for both SFUs.
 func QuickSFUOptions() SFUOptions {
 	return SFUOptions{Fanout: 50, Trial: time.Second, MaxLoss: 0.001, StartRate: 1000, MaxRate: 200000, Steps: 7,
-		MeetingSize: 10, RampStep: 2 * time.Second, RampMax: 400, RampJitter: 30 * time.Millisecond, RampLoss: 0.001, Hosts: 4}
+		MeetingSize: 10, RampStep: 2 * time.Second, RampMax: 400, RampJitter: 30 * time.Millisecond, RampLoss: 0.001, Hosts: 4,
+		Room: 50, LastN: 4, RoomTrial: 3 * time.Second}
 }
 
 // FullSFUOptions take longer trials and a longer ramp.
 func FullSFUOptions() SFUOptions {
 	o := QuickSFUOptions()
-	o.Trial, o.Steps, o.RampStep, o.RampMax = 3*time.Second, 9, 5*time.Second, 800
+	o.Trial, o.Steps, o.RampStep, o.RampMax, o.RoomTrial = 3*time.Second, 9, 5*time.Second, 800, 10*time.Second
 	return o
 }
 
@@ -129,6 +142,7 @@ type SFUReport struct {
 	Fanout   int            `json:"fanout"`
 	Hosts    int            `json:"receiver_hosts"`
 	SFUs     []SFUResult    `json:"sfus"`
+	Rooms    []RoomResult   `json:"rooms,omitempty"`
 	Targets  []TargetResult `json:"targets,omitempty"`
 	Options  SFUOptions     `json:"-"`
 }
@@ -186,7 +200,13 @@ type RampStep struct {
 
 // RunSFU measures the selected SFUs with bin as the ebrtc binary.
 func RunSFU(ctx context.Context, bin string, o SFUOptions) (*SFUReport, error) {
-	sfus, err := selectSFUs(o.SFUs)
+	room, names := roomSelected(o.SFUs)
+	room = room && o.Room > 0
+	var sfus []SFU
+	var err error
+	if onlyRoom := len(o.SFUs) > 0 && len(names) == 0; !onlyRoom {
+		sfus, err = selectSFUs(names)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +226,11 @@ func RunSFU(ctx context.Context, bin string, o SFUOptions) (*SFUReport, error) {
 			return nil, fmt.Errorf("%s: %w", s.Name, err)
 		}
 		rep.SFUs = append(rep.SFUs, *res)
+	}
+	if room {
+		if rep.Rooms, err = roomTrials(e, rec, o); err != nil {
+			return nil, err
+		}
 	}
 	rep.Elapsed = time.Since(rep.Started)
 	rep.compare()
@@ -342,6 +367,9 @@ func startSFU(e *env, s SFU) (*sfuUnderTest, error) {
 	}
 	if s.rx != "" {
 		args = append(args, "--rx", s.rx)
+	}
+	if s.lastN > 0 {
+		args = append(args, "--last-n", strconv.Itoa(s.lastN))
 	}
 	switch {
 	case s.plane == "ebpf":
@@ -851,7 +879,8 @@ func ramp(e *env, rec *synth.Recording, o SFUOptions, res *SFUResult, sut *sfuUn
 	res.RampEnded = "max"
 	for n := o.MeetingSize; n <= o.RampMax; n += o.MeetingSize {
 		k := len(meetings)
-		m, err := startMeeting(ctx, e, sut.config(e, k, fmt.Sprintf("ramp-%d", k)), rec, o, k, lt, &sending)
+		cfg := sut.config(e, k, fmt.Sprintf("ramp-%d", k))
+		m, err := startMeeting(ctx, e, func(int) synth.Config { return cfg }, func(int) int { return k }, rec, o, k, lt, &sending)
 		if err != nil {
 			return err
 		}
@@ -948,13 +977,14 @@ func rampVerdict(step RampStep, o SFUOptions) string {
 	return ""
 }
 
-// startMeeting joins one meeting's participants, each publishing virtual
-// sender index*MeetingSize+i, and starts their streams.
-func startMeeting(ctx context.Context, e *env, cfg synth.Config, rec *synth.Recording, o SFUOptions, index int, lt *liveTraffic,
-	sending *sync.WaitGroup) (*meeting, error) {
+// startMeeting joins one meeting's participants (participant i as
+// cfgOf(i) says, on host hostOf(i)), each publishing virtual sender
+// index*MeetingSize+i, and starts their streams.
+func startMeeting(ctx context.Context, e *env, cfgOf func(i int) synth.Config, hostOf func(i int) int, rec *synth.Recording, o SFUOptions,
+	index int, lt *liveTraffic, sending *sync.WaitGroup) (*meeting, error) {
 	m := &meeting{}
 	for i := range o.MeetingSize {
-		p, err := synth.Join(cfg)
+		p, err := synth.Join(cfgOf(i))
 		if err != nil {
 			m.leave()
 			return nil, err
@@ -971,9 +1001,9 @@ func startMeeting(ctx context.Context, e *env, cfg synth.Config, rec *synth.Reco
 	}
 	// All but the first participant's replicas: counted at the veth.
 	ports := map[netip.AddrPort]uint16{}
-	for _, p := range m.parts[1:] {
+	for i, p := range m.parts[1:] {
 		for _, in := range p.Incoming() {
-			ports[netip.AddrPortFrom(e.hostIP(index), in.Port())] = 0xffff // any length counts one
+			ports[netip.AddrPortFrom(e.hostIP(hostOf(i+1)), in.Port())] = 0xffff // any length counts one
 		}
 	}
 	if err := lt.sink(ports); err != nil {
@@ -984,7 +1014,7 @@ func startMeeting(ctx context.Context, e *env, cfg synth.Config, rec *synth.Reco
 		sending.Add(1)
 		go func() {
 			defer sending.Done()
-			_, _ = p.Send(ctx, 0, 1<<30, 1)
+			_, _ = p.Send(ctx, 0, 1<<30, cmp.Or(o.MeetingPace, 1))
 		}()
 	}
 	return m, nil
@@ -1161,6 +1191,7 @@ func (rep *SFUReport) WriteTable(w io.Writer) {
 	for _, t := range rep.Targets {
 		fmt.Fprintf(w, "  %-70s %8.2f  want %-6s %s\n", t.Target, t.Value, t.Want, map[bool]string{true: "met", false: "MISSED"}[t.Met])
 	}
+	writeRooms(w, rep.Rooms)
 	fmt.Fprintf(w, "elapsed %v\n", rep.Elapsed.Round(time.Second))
 }
 

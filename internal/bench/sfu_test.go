@@ -26,6 +26,7 @@ func TestSFUBenchSmoke(t *testing.T) {
 	o := QuickSFUOptions()
 	o.Fanout, o.Trial, o.Steps, o.MeetingSize, o.RampStep, o.RampMax = 4, 300*time.Millisecond, 2, 3, 500*time.Millisecond, 6
 	o.Isolate, o.Hosts = true, 2
+	o.Room, o.LastN, o.RoomTrial = 6, 2, 500*time.Millisecond
 	o.Progress = testWriter{t}
 	rep, err := RunSFU(context.Background(), bin, o)
 	if err != nil {
@@ -41,10 +42,16 @@ func TestSFUBenchSmoke(t *testing.T) {
 			t.Errorf("%s: implausible result %+v", s.Name, s)
 		}
 	}
+	// The room: with last-N 2 of 5 others, each receiver's video from 3
+	// publishers is left out, and fewer replicas go.
+	if len(rep.Rooms) != 2 || rep.Rooms[0].LastN != 0 || rep.Rooms[1].LastN != 2 || rep.Rooms[1].PausedPPS <= 0 ||
+		rep.Rooms[1].ReplicasPPS >= rep.Rooms[0].ReplicasPPS || rep.Rooms[1].ReplicaBPS >= rep.Rooms[0].ReplicaBPS {
+		t.Errorf("rooms: %+v", rep.Rooms)
+	}
 	var sb strings.Builder
 	rep.WriteTable(&sb)
 	if !strings.Contains(sb.String(), "ebrtc-sfu-ebpf") || !strings.Contains(sb.String(), "janus") ||
-		!strings.Contains(sb.String(), "participants") {
+		!strings.Contains(sb.String(), "participants") || !strings.Contains(sb.String(), "a room of 6") {
 		t.Errorf("table:\n%s", sb.String())
 	}
 	checkFiles(t, rep, dir, "sfus", []string{"name", "relay_core_ns_per_replica", "one_core_max_loss_free_replicas_pps",

@@ -67,9 +67,11 @@ func (t *Table) rankSpeakers(now time.Duration, senders []*Sender) {
 			changed = append(changed, room, r.Dominant())
 		}
 		if t.cfg.LastN > 0 {
+			// One order a room (N+1: a receiver among them skips itself).
+			top := r.Recent(t.cfg.LastN+1, "")
 			for _, x := range ss {
 				for _, l := range x.legs {
-					hide = append(hide, hiding{l, !slices.Contains(r.Recent(t.cfg.LastN, l.cfg.Receiver), x.s.cfg.ID)})
+					hide = append(hide, hiding{l, !shown(top, t.cfg.LastN, l.cfg.Receiver, x.s.cfg.ID)})
 				}
 			}
 		}
@@ -84,6 +86,24 @@ func (t *Table) rankSpeakers(now time.Duration, senders []*Sender) {
 			t.cfg.OnSpeaker(changed[i], changed[i+1])
 		}
 	}
+}
+
+// shown says whether stream is among the n most recent speakers of top
+// (speakers.Ranking.Recent's n+1) for receiver, who is never its own.
+func shown(top []string, n int, receiver, stream string) bool {
+	for _, id := range top {
+		if id == receiver {
+			continue
+		}
+		if n == 0 {
+			return false
+		}
+		if id == stream {
+			return true
+		}
+		n--
+	}
+	return false
 }
 
 // forgetSpeaker drops a sender from its room's ranking (it closed).
