@@ -115,8 +115,8 @@ type SFUOptions struct {
 	LastN     int
 	RoomTrial time.Duration
 	Isolate   bool
-	Progress io.Writer
-	Log      io.Writer
+	Progress  io.Writer
+	Log       io.Writer
 }
 
 // QuickSFUOptions finish in about a minute for both SFUs.
