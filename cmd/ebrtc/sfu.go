@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,7 +26,11 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sfu", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var media, ifaces, origins listValue
-	secret := secretFlags(fs)
+	secret := tokenSecretFlags(fs)
+	turnSecret := secretFlags(fs, "turn-secret", "file holding the TURN REST API secret shared with ebrtc turn --auth-secret (or coturn's static-auth-secret): each participant is handed short-lived TURN credentials with --turn-url")
+	var turnURLs listValue
+	fs.Var(&turnURLs, "turn-url", "a TURN server's URL handed to participants, e.g. turn:turn.example.com:3478?transport=tcp or turns:turn.example.com:443?transport=tcp (repeatable; needs --turn-secret-file): a participant whose network blocks UDP joins through it")
+	turnTTL := fs.Duration("turn-ttl", 12*time.Hour, "how long the TURN credentials a participant is handed stay valid (its allocations' refreshes need them: longer than a meeting)")
 	openRooms := fs.Bool("open-rooms", false, "let anyone who reaches the page join any room without a token (trusted networks, trying it out); without it the server needs --token-secret-file")
 	fs.Var(&origins, "allowed-origin", "another site whose pages may open signaling: a host pattern (meet.example.com, *.example.com) or an origin (https://meet.example.com) (repeatable; the SFU's own pages always may)")
 	maxRooms := fs.Int("max-rooms", 1000, "rooms at once; a join that would open one more is refused")
@@ -73,10 +76,16 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc sfu: %v\n", err)
 		return 2
 	}
+	turnKey, err := turnSecret.load(len(turnURLs) > 0)
+	if err != nil {
+		fmt.Fprintf(stderr, "ebrtc sfu: %v (with --turn-url)\n", err)
+		return 2
+	}
 	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, Unencrypted: *unencrypted, RX: *rx, Workers: *workers, NoRateAdaptation: *noRA, LastN: *lastN, MetricsListen: *metricsListen, MetricsLabels: *metricsLabels, AdminListen: *adminListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger,
 		Access:         access.Config{Secret: key, Open: *openRooms, JoinRate: *joinRate, JoinBurst: *joinBurst},
-		AllowedOrigins: origins, MaxRooms: *maxRooms, MaxParticipants: *maxParticipants}
+		AllowedOrigins: origins, MaxRooms: *maxRooms, MaxParticipants: *maxParticipants,
+		TURN: sfu.TURN{URLs: turnURLs, Secret: turnKey, TTL: *turnTTL}}
 	if *maxRooms < 1 || *maxParticipants < 1 || *joinRate <= 0 || *joinBurst < 1 {
 		fmt.Fprintln(stderr, "ebrtc sfu: max-rooms, max-participants, join-rate, join-burst: want positive numbers")
 		return 2
@@ -103,14 +112,22 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// secretSource is where the join tokens' secret comes from: a file
-// (--token-secret-file, the way to keep it out of ps) or the flag itself.
-type secretSource struct{ file, value *string }
+// secretSource is where a secret comes from: a file (--NAME-file, the
+// way to keep it out of ps) or the flag itself (--NAME).
+type secretSource struct {
+	name        string
+	file, value *string
+}
 
-func secretFlags(fs *flag.FlagSet) secretSource {
-	return secretSource{
-		file:  fs.String("token-secret-file", "", "file holding the secret that signs join tokens (at least 32 bytes; e.g. head -c 32 /dev/urandom | base64 > FILE); ebrtc sfu token mints them"),
-		value: fs.String("token-secret", "", "the secret itself (visible to every local user in ps: prefer --token-secret-file)"),
+// tokenSecretFlags: the secret join tokens are signed with.
+func tokenSecretFlags(fs *flag.FlagSet) secretSource {
+	return secretFlags(fs, "token-secret", "file holding the secret that signs join tokens (at least 32 bytes; e.g. head -c 32 /dev/urandom | base64 > FILE); ebrtc sfu token mints them")
+}
+
+func secretFlags(fs *flag.FlagSet, name, fileUsage string) secretSource {
+	return secretSource{name: name,
+		file:  fs.String(name+"-file", "", fileUsage),
+		value: fs.String(name, "", "the secret itself (visible to every local user in ps: prefer --"+name+"-file)"),
 	}
 }
 
@@ -118,13 +135,13 @@ func secretFlags(fs *flag.FlagSet) secretSource {
 func (s secretSource) load(required bool) ([]byte, error) {
 	switch {
 	case *s.file != "" && *s.value != "":
-		return nil, errors.New("token-secret: give --token-secret-file or --token-secret, not both")
+		return nil, fmt.Errorf("%s: give --%s-file or --%s, not both", s.name, s.name, s.name)
 	case *s.value != "":
 		return []byte(*s.value), nil
 	case *s.file != "":
 		b, err := os.ReadFile(*s.file)
 		if err != nil {
-			return nil, fmt.Errorf("token-secret-file: %w", err)
+			return nil, fmt.Errorf("%s-file: %w", s.name, err)
 		}
 		// The file's bytes are the secret (a line of base64 is used as the
 		// text it is); one line end, as an editor leaves it, is not.
@@ -132,7 +149,7 @@ func (s secretSource) load(required bool) ([]byte, error) {
 		b, _ = bytes.CutSuffix(b, []byte("\r"))
 		return b, nil
 	case required:
-		return nil, errors.New("token-secret-file: the secret the SFU checks tokens with is needed to mint one")
+		return nil, fmt.Errorf("%s-file: the secret is needed", s.name)
 	}
 	return nil, nil
 }
@@ -142,7 +159,7 @@ func (s secretSource) load(required bool) ([]byte, error) {
 func runSFUToken(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sfu token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	secret := secretFlags(fs)
+	secret := tokenSecretFlags(fs)
 	room := fs.String("room", "", "the room the token joins (required)")
 	identity := fs.String("identity", "", "who joins: unique in the room, a second join of it replaces the first (required)")
 	name := fs.String("name", "", "the name the others see (default: the identity)")

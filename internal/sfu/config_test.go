@@ -2,8 +2,12 @@ package sfu
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/turnrest"
 )
 
 // A configuration that cannot work fails at start, naming the field.
@@ -38,6 +42,33 @@ func TestConfigRefusedNamingTheField(t *testing.T) {
 	} {
 		if err := ok.validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+}
+
+// The TURN servers a participant is handed: the URLs, a username of its
+// own expiring after the TTL (12 h by default), and the password ebrtc
+// turn derives from the shared secret for that username.
+func TestTURNCredentials(t *testing.T) {
+	tc := TURN{URLs: []string{"turn:192.0.2.1:3478?transport=tcp"}, Secret: []byte("s3cret")}
+	if err := tc.validate(); err != nil || tc.TTL != 12*time.Hour {
+		t.Fatalf("validate: %v, ttl %v", err, tc.TTL)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	got := tc.servers("ann", now)
+	if len(got) != 1 || !slices.Equal(got[0].URLs, tc.URLs) {
+		t.Fatalf("servers %+v", got)
+	}
+	expiry, user, ok := turnrest.Parse(got[0].Username)
+	if !ok || user != "ann" || !expiry.Equal(now.Add(12*time.Hour)) || got[0].Credential != turnrest.Password("s3cret", got[0].Username) {
+		t.Errorf("credential %+v: expiry %v, user %q", got[0], expiry, user)
+	}
+	if (TURN{}).servers("ann", now) != nil {
+		t.Error("servers handed without URLs")
+	}
+	for _, bad := range []TURN{{URLs: []string{"turn:x"}}, {URLs: []string{"stun:x"}, Secret: []byte("s")}, {URLs: []string{"turn:x"}, Secret: []byte("s"), TTL: time.Second}} {
+		if bad.validate() == nil {
+			t.Errorf("%+v accepted", bad)
 		}
 	}
 }

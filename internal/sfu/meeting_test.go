@@ -529,6 +529,8 @@ type meetingSpec struct {
 	// speaker is the participant that speaks (SPEAKER: a tone), or 0:
 	// none.
 	speaker int
+	// env is more of meeting.mjs's environment (OTHERS, REJOIN, HOLD).
+	env []string
 }
 
 func (s meetingSpec) participants() int { return s.publishers + s.audioOnly + s.viewers }
@@ -580,6 +582,7 @@ func browserMeetingAt(t *testing.T, tb *testbed.Testbed, spec meetingSpec, durin
 	if spec.speaker > 0 {
 		cmd.Env = append(cmd.Env, "SPEAKER="+strconv.Itoa(spec.speaker))
 	}
+	cmd.Env = append(cmd.Env, spec.env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	wait := testenv.StartGroup(t, cmd)

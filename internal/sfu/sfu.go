@@ -77,7 +77,11 @@ type Config struct {
 	// MaxRooms and MaxParticipants bound the rooms and each room's
 	// participants (0: 1,000 and 500).
 	MaxRooms, MaxParticipants int
-	Log                       *slog.Logger
+	// TURN, if it has URLs, is handed to every participant as it joins:
+	// short-lived credentials for TURN servers sharing the secret (a
+	// participant whose network blocks UDP joins through one).
+	TURN TURN
+	Log  *slog.Logger
 	// AckLog, if set, gets every transport-wide ack the receivers' links
 	// take (ratecontrol.AckLog: for looking into rate control; tests
 	// record one).
@@ -99,8 +103,14 @@ func (c *Config) validate() error {
 	if len(c.Media) == 2 && c.Media[0].Addr().Unmap().Is4() == c.Media[1].Addr().Unmap().Is4() {
 		return errors.New("sfu: media: two addresses of one family")
 	}
+	if err := c.TURN.validate(); err != nil {
+		return err
+	}
 	if c.LastN < 0 {
 		return fmt.Errorf("sfu: last-n %d: want 0 (every speaker's video) or more", c.LastN)
+	}
+	if c.LastN > 0 && c.NoRateAdaptation {
+		return errors.New("sfu: last-n: needs rate adaptation (the data plane pauses video it adapts by its dependency descriptor), not --no-rate-adaptation")
 	}
 	if c.Dataplane == "" {
 		c.Dataplane = map[bool]string{true: "ebpf", false: "user"}[c.Unencrypted]
@@ -211,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	ctrlCfg := controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs, Adapt: !cfg.NoRateAdaptation,
-		MaxRooms: cfg.MaxRooms, MaxParticipants: cfg.MaxParticipants}
+		MaxRooms: cfg.MaxRooms, MaxParticipants: cfg.MaxParticipants, ICEServers: cfg.TURN.servers}
 	if id != nil {
 		ctrlCfg.Security = &controller.Security{Identity: id, Transports: transports, Protect: plane.(*dataplane.User).Protect, Unprotect: plane.(*dataplane.User).Unprotect, Send: plane.Send,
 			Failed: func(room, participant string, err error) {

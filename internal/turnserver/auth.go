@@ -1,15 +1,12 @@
 package turnserver
 
 import (
-	"crypto/hmac"
-	"crypto/sha1" //nolint:gosec // RFC 8489 long-term credentials and the TURN REST API use SHA-1
-	"encoding/base64"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/turnrest"
 )
 
 // authHandler accepts configured long-term users and, with a secret, TURN
@@ -35,32 +32,13 @@ func authHandler(users map[string]string, secret, realm string, now func() time.
 		if secret == "" {
 			return refuse("unknown_user", "unknown user %q from %v", ra.Username, ra.SrcAddr)
 		}
-		expiry, userID, ok := parseRESTUsername(ra.Username)
+		expiry, userID, ok := turnrest.Parse(ra.Username)
 		if !ok {
 			return refuse("unknown_user", "%q from %v is neither a user nor expiry:userid", ra.Username, ra.SrcAddr)
 		}
 		if !now().Before(expiry) {
 			return refuse("expired", "expired ephemeral username %q from %v", ra.Username, ra.SrcAddr)
 		}
-		return userID, turn.GenerateAuthKey(ra.Username, ra.Realm, restPassword(secret, ra.Username)), true
+		return userID, turn.GenerateAuthKey(ra.Username, ra.Realm, turnrest.Password(secret, ra.Username)), true
 	}
-}
-
-func parseRESTUsername(username string) (expiry time.Time, userID string, ok bool) {
-	ts, user, _ := strings.Cut(username, ":")
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || sec <= 0 {
-		return time.Time{}, "", false
-	}
-	if user == "" {
-		user = username
-	}
-	return time.Unix(sec, 0), user, true
-}
-
-// restPassword is the TURN REST API password for an ephemeral username.
-func restPassword(secret, username string) string {
-	mac := hmac.New(sha1.New, []byte(secret))
-	mac.Write([]byte(username))
-	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }

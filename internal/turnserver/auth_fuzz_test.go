@@ -14,6 +14,8 @@ import (
 
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
+
+	"github.com/ebrtc/ebrtc/internal/turnrest"
 )
 
 // oracleREST reads a TURN REST username "expiry[:userid]" on its own: the
@@ -101,7 +103,7 @@ func FuzzRESTUsername(f *testing.F) {
 		}
 
 		expiry, restUser, wellFormed := oracleREST(username)
-		exp, user, parsed := parseRESTUsername(username)
+		exp, user, parsed := turnrest.Parse(username)
 		// time.Unix wraps past MaxInt64-62135596800 (year ~292e9): such an
 		// expiry may read as any time (a refusal is then fine, see below).
 		huge := expiry > math.MaxInt64-62135596800

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ebrtc/ebrtc/internal/metrics"
+	"github.com/ebrtc/ebrtc/internal/turnrest"
 )
 
 func TestAuthStaticAndREST(t *testing.T) {
@@ -28,7 +29,7 @@ func TestAuthStaticAndREST(t *testing.T) {
 	}
 	valid := fmt.Sprintf("%d:bob", now.Unix()+60)
 	id, key, ok = ask(valid)
-	if !ok || id != "bob" || string(key) != string(turn.GenerateAuthKey(valid, "r", restPassword("topsecret", valid))) {
+	if !ok || id != "bob" || string(key) != string(turn.GenerateAuthKey(valid, "r", turnrest.Password("topsecret", valid))) {
 		t.Fatalf("REST user: %v %v", id, ok)
 	}
 	for _, bad := range []string{fmt.Sprintf("%d:bob", now.Unix()-1), fmt.Sprintf("%d:bob", now.Unix()), "mallory", "abc:bob", ""} {
@@ -44,18 +45,6 @@ func TestAuthStaticAndREST(t *testing.T) {
 	want := []string{"expired", "expired", "unknown_user", "unknown_user", "unknown_user", "wrong_realm"}
 	if fmt.Sprint(reasons) != fmt.Sprint(want) {
 		t.Errorf("refusal reasons %v, want %v", reasons, want)
-	}
-}
-
-// The REST password is base64(HMAC-SHA1(secret, username)): check against
-// pion's implementation of the same TURN REST API draft.
-func TestRESTPasswordMatchesPion(t *testing.T) {
-	user, pass, err := turn.GenerateLongTermTURNRESTCredentials("s3", "carol", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := restPassword("s3", user); got != pass {
-		t.Fatalf("password %q, pion says %q", got, pass)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/sfu/access"
@@ -51,6 +52,16 @@ type Message struct {
 	// Media is how media travels in the room (joined): "encrypted"
 	// (DTLS-SRTP) or "plain" (--unencrypted-media).
 	Media string `json:"media,omitempty"`
+	// ICEServers (joined) are TURN servers with credentials of the
+	// participant's own, for its connections (RTCConfiguration's).
+	ICEServers []ICEServer `json:"iceServers,omitempty"`
+}
+
+// ICEServer is a TURN server as a browser's RTCIceServer takes it.
+type ICEServer struct {
+	URLs       []string `json:"urls"`
+	Username   string   `json:"username,omitempty"`
+	Credential string   `json:"credential,omitempty"`
 }
 
 // Config of a controller.
@@ -73,6 +84,9 @@ type Config struct {
 	// participants (0: 1,000 rooms, 500 participants a room); a join
 	// past them is refused (access.Rooms, access.RoomFull).
 	MaxRooms, MaxParticipants int
+	// ICEServers, if set, are a joining participant's TURN servers (its
+	// user: the identity of its token, or its id in open rooms).
+	ICEServers func(user string, now time.Time) []ICEServer
 }
 
 // Controller holds the rooms.
@@ -170,7 +184,11 @@ func (c *Controller) Join(g access.Grant, send func(Message)) (*Participant, err
 	}
 	p := &Participant{ID: randomString(8), grant: g, room: r, send: send, pubs: map[string]*publication{}, recv: map[string]*conn{}}
 	r.parts[p.ID] = p
-	send(Message{Type: "joined", ID: p.ID, Name: p.name(), Media: map[bool]string{true: "encrypted", false: "plain"}[c.encrypted()]})
+	joined := Message{Type: "joined", ID: p.ID, Name: p.name(), Media: map[bool]string{true: "encrypted", false: "plain"}[c.encrypted()]}
+	if c.cfg.ICEServers != nil {
+		joined.ICEServers = c.cfg.ICEServers(cmp.Or(g.Identity, p.ID), time.Now())
+	}
+	send(joined)
 	for _, other := range r.parts {
 		if other != p {
 			for _, pb := range other.pubs {
@@ -296,8 +314,8 @@ func (c *Controller) Mute(p *Participant, kind string, muted bool) error {
 	return nil
 }
 
-// Speaker tells everyone in the room who speaks now (its stream's id);
-// the pages highlight it.
+// Speaker tells everyone in the room who speaks now (its stream's id; ""
+// when the speaker left and nobody speaks yet); the pages highlight it.
 func (c *Controller) Speaker(room, stream string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -419,7 +437,7 @@ func (c *Controller) Expired(bs []agent.Binding) {
 		cn.addr = netip.AddrPort{}
 		c.unprotect(cn)
 		if cn.sends() {
-			cn.stream.closeSender()
+			_ = cn.stream.closeSender()
 			continue
 		}
 		_ = c.updateLegs(cn.stream)
@@ -429,7 +447,7 @@ func (c *Controller) Expired(bs []agent.Binding) {
 // bindPublisher installs pb's stream from its connection's address (a
 // stream from an address it left goes), then its receivers' legs.
 func (c *Controller) bindPublisher(pb *publication) error {
-	pb.closeSender()
+	_ = pb.closeSender()
 	via, ok := c.mediaFor(pb.conn.addr)
 	if !ok {
 		return fmt.Errorf("controller: no media address of %v's family", pb.conn.addr)
@@ -442,8 +460,8 @@ func (c *Controller) bindPublisher(pb *publication) error {
 		twcc := m.ExtensionID(signaling.TransportCCURI)
 		for _, ssrc := range m.SSRCs {
 			src := dataplane.Source{SSRC: ssrc, TWCCExt: twcc}
-			if m.Kind == "audio" {
-				src.LevelExt = m.ExtensionID(signaling.AudioLevelURI) // speakers
+			if m.Kind == "audio" && pb.source == Camera { // speakers (a screen's tab audio is none)
+				src.LevelExt = m.ExtensionID(signaling.AudioLevelURI)
 			}
 			if m.Kind == "video" {
 				// A history only where receivers may NACK: the data plane

@@ -548,4 +548,26 @@ func TestSpeakerTold(t *testing.T) {
 		}
 	}
 	w.c.Speaker("gone", "x") // a room that emptied meanwhile
+	w.c.Speaker("r", "")     // the speaker left
+	if m := b.last(t, "speaker"); m.ID != "" {
+		t.Errorf("told %+v when the speaker left", m)
+	}
+}
+
+// A joining participant is handed its TURN servers, with credentials for
+// its identity (in an open room, where it has none, for its id).
+func TestJoinedHandsTURNServers(t *testing.T) {
+	w := newWorld(t)
+	w.c.cfg.ICEServers = func(user string, _ time.Time) []ICEServer {
+		return []ICEServer{{URLs: []string{"turn:192.0.2.1:3478?transport=tcp"}, Username: "exp:" + user, Credential: "c"}}
+	}
+	var a, b inbox
+	w.c.Join(access.Grant{Room: "r", Identity: "ann", Publish: true}, a.send)
+	pb, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, b.send)
+	if m := a.last(t, "joined"); len(m.ICEServers) != 1 || m.ICEServers[0].Username != "exp:ann" {
+		t.Errorf("ann's joined: %+v", m)
+	}
+	if m := b.last(t, "joined"); len(m.ICEServers) != 1 || m.ICEServers[0].Username != "exp:"+pb.ID {
+		t.Errorf("an open room's participant's joined: %+v", m)
+	}
 }

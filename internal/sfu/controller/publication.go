@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"errors"
-
 	"github.com/ebrtc/ebrtc/internal/sfu/leg"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 )
@@ -44,21 +42,19 @@ func (cn *conn) sends() bool { return cn.stream != nil && cn.stream.conn == cn }
 
 // closeSender ends the stream's data plane entry and legs (its connection
 // is unbound, or the stream ends).
-func (pb *publication) closeSender() {
-	if pb.sender != nil {
-		_ = pb.sender.Close()
-		pb.sender = nil
+func (pb *publication) closeSender() error {
+	if pb.sender == nil {
+		return nil
 	}
+	err := pb.sender.Close()
+	pb.sender = nil
+	return err
 }
 
 // unpublish ends pb (the lock held): its stream and connection, every
 // receiver's connection for it (told: left).
 func (c *Controller) unpublish(pb *publication) error {
-	var err error
-	if pb.sender != nil {
-		err = pb.sender.Close()
-		pb.sender = nil
-	}
+	err := pb.closeSender()
 	c.dropConn(pb.conn)
 	p := pb.owner
 	delete(p.pubs, pb.source)
@@ -71,5 +67,5 @@ func (c *Controller) unpublish(pb *publication) error {
 			}
 		}
 	}
-	return errors.Join(err)
+	return err
 }

@@ -2,10 +2,13 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // audioWithLevel is an RTP audio packet whose header extension holds
@@ -81,5 +84,38 @@ func TestAudioLevelAgreesWithBPF(t *testing.T) {
 	}
 	if mean := want.Sub(AudioLevels{}).Mean(); mean <= 0 || mean > 127 {
 		t.Errorf("mean loudness %v", mean)
+	}
+}
+
+// The user data plane adds up the levels of what it forwards (forward's
+// hearLevel, as the eBPF plane's slow path does).
+func TestUserPlaneAudioLevels(t *testing.T) {
+	sfu, sender, rcv := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
+	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{sfu}})
+	must(t, err)
+	defer u.Close()
+	const ssrc, id = 7, 5
+	must(t, u.SetStream(addrOf(sender), []Source{{SSRC: ssrc, LevelExt: id}}, []Receiver{{From: addrOf(sfu), To: addrOf(rcv)}}))
+	var want AudioLevels
+	for i, b := range []byte{0x80 | 20, 100, 0x80} {
+		if _, err := sender.WriteToUDP(audioWithLevel(ssrc, uint16(i), id, b, i%2 == 1), net.UDPAddrFromAddrPort(addrOf(sfu))); err != nil {
+			t.Fatal(err)
+		}
+		want.Packets, want.Loudness = want.Packets+1, want.Loudness+uint64(127-b&0x7f)
+		if b&0x80 != 0 {
+			want.Voiced++
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got, err := u.AudioLevels(addrOf(sender))
+		must(t, err)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("levels %+v, want %+v", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

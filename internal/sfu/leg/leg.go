@@ -579,7 +579,7 @@ func (l *Leg) switchWaiting() time.Duration {
 func (l *Leg) input() ratecontrol.Input {
 	in := ratecontrol.Input{Stream: l.sender.stream(), CanProbe: l.cfg.RTX != nil && l.cfg.TWCC, Silent: l.sender.silent()}
 	l.mu.Lock()
-	in.Hidden = l.hidden
+	in.Hidden = l.hidden && len(in.Stream.Rates) > 0 // (the data plane pauses adapted video only)
 	if !l.cfg.TWCC {
 		in.REMB = l.remb
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
-	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // fakePlane is a data plane that records: what each leg was sent, what
@@ -816,7 +815,7 @@ func TestLastN(t *testing.T) {
 	var told []string
 	table, err := NewTable(Config{Plane: plane, Routes: NewRoutes(), Adapt: true, LastN: 1, Now: func() time.Duration { return *now },
 		OnSpeaker: func(room, s string) { told = append(told, room+"/"+s) }})
-	testenv.Must(t, err)
+	must(t, err)
 	ids := []string{"a", "b", "c"}
 	from, to := map[string]netip.AddrPort{}, map[string]netip.AddrPort{}
 	notices := map[string][]string{}
@@ -825,14 +824,23 @@ func TestLastN(t *testing.T) {
 		to[id] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 2, 1}), uint16(6000+i))
 		s, err := table.AddSender(SenderConfig{Room: "r", ID: id, From: from[id], Via: sfuAddr, VideoSSRC: uint32(100 + i),
 			Sources: []dataplane.Source{{SSRC: uint32(200 + i), LevelExt: 1}, {SSRC: uint32(100 + i), Video: dataplane.AV1}}})
-		testenv.Must(t, err)
-		testenv.Must(t, s.SetLegs([]LegConfig{{Receiver: "x", From: sfuAddr, To: to[id], TTL: 64, Notify: func(paused bool, why string) {
+		must(t, err)
+		must(t, s.SetLegs([]LegConfig{{Receiver: "x", From: sfuAddr, To: to[id], TTL: 64, Notify: func(paused bool, why string) {
 			notices[id] = append(notices[id], fmt.Sprintf("%v %s", paused, why))
 		}}}))
 	}
 	speak := func(d time.Duration, loud map[string]float64) {
 		for end := *now + d; *now < end; *now += RoundInterval {
 			plane.mu.Lock()
+			// Adapted video (layers): what last-N pauses.
+			video := plane.layers.Bytes
+			if len(video) == 0 {
+				video = make([]uint64, 3)
+			}
+			for i := range video {
+				video[i] += uint64(1000 * (i + 1))
+			}
+			plane.layers = dataplane.Layers{Targets: 3, Bytes: video}
 			for id, l := range loud {
 				lv := plane.levels[from[id]]
 				lv.Packets += 12
@@ -867,5 +875,15 @@ func TestLastN(t *testing.T) {
 	}
 	if table.Dominant("r") != "b" {
 		t.Errorf("dominant %q", table.Dominant("r"))
+	}
+	// The speaker leaves: the room is told it has none, and b is not
+	// ranked again.
+	table.mu.Lock()
+	b := table.senders[from["b"]]
+	table.mu.Unlock()
+	must(t, b.Close())
+	speak(time.Second, map[string]float64{"a": 0, "b": 110, "c": 0})
+	if !slices.Equal(told, []string{"r/a", "r/b", "r/"}) || table.Dominant("r") != "" || table.rooms["r"].Len() != 2 {
+		t.Errorf("after the speaker left: told %v, dominant %q", told, table.Dominant("r"))
 	}
 }

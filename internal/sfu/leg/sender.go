@@ -185,12 +185,15 @@ func (s *Sender) remove(l *Leg) error {
 // Close removes the stream and every leg of it.
 func (s *Sender) Close() error {
 	s.closeLegs()
-	s.t.forgetSpeaker(s)
 	s.t.mu.Lock()
 	if s.t.senders[s.cfg.From] == s {
 		delete(s.t.senders, s.cfg.From)
 	}
+	silenced := s.t.forgetSpeakerLocked(s) // (with the delete: a round in between would rank it again)
 	s.t.mu.Unlock()
+	if silenced && s.t.cfg.OnSpeaker != nil {
+		s.t.cfg.OnSpeaker(s.cfg.Room, "") // the room's speaker left
+	}
 	return s.t.cfg.Plane.RemoveStream(s.cfg.From)
 }
 

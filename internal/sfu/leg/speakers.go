@@ -55,6 +55,12 @@ func (t *Table) rankSpeakers(now time.Duration, senders []*Sender) {
 	var hide []hiding
 	t.mu.Lock() // (no sender's or leg's lock under it: SetLegs takes them the other way round)
 	for room, ss := range byRoom {
+		// A sender closed since the round began was forgotten: it must not
+		// come back.
+		ss = slices.DeleteFunc(ss, func(x ranked) bool { return t.senders[x.s.cfg.From] != x.s })
+		if len(ss) == 0 {
+			continue
+		}
 		r := t.rooms[room]
 		if r == nil {
 			r = speakers.New()
@@ -106,16 +112,18 @@ func shown(top []string, n int, receiver, stream string) bool {
 	return false
 }
 
-// forgetSpeaker drops a sender from its room's ranking (it closed).
-func (t *Table) forgetSpeaker(s *Sender) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r := t.rooms[s.cfg.Room]; r != nil {
-		r.Forget(s.cfg.ID)
-		if r.Len() == 0 {
-			delete(t.rooms, s.cfg.Room)
-		}
+// forgetSpeakerLocked drops a sender from its room's ranking (it closed;
+// t.mu held), reporting whether the room lost its dominant speaker.
+func (t *Table) forgetSpeakerLocked(s *Sender) bool {
+	r := t.rooms[s.cfg.Room]
+	if r == nil {
+		return false
 	}
+	was := r.Forget(s.cfg.ID)
+	if r.Len() == 0 {
+		delete(t.rooms, s.cfg.Room)
+	}
+	return was
 }
 
 // Dominant is the room's dominant speaker's stream ("" before anyone

@@ -32,7 +32,8 @@ type Config struct {
 	// AckLog, if set, gets every transport-wide ack the links take.
 	AckLog *ratecontrol.AckLog
 	// LastN, if set, gives each receiver video from its LastN most
-	// recent speakers only (the others paused, audio always).
+	// recent speakers only (the others paused, audio always; with Adapt:
+	// the data plane pauses video it adapts).
 	LastN int
 	// OnSpeaker, if set, is told of a room's new dominant speaker (its
 	// stream's id). It must not call back into the table.
@@ -107,7 +108,7 @@ func (t *Table) Round() {
 		s.observeLevels()
 	}
 	t.rankSpeakers(now, senders)
-	if t.cfg.Adapt || t.cfg.LastN > 0 {
+	if t.cfg.Adapt {
 		for _, l := range links {
 			l.round(now)
 		}

@@ -60,8 +60,8 @@ func (e *Estimator) Restore(now time.Duration, bps float64) {
 		return
 	}
 	e.estimate, e.state, e.lastChange = bps, hold, now
-	if e.capacity.known && !e.capacity.above(bps) {
-		e.capacity.known = false
+	if e.capacity.above(bps) {
+		e.capacity.known = false // learnt at the lower rate
 	}
 }
 

@@ -823,7 +823,7 @@ func (l *Link) silence(now time.Duration, in []Input, out []Decision) {
 			}
 			l.est.Restore(now, st.shown)
 			l.est.Grace(now + upGrace) // its key frame
-			if lower(l.targets[i], st.silentTarget) {
+			if st.silentTarget != EveryLayer && lower(l.targets[i], st.silentTarget) {
 				l.move(i, st.silentTarget, fmt.Sprintf("back from silence in its place (the link showed %.0f kbit/s)", st.shown/1000), out)
 			}
 		}

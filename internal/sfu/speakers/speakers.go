@@ -68,46 +68,52 @@ func (r *Ranking) Observe(now time.Duration, id string, loudness float64) {
 	}
 }
 
-// Forget drops stream id (it left).
-func (r *Ranking) Forget(id string) {
+// Forget drops stream id (it left), reporting whether it was the
+// dominant speaker (the room has none until the next Decide).
+func (r *Ranking) Forget(id string) bool {
 	delete(r.streams, id)
 	if r.dominant == id {
 		r.dominant = ""
+		return true
 	}
+	return false
 }
 
 // Decide moves the dominant speaker at now, after a round's Observe
-// calls: it reports whether it changed.
+// calls: it reports whether it changed. The new one is the loudest of
+// those that have been speaking, and louder than the dominant (or it
+// silent), for Hold; the first speaker takes the room at once. Every
+// stream's count starts again at a change: each must beat the new
+// dominant for Hold.
 func (r *Ranking) Decide(now time.Duration) bool {
 	d := r.streams[r.dominant]
 	best := ""
 	for id, s := range r.streams {
-		if id == r.dominant || !s.speaking {
+		if id == r.dominant || !s.speaking || d != nil && d.speaking && s.loudness <= d.loudness {
 			s.louderSince = -1
 			continue
 		}
-		louder := d == nil || !d.speaking || s.loudness > d.loudness
-		switch {
-		case !louder:
-			s.louderSince = -1
-			continue
-		case s.louderSince < 0:
+		if s.louderSince < 0 {
 			s.louderSince = now
+		}
+		if d != nil && now-s.louderSince < Hold {
+			continue
 		}
 		if b := r.streams[best]; best == "" || s.loudness > b.loudness || s.loudness == b.loudness && id < best {
 			best = id
 		}
 	}
-	// The first speaker takes the room at once; a change waits for Hold.
-	b := r.streams[best]
-	if best == "" || d != nil && now-b.louderSince < Hold {
+	if best == "" {
 		if d != nil {
 			d.lastDominant = now
 		}
 		return false
 	}
 	r.dominant = best
-	b.lastDominant, b.louderSince = now, -1
+	for _, s := range r.streams {
+		s.louderSince = -1
+	}
+	r.streams[best].lastDominant = now
 	return true
 }
 

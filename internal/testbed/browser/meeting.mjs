@@ -7,7 +7,8 @@
 // page's participant id, views: what each page shows muted of the others,
 // paused: whose video the SFU paused for each page (at the end),
 // speakers: whom each page highlights as speaking (at the end),
-// rejoinMs, media, ciphers, toggle}.
+// rejoinMs, media, ciphers, paths (each connection's selected local
+// candidate: host, or relay/tcp through a TURN server), toggle}.
 //
 // SCHEDULE, if given, drives the first participant's video encoder while
 // the participants stay: a comma-separated list of steps, each MODE or
@@ -41,6 +42,10 @@
 // steady tone (WebAudio, about -14 dBov): the one who speaks, against
 // the fake microphone's beep (about -74 dBov on average); the output's
 // speakers say whom each page highlights at the end.
+//
+// OTHERS (environment), if set, is how many publishers join the room from
+// elsewhere (another run of this script): the rejoin waits for them too.
+// REJOIN=0 skips the rejoin; HOLD keeps the pages that long at the end.
 //
 // A page whose token is a viewer's publishes nothing; the rejoin waits
 // for the streams of the other pages that publish.
@@ -201,10 +206,12 @@ try {
   let publishers = 0;
   for (const p of pages.slice(1)) if (!(await p.evaluate(() => window.meeting.viewer))) publishers++;
   if (sharer > 0) publishers++; // its screen: a stream of its own
+  publishers += Number(process.env.OTHERS || 0); // publishing from another process (another network)
   const start = Date.now();
-  await pages[0].reload();
+  const rejoin = process.env.REJOIN !== '0';
+  if (rejoin) await pages[0].reload();
   let rejoinMs = -1;
-  while (Date.now() - start < 15000) {
+  while (rejoin && Date.now() - start < 15000) {
     const st = await pages[0].evaluate(() => window.meeting.stats);
     const streams = Object.values(st);
     // A stream whose camera is off (?camera=off) counts once its audio comes.
@@ -217,19 +224,33 @@ try {
     await sleep(100);
   }
   for (const p of pages) console.error("status", await p.evaluate(() => document.getElementById("status").textContent));
-  const media = await pages[1].evaluate(() => window.meeting.media);
-  const ciphers = [];
+  const media = await pages[Math.min(1, pages.length - 1)].evaluate(() => window.meeting.media);
+  const ciphers = [], paths = [];
   for (const p of pages) {
-    ciphers.push(await p.evaluate(async () => {
-      const out = [];
+    const [c, path] = await p.evaluate(async () => {
+      const cs = [], ps = [];
       const pcs = [window.meeting.pub, window.meeting.screen && window.meeting.screen.pc, ...window.meeting.subs.values()].filter((pc) => pc && pc.getStats);
       for (const pc of pcs) {
-        for (const r of (await pc.getStats()).values()) if (r.type === 'transport') out.push(r.srtpCipher || '');
+        const report = await pc.getStats();
+        for (const r of report.values()) {
+          if (r.type !== 'transport') continue;
+          cs.push(r.srtpCipher || '');
+          // The selected pair's local candidate: host, or relay (and how
+          // the browser reaches its TURN server).
+          const pair = r.selectedCandidatePairId && report.get(r.selectedCandidatePairId);
+          const local = pair && report.get(pair.localCandidateId);
+          ps.push(local ? local.candidateType + (local.relayProtocol ? '/' + local.relayProtocol : '') : '');
+        }
       }
-      return out;
-    }));
+      return [cs, ps];
+    });
+    ciphers.push(c);
+    paths.push(path);
   }
-  console.log(JSON.stringify({ stats: out, ids, views, paused, speakers, rejoinMs, media, ciphers, toggle }));
+  console.log(JSON.stringify({ stats: out, ids, views, paused, speakers, rejoinMs, media, ciphers, paths, toggle }));
+  // HOLD (environment): seconds the pages stay once done (another run of
+  // this script in the room may still be measuring them).
+  await sleep(1000 * Number(process.env.HOLD || 0));
 } finally {
   for (const b of Object.values(browsers)) await b.close();
 }
