@@ -20,8 +20,8 @@ import (
 )
 
 // A participant whose network drops every UDP datagram (nftables in its
-// namespace, both ways) joins an encrypted meeting of two Chromium pages
-// through ebrtc turn over TCP: the TURN server runs on a host of its own
+// namespace, both ways), in Firefox ESR, joins an encrypted meeting of two
+// Chromium pages through ebrtc turn over TCP: the TURN server runs on a host of its own
 // (the peer namespace), shares its REST secret with the SFU, and allows
 // the SFU's address as a peer (private, refused by default); the SFU
 // hands each participant credentials of its own as it joins. The
@@ -31,6 +31,7 @@ import (
 func TestBrowserBehindFirewall(t *testing.T) {
 	const turnSecret = "the testbed's TURN REST secret"
 	turnAddr := testbed.PeerIP4.String() + ":3478"
+	testenv.RequireCommand(t, "firefox-esr")
 	tb, _, _ := testbedSFUWith(t, "user+encrypted+vp8", func(c *Config) {
 		c.TURN = TURN{URLs: []string{"turn:" + turnAddr + "?transport=tcp"}, Secret: []byte(turnSecret)}
 	}, testbed.SFUMedia)
@@ -168,7 +169,7 @@ func runFirewalledPage(t *testing.T, ns *netns.NS, url string, seconds int, stdo
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name, node, script, url, "1", strconv.Itoa(seconds))
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "BROWSERS=chromium", "REJOIN=0", "HOLD=10")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "BROWSERS=firefox", "REJOIN=0", "HOLD=10")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	wait := testenv.StartGroup(t, cmd)
 	return wait()

@@ -232,14 +232,22 @@ try {
       const pcs = [window.meeting.pub, window.meeting.screen && window.meeting.screen.pc, ...window.meeting.subs.values()].filter((pc) => pc && pc.getStats);
       for (const pc of pcs) {
         const report = await pc.getStats();
+        // The selected pair's local candidate: host, or relay (and how the
+        // browser reaches its TURN server). Chromium names the pair in its
+        // transport's stats; Firefox has none and marks the pair selected.
+        const path = (pair) => {
+          const local = pair && report.get(pair.localCandidateId);
+          return local ? local.candidateType + (local.relayProtocol ? '/' + local.relayProtocol : '') : '';
+        };
+        let transports = 0;
         for (const r of report.values()) {
           if (r.type !== 'transport') continue;
+          transports++;
           cs.push(r.srtpCipher || '');
-          // The selected pair's local candidate: host, or relay (and how
-          // the browser reaches its TURN server).
-          const pair = r.selectedCandidatePairId && report.get(r.selectedCandidatePairId);
-          const local = pair && report.get(pair.localCandidateId);
-          ps.push(local ? local.candidateType + (local.relayProtocol ? '/' + local.relayProtocol : '') : '');
+          ps.push(path(r.selectedCandidatePairId && report.get(r.selectedCandidatePairId)));
+        }
+        if (transports === 0) {
+          for (const r of report.values()) if (r.type === 'candidate-pair' && r.selected) ps.push(path(r));
         }
       }
       return [cs, ps];
