@@ -189,11 +189,8 @@ func (s *Sender) Close() error {
 	if s.t.senders[s.cfg.From] == s {
 		delete(s.t.senders, s.cfg.From)
 	}
-	silenced := s.t.forgetSpeakerLocked(s) // (with the delete: a round in between would rank it again)
+	s.t.forgetSpeakerLocked(s) // (with the delete: a round in between would rank it again)
 	s.t.mu.Unlock()
-	if silenced && s.t.cfg.OnSpeaker != nil {
-		s.t.cfg.OnSpeaker(s.cfg.Room, "") // the room's speaker left
-	}
 	return s.t.cfg.Plane.RemoveStream(s.cfg.From)
 }
 

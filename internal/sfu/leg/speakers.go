@@ -54,6 +54,8 @@ func (t *Table) rankSpeakers(now time.Duration, senders []*Sender) {
 	var changed []string
 	var hide []hiding
 	t.mu.Lock() // (no sender's or leg's lock under it: SetLegs takes them the other way round)
+	left := t.speakerLeft
+	t.speakerLeft = map[string]bool{}
 	for room, ss := range byRoom {
 		// A sender closed since the round began was forgotten: it must not
 		// come back.
@@ -71,6 +73,7 @@ func (t *Table) rankSpeakers(now time.Duration, senders []*Sender) {
 		}
 		if r.Decide(now) {
 			changed = append(changed, room, r.Dominant())
+			delete(left, room)
 		}
 		if t.cfg.LastN > 0 {
 			// One order a room (N+1: a receiver among them skips itself).
@@ -80,6 +83,11 @@ func (t *Table) rankSpeakers(now time.Duration, senders []*Sender) {
 					hide = append(hide, hiding{l, !shown(top, t.cfg.LastN, l.cfg.Receiver, x.s.cfg.ID)})
 				}
 			}
+		}
+	}
+	for room := range left { // its speaker left, and nobody took the room this round
+		if r := t.rooms[room]; r == nil || r.Dominant() == "" {
+			changed = append(changed, room, "")
 		}
 	}
 	t.mu.Unlock()
@@ -113,17 +121,20 @@ func shown(top []string, n int, receiver, stream string) bool {
 }
 
 // forgetSpeakerLocked drops a sender from its room's ranking (it closed;
-// t.mu held), reporting whether the room lost its dominant speaker.
-func (t *Table) forgetSpeakerLocked(s *Sender) bool {
+// t.mu held). A room that lost its dominant speaker is told at the next
+// round, not here: Close runs under its caller's locks (the controller's),
+// and the controller's Speaker takes its own.
+func (t *Table) forgetSpeakerLocked(s *Sender) {
 	r := t.rooms[s.cfg.Room]
 	if r == nil {
-		return false
+		return
 	}
-	was := r.Forget(s.cfg.ID)
+	if r.Forget(s.cfg.ID) {
+		t.speakerLeft[s.cfg.Room] = true
+	}
 	if r.Len() == 0 {
 		delete(t.rooms, s.cfg.Room)
 	}
-	return was
 }
 
 // Dominant is the room's dominant speaker's stream ("" before anyone

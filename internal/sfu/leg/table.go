@@ -50,7 +50,10 @@ type Table struct {
 	senders map[netip.AddrPort]*Sender
 	links   map[string]*link // by receiving participant
 	rooms   map[string]*speakers.Ranking
-	rounds  int
+	// speakerLeft: rooms whose dominant speaker closed since the last
+	// round (told then: OnSpeaker with "").
+	speakerLeft map[string]bool
+	rounds      int
 }
 
 // Rate control timing.
@@ -73,7 +76,8 @@ func NewTable(cfg Config) (*Table, error) {
 	if cfg.Now == nil {
 		cfg.Now = dataplane.MonoNow
 	}
-	return &Table{cfg: cfg, senders: map[netip.AddrPort]*Sender{}, links: map[string]*link{}, rooms: map[string]*speakers.Ranking{}}, nil
+	return &Table{cfg: cfg, senders: map[netip.AddrPort]*Sender{}, links: map[string]*link{}, rooms: map[string]*speakers.Ranking{},
+		speakerLeft: map[string]bool{}}, nil
 }
 
 // Run runs the rounds and the pacing until ctx ends.
