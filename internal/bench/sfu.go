@@ -274,17 +274,11 @@ func sfuProgress(o SFUOptions, format string, args ...any) {
 
 func measureSFU(e *env, s SFU, rec *synth.Recording, o SFUOptions) (*SFUResult, error) {
 	sfuProgress(o, "%-15s starting", s.Name)
-	sut, err := startSFU(e, s)
+	sut, err := startPinnedSFU(e, s)
 	if err != nil {
 		return nil, err
 	}
 	defer sut.stop()
-	e.started = []int{sut.pid}
-	if e.core != nil {
-		if e.relayTasks, err = e.core.pin(e.started); err != nil {
-			return nil, err
-		}
-	}
 	res := &SFUResult{Name: s.Name, Describe: s.Describe}
 	if err := replicationTrials(e, rec, o, res, sut); err != nil {
 		return nil, err
@@ -301,6 +295,23 @@ func measureSFU(e *env, s SFU, rec *synth.Recording, o SFUOptions) (*SFUResult, 
 		s.Name, res.RelayCoreNsPerReplica, res.SaturatedReplicasPPS, res.OneCoreMaxLossFreeReplicasPPS, res.SkewP50us, res.SkewP99us,
 		res.ParticipantsPerCore, res.RampEnded)
 	return res, nil
+}
+
+// startPinnedSFU starts s and, isolated, pins it and its interfaces'
+// NAPI threads on the relay core.
+func startPinnedSFU(e *env, s SFU) (*sfuUnderTest, error) {
+	sut, err := startSFU(e, s)
+	if err != nil {
+		return nil, err
+	}
+	e.started = []int{sut.pid}
+	if e.core != nil {
+		if e.relayTasks, err = e.core.pin(e.started); err != nil {
+			sut.stop()
+			return nil, err
+		}
+	}
+	return sut, nil
 }
 
 // sfuUnderTest is a running SFU: its process, how synthetic participants

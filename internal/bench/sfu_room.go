@@ -74,17 +74,11 @@ func roomTrials(e *env, rec *synth.Recording, o SFUOptions) ([]RoomResult, error
 
 func roomTrial(e *env, rec *synth.Recording, o SFUOptions, lastN int) (*RoomResult, error) {
 	s := SFU{Name: "ebrtc-sfu-ebpf-room-" + strconv.Itoa(lastN), plane: "ebpf", lastN: lastN}
-	sut, err := startSFU(e, s)
+	sut, err := startPinnedSFU(e, s)
 	if err != nil {
 		return nil, err
 	}
 	defer sut.stop()
-	e.started = []int{sut.pid}
-	if e.core != nil {
-		if e.relayTasks, err = e.core.pin(e.started); err != nil {
-			return nil, err
-		}
-	}
 	lt, err := newLiveTraffic(e.tb)
 	if err != nil {
 		return nil, err

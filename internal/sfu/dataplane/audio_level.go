@@ -95,11 +95,9 @@ func (d *DataPlane) resetAudioLevels(id uint32) error {
 
 // AudioLevels is what the stream's audio levels added up to.
 func (u *User) AudioLevels(from netip.AddrPort) (AudioLevels, error) {
-	u.mu.RLock()
-	s, ok := u.streams[unmapped(from)]
-	u.mu.RUnlock()
-	if !ok {
-		return AudioLevels{}, fmt.Errorf("dataplane: no stream from %v", from)
+	s, err := u.streamFrom(from)
+	if err != nil {
+		return AudioLevels{}, err
 	}
 	return s.video.levels.load(), nil
 }

@@ -549,11 +549,9 @@ func (u *User) Packet(from netip.AddrPort, seq uint16) ([]byte, bool) {
 
 // Layers is DataPlane.Layers.
 func (u *User) Layers(from netip.AddrPort) (Layers, error) {
-	u.mu.RLock()
-	s, ok := u.streams[unmapped(from)]
-	u.mu.RUnlock()
-	if !ok {
-		return Layers{}, fmt.Errorf("dataplane: no stream from %v", from)
+	s, err := u.streamFrom(from)
+	if err != nil {
+		return Layers{}, err
 	}
 	v := s.video
 	v.mu.Lock()
@@ -643,5 +641,15 @@ func (l *userLeg) Sent(seq uint16) (Sent, bool) {
 }
 
 func (l *userLeg) TWCC() bool { return l.r.tw != nil }
+
+// streamFrom is the stream from a sender's address.
+func (u *User) streamFrom(from netip.AddrPort) (*userStream, error) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	if s, ok := u.streams[unmapped(from)]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("dataplane: no stream from %v", from)
+}
 
 func unmapped(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
