@@ -25,6 +25,7 @@ enum sfu_outcome {
 	SFU_EVENT_LOST,     /* user space could not be told (ring buffer full): a structure or a padding packet lost */
 	SFU_LAYER_BUSY,     /* a video replica not sent: another CPU was deciding for its receiver (a loss it NACKs) */
 	SFU_DUPLICATE,      /* a packet the sender's history holds (a retransmission, a duplicate): nobody gets it twice */
+	SFU_OTHER_ENCODING, /* a simulcast encoding the receiver does not take: not its stream */
 	/* Encrypted media (user space only: this program forwards plain RTP): */
 	SFU_DTLS,           /* a DTLS record: to the agent, for its connection's handshake */
 	SFU_UNPROTECTED,    /* RTP/RTCP from or to an address whose connection has no SRTP keys: dropped */

@@ -270,7 +270,11 @@ func (p *participant) send(m map[string]string) error {
 }
 
 // signaling takes the SFU's answer and offers until the socket closes.
+// An answer for a stream that left meanwhile (carol's, offered to carol2
+// as it joins while carol's leaving is on its way) is refused: not an
+// error of the SFU's.
 func (p *participant) signaling() {
+	gone := map[string]bool{}
 	for {
 		var m struct{ Type, ID, SDP, Text string }
 		if err := wsjson.Read(context.Background(), p.ws, &m); err != nil {
@@ -283,10 +287,24 @@ func (p *participant) signaling() {
 			}
 		case "offer":
 			p.receive(m.ID, m.SDP)
+		case "left":
+			gone[m.ID] = true
 		case "error":
-			p.t.Errorf("%s: the SFU says %s", p.name, m.Text)
+			if !answeredGone(m.Text, gone) {
+				p.t.Errorf("%s: the SFU says %s", p.name, m.Text)
+			}
 		}
 	}
+}
+
+// answeredGone: the SFU refused an answer for a stream that has left.
+func answeredGone(text string, gone map[string]bool) bool {
+	for id := range gone {
+		if strings.Contains(text, fmt.Sprintf("no offer for stream %q", id)) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *participant) expect(typ string) (m struct{ Type, ID, SDP, Text, Media string }) {

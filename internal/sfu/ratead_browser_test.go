@@ -58,15 +58,17 @@ const rateInterval = time.Second
 // reports then say less).
 // newRateBed's configure, if set, changes the SFU's Config before it starts.
 type rateBed struct {
-	tb      *testbed.Testbed
-	plane   dataplane.Plane
-	p3      *netns.NS  // P3's namespace
-	p3Addr  netip.Addr // P3's address there
-	p3Link  string     // the server's end of P3's veth
-	senders *participants
-	admin   string              // the SFU's admin endpoint
-	acks    *ratecontrol.AckLog // EBRTC_SFU_ACK_LOG's, nil without
-	scheme  string              // the page's: http, or https with encrypted media
+	tb        *testbed.Testbed
+	plane     dataplane.Plane
+	p3        *netns.NS  // P3's namespace
+	p3Addr    netip.Addr // P3's address there
+	p3Link    string     // the server's end of P3's veth
+	senders   *participants
+	admin     string              // the SFU's admin endpoint
+	acks      *ratecontrol.AckLog // EBRTC_SFU_ACK_LOG's, nil without
+	scheme    string              // the page's: http, or https with encrypted media
+	p1Query   string              // more of P1's page's query (&simulcast=2...)
+	p1Browser string              // P1's browser: chromium (""), or firefox
 }
 
 // setMode switches P1's (page 0) or P2's (page 1) video encoder to a
@@ -293,7 +295,7 @@ type inStats struct {
 
 type outStats struct {
 	PacketsSent, BytesSent, RetransmittedPacketsSent, FramesEncoded, KeyFramesEncoded float64
-	FramesPerSecond, TargetBitrate, NackCount, PliCount, FrameWidth, SSRC             float64
+	FramesPerSecond, TargetBitrate, NackCount, PliCount, FrameWidth, SSRC, Encodings  float64
 	ScalabilityMode, QualityLimitationReason, EncoderImplementation                   string
 	Remote                                                                            struct{ PacketsLost, FractionLost, RoundTripTime float64 }
 }
@@ -446,13 +448,20 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 	t.Cleanup(cancel)
 	room := "rate" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	urls := testbed.SFUPageURLs(fmt.Sprintf("%s://%s/?maxKbps=%d", b.scheme, testbed.SFUWeb, senderMaxKbps), room, 3)
+	// One encoding a publisher, but where a test asks P1 for simulcast.
+	for i := range urls {
+		urls[i] += "&simulcast=1"
+	}
+	if b.p1Query != "" {
+		urls[0] = strings.Replace(urls[0], "&simulcast=1", b.p1Query, 1)
+	}
 	seconds := int((total + joinWithin + 20*time.Second) / time.Second)
 
 	caps := map[string]*rtcpCapture{
 		"P3":    startRTCPCapture(t, ctx, "P3", b.p3, testbed.ClientIface),
 		"P1+P2": startRTCPCapture(t, ctx, "P1+P2", b.tb.Client, testbed.ClientIface),
 	}
-	senders := startParticipants(t, ctx, b.tb.Client, urls[0]+" "+urls[1], "send,send", seconds)
+	senders := startParticipants(t, ctx, b.tb.Client, urls[0]+" "+urls[1], "send,send", seconds, "BROWSERS="+b.p1Browser)
 	receiver := startParticipants(t, ctx, b.p3, urls[2], "send", seconds)
 	b.senders = senders
 	// latest is each participant's newest sample (P1, P2, P3).
@@ -721,12 +730,12 @@ func participantsScript(t *testing.T) string {
 
 // startParticipants runs participants.mjs in ns with these roles for at
 // most seconds, sampling every rateInterval; the test's end kills it.
-func startParticipants(t *testing.T, ctx context.Context, ns *netns.NS, url, roles string, seconds int) *participants {
+func startParticipants(t *testing.T, ctx context.Context, ns *netns.NS, url, roles string, seconds int, env ...string) *participants {
 	node := testenv.RequireCommand(t, "node")
 	p := &participants{roles: roles, done: make(chan struct{})}
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name, node, participantsScript(t),
 		url, roles, strconv.Itoa(seconds), strconv.Itoa(int(rateInterval/time.Millisecond)))
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
 	cmd.Stdout, cmd.Stderr = (*lineWriter)(p), (*errWriter)(p)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -55,6 +55,9 @@ type Message struct {
 	// ICEServers (joined) are TURN servers with credentials of the
 	// participant's own, for its connections (RTCConfiguration's).
 	ICEServers []ICEServer `json:"iceServers,omitempty"`
+	// Simulcast (joined): the SFU takes a camera as several encodings
+	// (RFC 8853), and gives each receiver the one its link carries.
+	Simulcast bool `json:"simulcast,omitempty"`
 }
 
 // ICEServer is a TURN server as a browser's RTCIceServer takes it.
@@ -87,6 +90,10 @@ type Config struct {
 	// ICEServers, if set, are a joining participant's TURN servers (its
 	// user: the identity of its token, or its id in open rooms).
 	ICEServers func(user string, now time.Time) []ICEServer
+	// Simulcast: the data plane takes simulcast video (the user plane's);
+	// participants are told so (joined), and offers of it are refused
+	// without.
+	Simulcast bool
 }
 
 // Controller holds the rooms.
@@ -184,7 +191,8 @@ func (c *Controller) Join(g access.Grant, send func(Message)) (*Participant, err
 	}
 	p := &Participant{ID: randomString(8), grant: g, room: r, send: send, pubs: map[string]*publication{}, recv: map[string]*conn{}}
 	r.parts[p.ID] = p
-	joined := Message{Type: "joined", ID: p.ID, Name: p.name(), Media: map[bool]string{true: "encrypted", false: "plain"}[c.encrypted()]}
+	joined := Message{Type: "joined", ID: p.ID, Name: p.name(), Media: map[bool]string{true: "encrypted", false: "plain"}[c.encrypted()],
+		Simulcast: c.cfg.Simulcast}
 	if c.cfg.ICEServers != nil {
 		joined.ICEServers = c.cfg.ICEServers(cmp.Or(g.Identity, p.ID), time.Now())
 	}
@@ -235,6 +243,9 @@ func (c *Controller) Publish(p *Participant, source, offer string) error {
 	}
 	if err := pub.Security.Check(c.encrypted(), true); err != nil {
 		return err
+	}
+	if pub.Simulcast() && !c.cfg.Simulcast {
+		return errors.New("controller: simulcast offered, and this SFU's data plane forwards one encoding (simulcast is --dataplane user's)")
 	}
 	if !p.grant.Publish {
 		return errors.New("controller: this participant's token does not let it publish (a viewer)")
@@ -460,6 +471,9 @@ func (c *Controller) bindPublisher(pb *publication) error {
 		twcc := m.ExtensionID(signaling.TransportCCURI)
 		for _, ssrc := range m.SSRCs {
 			src := dataplane.Source{SSRC: ssrc, TWCCExt: twcc}
+			if len(m.RIDs) > 0 { // its encodings' SSRCs are learnt: this one is the SFU's
+				src.SSRC, src.Simulcast = 0, &dataplane.Simulcast{RIDExt: m.ExtensionID(signaling.RIDURI), RIDs: m.RIDs, SSRC: ssrc}
+			}
 			if m.Kind == "audio" && pb.source == Camera { // speakers (a screen's tab audio is none)
 				src.LevelExt = m.ExtensionID(signaling.AudioLevelURI)
 			}

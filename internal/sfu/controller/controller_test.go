@@ -85,6 +85,7 @@ type noLeg struct{}
 func (noLeg) SetTarget(int) error                      { return nil }
 func (noLeg) State() (dataplane.ReceiverLayers, error) { return dataplane.ReceiverLayers{}, nil }
 func (noLeg) Original(n uint16) (uint16, bool)         { return n, true }
+func (noLeg) Packet(uint16) ([]byte, bool)             { return nil, false }
 func (noLeg) FrameSent(uint16) (bool, bool)            { return true, true }
 func (noLeg) Send([]byte, int) error                   { return nil }
 func (noLeg) Sent(uint16) (dataplane.Sent, bool)       { return dataplane.Sent{}, false }

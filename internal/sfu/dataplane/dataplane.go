@@ -234,6 +234,9 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 	if err := checkStream(from, sources, receivers); err != nil {
 		return err
 	}
+	if simulcastOf(sources) != nil {
+		return errSimulcastKernel
+	}
 	receivers = unmappedReceivers(receivers)
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -382,7 +385,7 @@ func (d *DataPlane) fanout(from netip.AddrPort, s *stream, receivers []Receiver)
 			}
 			fresh = append(fresh, l)
 		}
-		l.TTL = r.TTL
+		l.TTL, l.sender = r.TTL, from
 		rep.Slot, rep.Twcc = l.slot, l.twcc
 		used = append(used, l)
 		fan.R[i] = rep
@@ -436,18 +439,23 @@ func checkStream(from netip.AddrPort, sources []Source, receivers []Receiver) er
 		return errors.New("dataplane: a stream needs an SSRC")
 	}
 	videos := 0
+	var sim *Simulcast
 	for _, src := range sources {
 		if int(src.Video) >= len(codecNames) {
 			return fmt.Errorf("dataplane: SSRC %d: unknown %v", src.SSRC, src.Video)
 		}
-		if src.Video != NoVideo {
+		if err := checkSimulcast(src, &sim); err != nil {
+			return err
+		}
+		if src.Video != NoVideo && src.Simulcast == nil {
 			videos++
 		}
 	}
 	// A receiver's key-frame gate is one per stream: a second video SSRC's
-	// key frame would let the first's deltas in mid-picture.
-	if videos > 1 {
-		return fmt.Errorf("dataplane: %d video SSRCs; one per stream (no simulcast, RTX as NoVideo)", videos)
+	// key frame would let the first's deltas in mid-picture. (A simulcast
+	// receiver takes one encoding at a time, DecideEncoding.)
+	if videos > 1 || (videos > 0 && sim != nil) {
+		return fmt.Errorf("dataplane: %d video SSRCs; one per stream, or one simulcast video (RTX as NoVideo)", videos)
 	}
 	if len(receivers) > MaxFanout {
 		return fmt.Errorf("dataplane: %d receivers, at most %d", len(receivers), MaxFanout)
@@ -463,6 +471,28 @@ func checkStream(from netip.AddrPort, sources []Source, receivers []Receiver) er
 			return fmt.Errorf("dataplane: receiver %d: %v -> %v: not the family of the sender %v", i, r.From, r.To, from)
 		}
 	}
+	return nil
+}
+
+// checkSimulcast checks a source of a simulcast video: all of a stream's
+// share one Simulcast (*sim, the first seen), only its stand-in has SSRC 0.
+func checkSimulcast(src Source, sim **Simulcast) error {
+	switch {
+	case src.Simulcast == nil && src.SSRC == 0:
+		return errors.New("dataplane: SSRC 0 (only a simulcast video's stand-in has none)")
+	case src.Simulcast == nil:
+		return nil
+	case src.Video == NoVideo:
+		return fmt.Errorf("dataplane: SSRC %d: simulcast audio", src.SSRC)
+	case *sim != nil && *sim != src.Simulcast:
+		return errors.New("dataplane: two simulcast videos in one stream")
+	case len(src.Simulcast.RIDs) == 0 || len(src.Simulcast.RIDs) > layers.MaxEncodings || src.Simulcast.RIDExt == 0:
+		return fmt.Errorf("dataplane: simulcast of %d encodings (1 to %d) with stream id extension %d",
+			len(src.Simulcast.RIDs), layers.MaxEncodings, src.Simulcast.RIDExt)
+	case int(src.Encoding) >= len(src.Simulcast.RIDs):
+		return fmt.Errorf("dataplane: SSRC %d: encoding %d of %d", src.SSRC, src.Encoding, len(src.Simulcast.RIDs))
+	}
+	*sim = src.Simulcast
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/ipv4"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
+	"github.com/ebrtc/ebrtc/internal/sfu/rewrite"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
@@ -30,9 +31,13 @@ type streamState interface {
 	arrived(seq uint16, size int)
 	// heard counts an audio packet's level (AudioLevels).
 	heard(level uint8, voiced bool)
-	// seenOrKeep: the packet is in the sender's history (nobody gets it
+	// seenOrKeep: the packet is in its source's history (nobody gets it
 	// again); if not, it is kept there. False without a history.
-	seenOrKeep(seq uint16, ts uint32, p []byte) bool
+	seenOrKeep(src Source, seq uint16, ts uint32, p []byte) bool
+	// encodingSent notes a packet of a simulcast encoding (its size on the
+	// wire, whether it carries a dependency descriptor) at now, and says
+	// which is the highest encoding live.
+	encodingSent(src Source, size int, desc described, now uint64) (top uint8)
 	// frame is the packet's frame for rate adaptation, its size (bytes
 	// on the wire) counted to its layer, a structure it attaches installed.
 	frame(p []byte, hdr int, src Source, size int) layers.Frame
@@ -46,6 +51,12 @@ type replicaState interface {
 	// decide is the receiver's layer decision and number (bpf/layers.h);
 	// busy when another thread decides for it (the packet is not sent).
 	decide(f *layers.Frame, now uint64) (number uint16, v layers.Verdict, busy bool)
+	// decideEncoding is a simulcast receiver's (layers.DecideEncoding):
+	// f of encoding enc with timestamp ts, top the highest live.
+	decideEncoding(f *layers.Frame, enc uint8, ts uint32, top uint8, now uint64) (n layers.Numbers, v layers.Verdict, busy bool)
+	// encodingInForce is the simulcast encoding the receiver takes and
+	// the shift of its numbers (layers.NoEncoding: none yet).
+	encodingInForce() (uint8, layers.Numbers)
 	transportWide() *legTWCC // nil: no transport-wide numbers
 	replicated(bytes int, frameEnd bool)
 }
@@ -158,6 +169,15 @@ type packetInfo struct {
 	twccOff  int
 	frameEnd bool
 	now      uint64
+	// A simulcast encoding's packet: the video's, the encoding, the
+	// packet's timestamp and its dependency descriptor's offset (0:
+	// none), the highest encoding live; report: a sender report.
+	sim    *Simulcast
+	enc    uint8
+	ts     uint32
+	ddOff  int
+	top    uint8
+	report bool
 }
 
 // forward replicates RTP or a sender report (cl) of stream s to its
@@ -169,7 +189,7 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 	pi := packetInfo{p: p, size: len(p) + b.overhead, now: coarseNow()}
 	if cl.Payload != nil {
 		hdr := len(p) - len(cl.Payload)
-		if src.History && s.seenOrKeep(binary.BigEndian.Uint16(p[2:]), binary.BigEndian.Uint32(p[4:]), p) {
+		if src.History && s.seenOrKeep(src, binary.BigEndian.Uint16(p[2:]), binary.BigEndian.Uint32(p[4:]), p) {
 			f.count(Duplicate, pi.size)
 			return
 		}
@@ -185,6 +205,11 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 			pi.adapt, pi.frame = true, s.frame(p, hdr, src, pi.size)
 			pi.frame.Key = pi.gate == gateOpen
 		}
+		if src.Simulcast != nil {
+			simulcastPacket(s, src, cl, &pi)
+		}
+	} else if src.Simulcast != nil {
+		pi.sim, pi.enc, pi.report = src.Simulcast, src.Encoding, true
 	}
 	rs := s.replicas()
 	if len(rs) == 0 {
@@ -218,32 +243,22 @@ func (f *forwarder) ready(r replicaState, to netip.AddrPort, pi *packetInfo, buf
 		f.count(Gated, pi.size)
 		return nil
 	}
-	out := p
-	if pi.adapt {
-		number, v, busy := r.decide(&pi.frame, pi.now)
-		switch {
-		case busy:
-			f.count(LayerBusy, pi.size)
-			return nil
-		case v == layers.Drop:
-			f.count(LayerDropped, pi.size)
-			return nil
-		case v == layers.Padding:
-			rc := r.receiver()
-			send := f.padding
-			if send == nil {
-				send = f.writeTo
-			}
-			if err := send(PaddingPacket(p, number), rc.From, rc.To); err != nil {
-				f.count(CloneFailed, pi.size)
-			} else {
-				f.count(PaddingUpcall, pi.size)
-			}
-			return nil
-		case v == layers.Send && number != binary.BigEndian.Uint16(p[2:]):
-			out = append(buf, p...)
-			binary.BigEndian.PutUint16(out[2:], number)
+	out, v, ok := f.adapted(r, pi, buf)
+	if !ok {
+		return nil
+	}
+	if v == layers.Padding {
+		rc := r.receiver()
+		send := f.padding
+		if send == nil {
+			send = f.writeTo
 		}
+		if err := send(PaddingPacket(out, binary.BigEndian.Uint16(out[2:])), rc.From, rc.To); err != nil {
+			f.count(CloneFailed, pi.size)
+		} else {
+			f.count(PaddingUpcall, pi.size)
+		}
+		return nil
 	}
 	if l := r.transportWide(); l != nil && pi.twccOff > 0 {
 		if &out[0] == &p[0] {
@@ -252,6 +267,108 @@ func (f *forwarder) ready(r replicaState, to netip.AddrPort, pi *packetInfo, buf
 		stampTWCC(out, pi.twccOff, l.take(len(p)+f.keys.overhead(to)))
 	}
 	return out
+}
+
+// adapted is the packet as r's layers (and simulcast encoding) make it:
+// p itself or a copy in buf, under r's number; false when r gets nothing
+// (counted). A Padding verdict's packet goes out emptied.
+func (f *forwarder) adapted(r replicaState, pi *packetInfo, buf []byte) ([]byte, layers.Verdict, bool) {
+	p := pi.p
+	if pi.sim != nil {
+		return f.adaptedEncoding(r, pi, buf)
+	}
+	if !pi.adapt {
+		return p, layers.AsIs, true
+	}
+	number, v, busy := r.decide(&pi.frame, pi.now)
+	switch {
+	case busy:
+		f.count(LayerBusy, pi.size)
+		return nil, v, false
+	case v == layers.Drop:
+		f.count(LayerDropped, pi.size)
+		return nil, v, false
+	case number != binary.BigEndian.Uint16(p[2:]) && (v == layers.Send || v == layers.Padding):
+		out := append(buf, p...)
+		binary.BigEndian.PutUint16(out[2:], number)
+		return out, v, true
+	}
+	return p, v, true
+}
+
+// adaptedEncoding is adapted for a packet of a simulcast encoding: only
+// a receiver that takes it gets it, rewritten into its one stream.
+func (f *forwarder) adaptedEncoding(r replicaState, pi *packetInfo, buf []byte) ([]byte, layers.Verdict, bool) {
+	if pi.report {
+		enc, shift := r.encodingInForce()
+		if enc != pi.enc || len(pi.p) < 20 {
+			f.count(OtherEncoding, pi.size)
+			return nil, layers.Other, false
+		}
+		out := append(buf, pi.p...)
+		rewriteReport(out, pi.sim, shift)
+		return out, layers.Send, true
+	}
+	n, v, busy := r.decideEncoding(&pi.frame, pi.enc, pi.ts, pi.top, pi.now)
+	switch {
+	case busy:
+		f.count(LayerBusy, pi.size)
+		return nil, v, false
+	case v == layers.Other:
+		f.count(OtherEncoding, pi.size)
+		return nil, v, false
+	case v == layers.Drop:
+		f.count(LayerDropped, pi.size)
+		return nil, v, false
+	}
+	out := append(buf, pi.p...)
+	rewriteEncoding(out, pi.sim, n, pi.ddOff)
+	return out, v, true
+}
+
+// simulcastPacket fills in what receivers' decisions need of a simulcast
+// encoding's RTP packet (one without a dependency descriptor: a frame of
+// its own per packet, every packet forwarded).
+func simulcastPacket(s streamState, src Source, cl Classified, pi *packetInfo) {
+	p := pi.p
+	pi.sim, pi.enc, pi.ts = src.Simulcast, src.Encoding, binary.BigEndian.Uint32(p[4:])
+	if src.DDExt != 0 {
+		if off, n := rtpExtensionAt(p, len(p)-len(cl.Payload), src.DDExt); n >= 3 {
+			pi.ddOff = off
+		}
+	}
+	padding, desc := paddingOnly(p, cl.Payload), undescribed
+	switch {
+	case padding:
+		desc = paddingPacket
+	case pi.ddOff > 0:
+		desc = withDescriptor
+	}
+	pi.top = s.encodingSent(src, pi.size, desc, pi.now)
+	if pi.ddOff == 0 && !padding { // (negotiated, and not sent: Firefox's VP8)
+		key := pi.gate == gateOpen
+		pi.adapt = true
+		pi.frame = layers.Frame{Packet: rewrite.Packet{Seq: binary.BigEndian.Uint16(p[2:]), Start: key, End: pi.frameEnd}, Key: key}
+	}
+	if !pi.adapt { // a padding packet of an encoding without descriptors
+		pi.adapt = true
+		pi.frame = layers.Frame{Packet: rewrite.Packet{Seq: binary.BigEndian.Uint16(p[2:]), Padding: true}}
+	}
+}
+
+// described is whether a simulcast encoding's packet carries a
+// dependency descriptor.
+type described uint8
+
+const (
+	undescribed    described = iota
+	withDescriptor           //
+	paddingPacket            // a probe: no media to say either way
+)
+
+// paddingOnly: an RTP packet whose payload is all padding (a probe).
+func paddingOnly(p, payload []byte) bool {
+	return p[0]&0x20 != 0 && len(payload) > 0 && int(payload[len(payload)-1]) == len(payload)
 }
 
 // sendEach sends replicas in as few batch calls as it can (an AF_XDP

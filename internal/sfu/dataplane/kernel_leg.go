@@ -18,6 +18,7 @@ import (
 type kernelLeg struct {
 	Receiver
 	d       *DataPlane
+	sender  netip.AddrPort // whose stream
 	slot    uint32
 	twcc    uint32  // twcc_legs index + 1; 0: none
 	out     counter // what the slow path sent it
@@ -189,9 +190,12 @@ func (s *slowStream) received(bytes int, frameEnd bool) { s.in.addFrame(bytes, f
 
 func (s *slowStream) heard(level uint8, voiced bool) { s.levels.add(level, voiced) }
 
-func (s *slowStream) seenOrKeep(seq uint16, ts uint32, p []byte) bool {
+func (s *slowStream) seenOrKeep(_ Source, seq uint16, ts uint32, p []byte) bool {
 	return s.history && s.d.kernelSeenOrKeep(s.id, seq, ts, p)
 }
+
+// encodingSent: the eBPF data plane has no simulcast (SetStream refuses it).
+func (s *slowStream) encodingSent(Source, int, described, uint64) uint8 { return 0 }
 
 func (s *slowStream) frame(p []byte, hdr int, src Source, size int) layers.Frame {
 	s.vmu.Lock()
@@ -207,6 +211,17 @@ func (s *slowStream) frame(p []byte, hdr int, src Source, size int) layers.Frame
 }
 
 func (l *kernelLeg) receiver() Receiver { return l.Receiver }
+
+// The eBPF data plane has no simulcast (SetStream refuses it).
+func (l *kernelLeg) decideEncoding(*layers.Frame, uint8, uint32, uint8, uint64) (layers.Numbers, layers.Verdict, bool) {
+	return layers.Numbers{}, layers.Other, false
+}
+
+func (l *kernelLeg) encodingInForce() (uint8, layers.Numbers) {
+	return layers.NoEncoding, layers.Numbers{}
+}
+
+func (l *kernelLeg) Packet(seq uint16) ([]byte, bool) { return l.d.Packet(l.sender, seq) }
 
 func (l *kernelLeg) waiting() bool {
 	var w uint32

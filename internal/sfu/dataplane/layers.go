@@ -23,6 +23,16 @@ import (
 type Layers struct {
 	Targets int      // 0: no structure known (nothing is adapted)
 	Bytes   []uint64 // per target, cumulative since the stream began
+	// Encodings of a simulcast video, those live, lowest first: their
+	// targets follow one another in Bytes (each cumulative within its
+	// own encoding).
+	Encodings []Encoding
+}
+
+// Encoding is one live encoding of a simulcast video.
+type Encoding struct {
+	SSRC    uint32
+	Targets int
 }
 
 // coarseNow is the data plane's clock (bpf_ktime_get_coarse_ns).

@@ -33,6 +33,7 @@ const (
 	EventLost
 	LayerBusy
 	Duplicate
+	OtherEncoding
 	// Encrypted media (the user plane only):
 	DTLS
 	Unprotected
@@ -44,6 +45,7 @@ var outcomeNames = [...]string{
 	"not_media", "stun", "rtcp_to_agent", "other", "malformed", "unknown_sender", "no_receivers",
 	"replicated", "replica", "clone_failed", "rewrite_failed", "family_mismatch", "segmented", "source_refused", "no_route",
 	"gated", "layer_dropped", "padding_upcall", "event_lost", "layer_busy", "duplicate",
+	"other_encoding",
 	"dtls", "unprotected", "unauthentic",
 }
 

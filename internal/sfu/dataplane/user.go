@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -160,25 +161,27 @@ type userStream struct {
 	video     *userVideo // shared by the stream's versions (SetStream)
 }
 
-// userVideo is a stream's video state (bpf/sfu.c's sender_templates,
-// layer_bytes and history).
+// userVideo is a stream's video state: each encoding's (one without
+// simulcast), its transport-wide arrivals and its audio's levels (the
+// stream's, kept with its video's state across versions).
 type userVideo struct {
-	mu        sync.Mutex
-	structure []byte
-	templates sfuLayerTemplates
-	bytes     [layers.MaxTargets]counter
-	history   historyRing
-	arrivals  legTWCC
-	levels    levelCounter // its audio's levels (the stream's, kept with its video's state across versions)
+	mu       sync.Mutex // the encodings' structures and templates
+	enc      [layers.MaxEncodings]userEncoding
+	arrivals legTWCC
+	levels   levelCounter
 }
 
 type userReceiver struct {
 	Receiver
+	video   *userVideo // its stream's
+	sim     *Simulcast // its stream's simulcast video, if it has one
 	out     counter
 	waited  atomic.Bool   // for a key frame (video only)
 	target  atomic.Uint32 // layers.AllTargets, layers.NoVideo, or a decode target
 	tw      *legTWCC      // nil: no transport-wide numbers
 	removed atomic.Bool
+	asked   atomic.Int32 // a simulcast receiver's target as SetTarget had it (flat)
+	ddExt   uint8        // its stream's simulcast dependency descriptor id
 
 	mu    sync.Mutex
 	adapt layers.Replica
@@ -285,6 +288,15 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if old := u.streams[from]; old != nil {
+		sources = withLearnt(sources, old.sources)
+	}
+	u.setStream(from, sources, receivers)
+	return nil
+}
+
+// setStream is SetStream's, checked, u.mu held.
+func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Receiver) {
 	old := u.streams[from]
 	s := &userStream{sources: append([]Source(nil), sources...), in: &counter{}, video: &userVideo{}}
 	if old != nil {
@@ -293,13 +305,20 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 			delete(u.senders, userKey{from, src.SSRC})
 		}
 	}
+	sim := simulcastOf(sources)
+	for _, src := range sources {
+		if src.Simulcast != nil && src.SSRC != 0 {
+			e := &s.video.enc[src.Encoding]
+			e.ssrc.Store(src.SSRC)
+		}
+	}
 	for _, r := range receivers {
 		var have *userReceiver
 		if old != nil {
 			have = old.receiver(r)
 		}
-		if have == nil || have.Receiver != r { // (its address is read while forwarding, unlocked)
-			have = newUserReceiver(r)
+		if have == nil || have.Receiver != r || simulcastChanged(have.sim, sim) { // (read while forwarding, unlocked)
+			have = newUserReceiver(r, s.video, sim, ddExtOf(sources))
 		}
 		s.receivers = append(s.receivers, have)
 		s.views = append(s.views, have)
@@ -312,14 +331,16 @@ func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Rece
 		}
 	}
 	for _, src := range sources {
-		u.senders[userKey{from, src.SSRC}] = s
+		if src.SSRC != 0 {
+			u.senders[userKey{from, src.SSRC}] = s
+		}
 	}
 	u.streams[from] = s
-	return nil
 }
 
-func newUserReceiver(r Receiver) *userReceiver {
-	have := &userReceiver{Receiver: r, adapt: layers.NewReplica()}
+func newUserReceiver(r Receiver, video *userVideo, sim *Simulcast, ddExt uint8) *userReceiver {
+	have := &userReceiver{Receiver: r, video: video, sim: sim, ddExt: ddExt, adapt: layers.NewReplica()}
+	have.asked.Store(EveryLayer)
 	have.waited.Store(true)
 	have.target.Store(layers.AllTargets)
 	if r.TWCC {
@@ -459,6 +480,9 @@ func (u *User) handle(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBat
 	u.mu.RLock()
 	s := u.senders[userKey{from, cl.SSRC}]
 	u.mu.RUnlock()
+	if s == nil && cl.Payload != nil {
+		s = u.learnEncoding(from, cl.SSRC, p, len(p)-len(cl.Payload))
+	}
 	if s == nil {
 		u.count(UnknownSender, len(p))
 		return
@@ -485,24 +509,42 @@ func (s *userStream) heard(level uint8, voiced bool) { s.video.levels.add(level,
 
 func (s *userStream) received(bytes int, frameEnd bool) { s.in.addFrame(bytes, frameEnd) }
 
-func (s *userStream) seenOrKeep(seq uint16, ts uint32, p []byte) bool {
-	return s.video.history.seenOrKeep(seq, ts, p, monoNow())
+func (s *userStream) seenOrKeep(src Source, seq uint16, ts uint32, p []byte) bool {
+	return s.video.enc[src.Encoding].history.seenOrKeep(seq, ts, p, monoNow())
 }
 
 func (s *userStream) frame(p []byte, hdr int, src Source, size int) layers.Frame {
 	v := s.video
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	f, layer, structure := frameOf(p, hdr, src.DDExt, &v.templates)
-	if structure != nil && !sameStructure(structure, v.structure) {
+	e := &v.enc[src.Encoding]
+	f, layer, structure := frameOf(p, hdr, src.DDExt, &e.templates)
+	if structure != nil && !sameStructure(structure, e.structure) {
 		if d, err := dd.Parse(structure, nil); err == nil && d.Structure != nil {
-			v.templates, v.structure = templatesOf(d.Structure), append(v.structure[:0], structure...)
+			e.templates, e.structure = templatesOf(d.Structure), append(e.structure[:0], structure...)
 		}
 	}
 	if layer >= 0 {
-		v.bytes[layer].add(size)
+		e.bytes[layer].add(size)
 	}
 	return f
+}
+
+// encodingSent notes a packet of a simulcast encoding (size bytes on the
+// wire) at now. Media without a dependency descriptor counts whole, and
+// makes its encoding one of a single target; media with one makes it one
+// of its structure's targets; padding (a probe) does neither.
+func (s *userStream) encodingSent(src Source, size int, desc described, now uint64) uint8 {
+	e := &s.video.enc[src.Encoding]
+	e.lastAt.Store(now)
+	switch desc {
+	case undescribed:
+		e.noDD.Store(true)
+		e.bytes[0].add(size)
+	case withDescriptor:
+		e.noDD.Store(false)
+	}
+	return s.video.top(now)
 }
 
 func (r *userReceiver) receiver() Receiver      { return r.Receiver }
@@ -511,6 +553,19 @@ func (r *userReceiver) open()                   { r.waited.Store(false) }
 func (r *userReceiver) transportWide() *legTWCC { return r.tw }
 
 func (r *userReceiver) replicated(bytes int, frameEnd bool) { r.out.addFrame(bytes, frameEnd) }
+
+func (r *userReceiver) decideEncoding(f *layers.Frame, enc uint8, ts uint32, top uint8, now uint64) (layers.Numbers, layers.Verdict, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, v := r.adapt.DecideEncoding(f, enc, ts, uint8(r.target.Load()), top, now)
+	return n, v, false
+}
+
+func (r *userReceiver) encodingInForce() (uint8, layers.Numbers) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.adapt.Sim.Encoding, r.adapt.Sim.Shift
+}
 
 func (r *userReceiver) decide(f *layers.Frame, now uint64) (uint16, layers.Verdict, bool) {
 	r.mu.Lock()
@@ -543,7 +598,7 @@ func (u *User) Packet(from netip.AddrPort, seq uint16) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	p, _, ok := s.video.history.packet(seq)
+	p, _, ok := s.video.enc[0].history.packet(seq)
 	return p, ok
 }
 
@@ -554,13 +609,17 @@ func (u *User) Layers(from netip.AddrPort) (Layers, error) {
 		return Layers{}, err
 	}
 	v := s.video
+	if simulcastOf(s.sources) != nil {
+		return v.simulcastLayers(), nil
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	e := &v.enc[0]
 	var perLayer [layers.MaxTargets]uint64
 	for l := range perLayer {
-		perLayer[l] = v.bytes[l].load().Bytes
+		perLayer[l] = e.bytes[l].load().Bytes
 	}
-	return Layers{Targets: int(v.templates.Targets), Bytes: cumulative(perLayer[:], int(v.templates.Targets))}, nil
+	return Layers{Targets: int(e.templates.Targets), Bytes: cumulative(perLayer[:], int(e.templates.Targets))}, nil
 }
 
 // Leg is Plane.Leg.
@@ -591,7 +650,12 @@ func (l *userLeg) SetTarget(target int) error {
 	if l.r.removed.Load() {
 		return errLegGone
 	}
-	l.r.target.Store(targetValue(target))
+	v := targetValue(target)
+	if l.r.sim != nil && target >= 0 {
+		v = l.r.video.encodingTarget(target)
+	}
+	l.r.target.Store(v)
+	l.r.asked.Store(int32(target))
 	return nil
 }
 
@@ -600,18 +664,27 @@ func (l *userLeg) State() (ReceiverLayers, error) {
 		return ReceiverLayers{}, errLegGone
 	}
 	l.r.mu.Lock()
-	defer l.r.mu.Unlock()
-	return ReceiverLayers{Target: targetOf(uint8(l.r.target.Load())), Current: targetOf(l.r.adapt.Current),
-		SwitchWaiting: waited(l.r.adapt.SwitchWait, coarseNow())}, nil
+	a := l.r.adapt
+	l.r.mu.Unlock()
+	now := coarseNow()
+	st := ReceiverLayers{Target: targetOf(uint8(l.r.target.Load())), Current: targetOf(a.Current),
+		SwitchWaiting: max(waited(a.SwitchWait, now), waited(a.Sim.SwitchWait, now))}
+	if l.r.sim != nil {
+		st.Target = int(l.r.asked.Load())
+		if a.Sim.Encoding != layers.NoEncoding && a.Current < layers.NoVideo {
+			st.Current = l.r.video.flatTarget(a.Sim.Encoding, a.Current)
+		}
+	}
+	return st, nil
 }
 
 func (l *userLeg) Original(number uint16) (uint16, bool) {
 	l.r.mu.Lock()
 	defer l.r.mu.Unlock()
 	if l.r.adapt.RW.Started == 0 {
-		return number, true
+		return number, l.r.sim == nil
 	}
-	return l.r.adapt.RW.Original(number)
+	return l.r.adapt.RW.Original(number - l.r.adapt.Sim.Shift.Seq)
 }
 
 func (l *userLeg) FrameSent(frame uint16) (sent, known bool) {
@@ -620,7 +693,30 @@ func (l *userLeg) FrameSent(frame uint16) (sent, known bool) {
 	if l.r.adapt.RW.Started == 0 {
 		return true, true
 	}
-	return l.r.adapt.RW.Frame(frame)
+	return l.r.adapt.RW.Frame(frame - l.r.adapt.Sim.Shift.Frame)
+}
+
+func (l *userLeg) Packet(seq uint16) ([]byte, bool) {
+	l.r.mu.Lock()
+	enc, shift := l.r.adapt.Sim.Encoding, l.r.adapt.Sim.Shift
+	l.r.mu.Unlock()
+	if l.r.sim == nil {
+		enc = 0
+	}
+	if enc >= layers.MaxEncodings {
+		return nil, false
+	}
+	p, _, ok := l.r.video.enc[enc].history.packet(seq)
+	if !ok || l.r.sim == nil || len(p) < 12 {
+		return p, ok
+	}
+	ddOff, n := ExtensionOffset(p, l.r.ddExt)
+	if n < 3 {
+		ddOff = 0
+	}
+	rewriteEncoding(p, l.r.sim, layers.Numbers{Seq: seq, TS: binary.BigEndian.Uint32(p[4:]) + shift.TS,
+		Frame: frameNumber(p, ddOff) + shift.Frame}, ddOff)
+	return p, true
 }
 
 func (l *userLeg) Send(p []byte, twccOff int) error {

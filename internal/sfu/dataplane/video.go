@@ -62,6 +62,35 @@ type Source struct {
 	// 0: none) of an audio source: its levels are added up for speakers
 	// (AudioLevels).
 	LevelExt uint8
+	// Simulcast, for a video sent as several encodings (RFC 8853): the
+	// source with SSRC 0 stands for all of them, and each encoding's SSRC
+	// is learnt from its stream id as its first packets arrive; Encoding
+	// is a learnt source's place in Simulcast.RIDs.
+	Simulcast *Simulcast
+	Encoding  uint8
+}
+
+// Simulcast is how a sender's encodings of one video are told apart and
+// forwarded: each receiver takes one, under one SSRC of the SFU's.
+type Simulcast struct {
+	RIDExt uint8    // header extension id of the RTP stream id (RFC 8852)
+	RIDs   []string // the encodings' stream ids, lowest first (at most layers.MaxEncodings)
+	SSRC   uint32   // what receivers get every encoding as
+}
+
+// encodingOf is the encoding an RTP packet's stream id names, if any.
+func (s *Simulcast) encodingOf(p []byte, hdr int) (uint8, bool) {
+	off, n := rtpExtensionAt(p, hdr, s.RIDExt)
+	if off <= 0 || n == 0 {
+		return 0, false
+	}
+	rid := string(p[off : off+n])
+	for i, want := range s.RIDs {
+		if want == rid {
+			return uint8(i), true
+		}
+	}
+	return 0, false
 }
 
 // videoPeek is how much of the payload the key-frame test reads; shorter

@@ -76,10 +76,12 @@ type Replica struct {
 	// when that lasts (KeyFrameDue).
 	SwitchWait uint64
 	RW         rewrite.State
+	// Sim is its place among a simulcast sender's encodings (simulcast.go).
+	Sim Simulcast
 }
 
 // NewReplica has never been adapted.
-func NewReplica() Replica { return Replica{Current: AllTargets} }
+func NewReplica() Replica { return Replica{Current: AllTargets, Sim: Simulcast{Encoding: NoEncoding}} }
 
 // Decide is the data plane's decision for this receiver, whose target is
 // target (AllTargets: every layer), at now (ns).

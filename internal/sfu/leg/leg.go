@@ -306,7 +306,6 @@ const (
 // takes its size, which resend returns with noRoom; for askSender, the
 // sender's seq.
 func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome, seq uint16, size int) {
-	t := l.sender.t
 	seq, owed := l.dp.Original(n)
 	if !owed {
 		l.count(func(c *Retransmissions) { c.NotOwed++ })
@@ -315,7 +314,7 @@ func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome
 	l.mu.Lock()
 	paused := l.target == ratecontrol.Paused
 	l.mu.Unlock()
-	orig, ok := t.cfg.Plane.Packet(l.sender.cfg.From, seq)
+	orig, ok := l.dp.Packet(seq)
 	switch {
 	case !ok && paused:
 		l.count(func(c *Retransmissions) { c.NotOwed++ })
@@ -425,7 +424,7 @@ func (l *Leg) sendRepeats(now time.Duration) {
 		if !owed {
 			continue
 		}
-		orig, ok := l.sender.t.cfg.Plane.Packet(l.sender.cfg.From, seq)
+		orig, ok := l.dp.Packet(seq)
 		if !ok {
 			continue
 		}

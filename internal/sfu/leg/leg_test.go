@@ -42,7 +42,7 @@ func (p *fakePlane) SetStream(from netip.AddrPort, _ []dataplane.Source, rs []da
 	p.streams[from] = slices.Clone(rs)
 	for _, r := range rs {
 		if p.legs[r.To] == nil {
-			p.legs[r.To] = &fakeLeg{target: -1, twcc: r.TWCC, log: map[uint16]dataplane.Sent{}}
+			p.legs[r.To] = &fakeLeg{plane: p, target: -1, twcc: r.TWCC, log: map[uint16]dataplane.Sent{}}
 		}
 	}
 	return nil
@@ -103,6 +103,7 @@ func (p *fakePlane) Send(b []byte, _, _ netip.AddrPort) error {
 
 // fakeLeg renumbers as original says (nil: the sender's numbers).
 type fakeLeg struct {
+	plane    *fakePlane
 	mu       sync.Mutex
 	target   int
 	original func(uint16) (uint16, bool)
@@ -122,6 +123,8 @@ func (l *fakeLeg) SetTarget(t int) error {
 	return nil
 }
 func (l *fakeLeg) State() (dataplane.ReceiverLayers, error) { return dataplane.ReceiverLayers{}, nil }
+func (l *fakeLeg) Packet(seq uint16) ([]byte, bool)         { return l.plane.Packet(netip.AddrPort{}, seq) }
+
 func (l *fakeLeg) Original(n uint16) (uint16, bool) {
 	if l.original == nil {
 		return n, true

@@ -34,7 +34,11 @@ type SenderConfig struct {
 // descriptor's), if it is the sender's video and carries one.
 func (s *Sender) frameOf(p []byte) (uint16, bool) {
 	for _, src := range s.cfg.Sources {
-		if src.SSRC != s.cfg.VideoSSRC || src.DDExt == 0 || len(p) < 12 || binary.BigEndian.Uint32(p[8:]) != src.SSRC {
+		ssrc := src.SSRC
+		if src.Simulcast != nil { // the packet as its receiver gets it (Leg.Packet)
+			ssrc = src.Simulcast.SSRC
+		}
+		if ssrc != s.cfg.VideoSSRC || src.DDExt == 0 || len(p) < 12 || binary.BigEndian.Uint32(p[8:]) != ssrc {
 			continue
 		}
 		if off, n := dataplane.ExtensionOffset(p, src.DDExt); n >= 3 {
@@ -68,6 +72,7 @@ type Sender struct {
 	otherRate   float64            // besides the video's layers: its audio
 	otherFloor  ratecontrol.Window // otherRate's recent values: it is the lowest
 	lastTargets int
+	encodings   []dataplane.Encoding // of its simulcast video, live ones
 	lastREMB    time.Duration
 	rembSent    float64
 	rooms       ratecontrol.Window // the best downlink's room, recent values (senderRoomSpan)
@@ -211,10 +216,27 @@ func (s *Sender) closeLegs() {
 func (s *Sender) KeyFrame() { s.requestKeyFrame(s.cfg.VideoSSRC) }
 
 func (s *Sender) requestKeyFrame(ssrc uint32) {
-	if ssrc == 0 || !s.firstPLI(ssrc) {
-		return
+	for _, ssrc := range s.keyFrameSSRCs(ssrc) {
+		if ssrc != 0 && s.firstPLI(ssrc) {
+			s.sendRTCP(&rtcp.PictureLossIndication{SenderSSRC: sfuSSRC, MediaSSRC: ssrc})
+		}
 	}
-	s.sendRTCP(&rtcp.PictureLossIndication{SenderSSRC: sfuSSRC, MediaSSRC: ssrc})
+}
+
+// keyFrameSSRCs are the sender's SSRCs a key frame of ssrc is asked of:
+// for its simulcast video (receivers know it by the SFU's SSRC), every
+// live encoding's, as a receiver may be waiting to switch to any.
+func (s *Sender) keyFrameSSRCs(ssrc uint32) []uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ssrc != s.cfg.VideoSSRC || len(s.encodings) == 0 {
+		return []uint32{ssrc}
+	}
+	out := make([]uint32, 0, len(s.encodings))
+	for _, e := range s.encodings {
+		out = append(out, e.SSRC)
+	}
+	return out
 }
 
 // firstPLI says whether a key frame of ssrc may be asked for now.
@@ -250,7 +272,9 @@ func (s *Sender) askFor(seqs []uint16) {
 		}
 	}
 	s.mu.Unlock()
-	if len(ask) > 0 && s.cfg.VideoSSRC != 0 {
+	// (A simulcast video's number is the SFU's: which encoding's packet it
+	// was is not known here, and the publisher knows no other.)
+	if len(ask) > 0 && s.cfg.VideoSSRC != 0 && !s.simulcast() {
 		s.sendRTCP(&rtcp.TransportLayerNack{SenderSSRC: sfuSSRC, MediaSSRC: s.cfg.VideoSSRC,
 			Nacks: rtcp.NackPairsFromSequenceNumbers(ask)})
 	}
@@ -290,6 +314,12 @@ func (s *Sender) observe(now time.Duration) {
 	if n := len(s.targets); n > 0 {
 		s.videoRate = s.targets[n-1] * videoOverhead
 	}
+	if lerr == nil {
+		s.encodings = ls.Encodings
+		if rate, ok := encodingsRate(s.targets, ls.Encodings); ok {
+			s.videoRate = rate * videoOverhead
+		}
+	}
 	// What the stream sends besides its video's layers (its audio): kept
 	// from before while a new structure's rates are measured, and the
 	// lowest of the last otherWindow (a key frame, a new structure's
@@ -300,6 +330,20 @@ func (s *Sender) observe(now time.Duration) {
 		s.otherRate, _ = s.otherFloor.Min()
 	}
 	s.lastTargets = len(s.targets)
+}
+
+// encodingsRate is what a simulcast video's encodings send together
+// (each its top target's rate), if targets has them all.
+func encodingsRate(targets []float64, encs []dataplane.Encoding) (float64, bool) {
+	sum, at := 0.0, 0
+	for _, e := range encs {
+		at += e.Targets
+		if at > len(targets) {
+			return 0, false
+		}
+		sum += targets[at-1]
+	}
+	return sum, len(encs) > 0
 }
 
 // observeSilence notes whether the sender's video has sent nothing for
@@ -390,7 +434,11 @@ func (s *Sender) afterRound(now time.Duration, waiting bool) {
 		best, _ = s.rooms.Max()
 	}
 	s.mu.Unlock()
-	if best <= 0 || math.IsInf(best, 1) || len(s.ssrcs()) == 0 {
+	// A simulcast sender is told nothing: a receiver takes the encoding
+	// its link carries, and a REMB of the best link's room, which carries
+	// one encoding, would have the sender stop its top encodings for every
+	// receiver (its own estimate of its uplink governs what it sends).
+	if best <= 0 || math.IsInf(best, 1) || len(s.ssrcs()) == 0 || s.simulcast() {
 		return
 	}
 	s.mu.Lock()
@@ -405,6 +453,31 @@ func (s *Sender) afterRound(now time.Duration, waiting bool) {
 	}
 }
 
+// feedbackSSRC is the media SSRC the sender's transport-cc feedback names:
+// one it sends (libwebrtc drops feedback about an SSRC it does not know),
+// its video's if it has one, an encoding's of a simulcast video.
+func (s *Sender) feedbackSSRC() uint32 {
+	if !s.simulcast() && s.cfg.VideoSSRC != 0 {
+		return s.cfg.VideoSSRC
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.encodings) > 0 {
+		return s.encodings[0].SSRC
+	}
+	for _, src := range s.cfg.Sources {
+		if src.SSRC != 0 {
+			return src.SSRC
+		}
+	}
+	return 0
+}
+
+// simulcast says whether the sender's video is simulcast.
+func (s *Sender) simulcast() bool {
+	return slices.ContainsFunc(s.cfg.Sources, func(src dataplane.Source) bool { return src.Simulcast != nil })
+}
+
 // feedbackInterval is how often the sender is told what arrived.
 const feedbackInterval = 100 * time.Millisecond
 
@@ -416,10 +489,7 @@ func (s *Sender) transportFeedback(now time.Duration) {
 		return
 	}
 	s.lastFB = now
-	media := s.cfg.VideoSSRC
-	if media == 0 && len(s.cfg.Sources) > 0 {
-		media = s.cfg.Sources[0].SSRC
-	}
+	media := s.feedbackSSRC()
 	for _, a := range s.arrivals.Read() {
 		s.recorder.Record(media, a.Seq, int64(a.At/time.Microsecond))
 	}
@@ -431,7 +501,14 @@ func (s *Sender) transportFeedback(now time.Duration) {
 func (s *Sender) ssrcs() []uint32 {
 	out := make([]uint32, 0, len(s.cfg.Sources))
 	for _, src := range s.cfg.Sources {
-		out = append(out, src.SSRC)
+		if src.SSRC != 0 { // (a simulcast video's stand-in)
+			out = append(out, src.SSRC)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.encodings {
+		out = append(out, e.SSRC)
 	}
 	return out
 }

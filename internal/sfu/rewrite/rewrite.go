@@ -259,3 +259,9 @@ func b2u(b bool) uint32 {
 	}
 	return 0
 }
+
+// ForgetBelow makes every sequence number below the top none of the
+// receiver's: after a simulcast switch the state starts over on another
+// encoding, whose earlier packets (late ones, retransmissions) must not
+// take numbers the previous encoding's packets had.
+func (r *State) ForgetBelow() { r.mark(r.Top+1, r.Top+History, true) }

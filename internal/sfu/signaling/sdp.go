@@ -73,6 +73,16 @@ type Media struct {
 	// SFU answers receivers' NACKs from its history.
 	RTXPayloadType int
 	RTXSSRC        uint32
+	// RIDs are a simulcast video's encodings (RFC 8853), lowest first as
+	// the offer lists them (none: one encoding). Their SSRCs are learnt
+	// from the stream id extension as media arrives; SSRCs holds the
+	// SFU's own, which receivers get whichever encoding they take.
+	RIDs []string
+}
+
+// Simulcast says whether a section offers simulcast.
+func (p *Publish) Simulcast() bool {
+	return slices.ContainsFunc(p.Media, func(m *Media) bool { return len(m.RIDs) > 0 })
 }
 
 // HasFeedback says whether the chosen payload type negotiated the RTCP
@@ -107,9 +117,18 @@ const AudioLevelURI = "urn:ietf:params:rtp-hdrext:ssrc-audio-level"
 // TransportCCURI names the transport-wide sequence number extension.
 const TransportCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
 
-// Stripped header extensions: no simulcast yet (stream ids), and layers
-// are the dependency descriptor's.
-var strippedExtensions = []string{"rtp-stream-id", "repaired-rtp-stream-id", "video-layers-allocation"}
+// RIDURI names the RTP stream id extension (RFC 8852), which tells a
+// simulcast video's encodings apart.
+const RIDURI = "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id"
+
+// Stripped header extensions: repaired stream ids (the publisher is not
+// asked for RTX), and layers are the dependency descriptor's; the stream
+// id stays for simulcast only.
+var strippedExtensions = []string{"repaired-rtp-stream-id", "video-layers-allocation"}
+
+// MaxEncodings is how many simulcast encodings a video may offer
+// (layers.MaxEncodings).
+const MaxEncodings = 4
 
 // ParsePublish reads a participant's offer for its send-only
 // PeerConnection: DTLS-SRTP or plain RTP (Security says which); each
@@ -201,15 +220,27 @@ func parseMedia(md *sdp.MediaDescription, codecs Codecs) (*Media, error) {
 				m.Codec = append(m.Codec, a)
 			}
 		case "extmap":
-			if !containsAny(a.Value, strippedExtensions) {
+			if !containsAny(a.Value, strippedExtensions) && (m.Kind == "video" || !strings.Contains(a.Value, RIDURI)) {
 				m.ExtMaps = append(m.ExtMaps, a)
 			}
 		case "msid":
 			m.Msid = a.Value
 		}
 	}
-	if err := m.parseSSRCs(md); err != nil {
+	var err error
+	if m.RIDs, err = simulcastRIDs(md); err != nil {
 		return nil, err
+	}
+	if len(m.RIDs) > 0 {
+		if m.ExtensionID(RIDURI) == 0 {
+			return nil, errors.New("simulcast without the stream id extension (" + RIDURI + ")")
+		}
+		m.simulcastSSRC()
+	} else {
+		m.ExtMaps = slices.DeleteFunc(m.ExtMaps, func(a sdp.Attribute) bool { return strings.Contains(a.Value, RIDURI) })
+		if err := m.parseSSRCs(md); err != nil {
+			return nil, err
+		}
 	}
 	if m.Kind == "video" {
 		m.RTXPayloadType = rtxPayloadType(md, m.PayloadType)
@@ -303,6 +334,75 @@ func (m *Media) parseSSRCs(md *sdp.MediaDescription) error {
 	return nil
 }
 
+// simulcastRIDs are the encodings a=simulcast:send lists (RFC 8853:
+// "send q;h;f"; an old Firefox's "send rid=q;h;f"), each with its
+// a=rid:<id> send line; the first of a list of alternatives; paused ones
+// ("~h") left out. None without a=simulcast.
+func simulcastRIDs(md *sdp.MediaDescription) ([]string, error) {
+	v, ok := md.Attribute("simulcast")
+	if !ok {
+		return nil, nil
+	}
+	if md.MediaName.Media != "video" {
+		return nil, errors.New("simulcast audio")
+	}
+	f := strings.Fields(v)
+	i := slices.Index(f, "send")
+	if i < 0 || i+1 >= len(f) {
+		return nil, fmt.Errorf("a=simulcast:%s: no send streams", v)
+	}
+	sent := map[string]bool{}
+	for _, a := range md.Attributes {
+		if id, dir, _ := strings.Cut(a.Value, " "); a.Key == "rid" {
+			if d, _, _ := strings.Cut(dir, " "); d == "send" {
+				sent[id] = true
+			}
+		}
+	}
+	var rids []string
+	for _, alt := range strings.Split(strings.TrimPrefix(f[i+1], "rid="), ";") {
+		rid, _, _ := strings.Cut(alt, ",")
+		if strings.HasPrefix(rid, "~") {
+			continue
+		}
+		if !validRID(rid) || !sent[rid] || slices.Contains(rids, rid) {
+			return nil, fmt.Errorf("a=simulcast:%s: stream %q without its a=rid:%s send line, or not a stream id", v, rid, rid)
+		}
+		rids = append(rids, rid)
+	}
+	if len(rids) == 0 || len(rids) > MaxEncodings {
+		return nil, fmt.Errorf("a=simulcast:%s: %d encodings (1 to %d)", v, len(rids), MaxEncodings)
+	}
+	return rids, nil
+}
+
+// validRID: RFC 8851's rid-id (letters, digits, '-' and '_'), at most 16
+// characters (what fits the extension in one element).
+func validRID(rid string) bool {
+	if rid == "" || len(rid) > 16 {
+		return false
+	}
+	for _, c := range rid {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// simulcastSSRC gives a simulcast video the SSRC the SFU sends it to
+// receivers under (and its cname and msid), whatever SSRCs the offer
+// lists: Chromium lists none, Firefox one per encoding.
+func (m *Media) simulcastSSRC() {
+	ssrc := randomSSRC()
+	id := strconv.FormatUint(uint64(ssrc), 10)
+	m.SSRCs = []uint32{ssrc}
+	m.SSRCLines = []sdp.Attribute{{Key: "ssrc", Value: id + " cname:ebrtc-" + id}}
+	if m.Msid != "" {
+		m.SSRCLines = append(m.SSRCLines, sdp.Attribute{Key: "ssrc", Value: id + " msid:" + m.Msid})
+	}
+}
+
 func containsAny(s string, subs []string) bool {
 	for _, sub := range subs {
 		if strings.Contains(s, sub) {
@@ -361,7 +461,14 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 		md.WithValueAttribute("rtcp", "9 IN IP4 0.0.0.0")
 		md.WithICECredentials(ice.Ufrag, ice.Pwd)
 		md.WithValueAttribute("mid", m.Mid)
-		md.Attributes = append(md.Attributes, m.ExtMaps...)
+		for _, a := range m.ExtMaps {
+			switch {
+			case !withSSRCs: // the answer: what the publisher sends, the SFU receives
+				md.Attributes = append(md.Attributes, sdp.Attribute{Key: a.Key, Value: answeredDirection(a.Value)})
+			case !strings.Contains(a.Value, RIDURI): // a receiver gets one stream
+				md.Attributes = append(md.Attributes, a)
+			}
+		}
 		md.WithPropertyAttribute(direction)
 		if withSSRCs && m.Msid != "" {
 			md.WithValueAttribute("msid", m.Msid)
@@ -378,6 +485,12 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 		if rtx {
 			md.WithValueAttribute("rtpmap", fmt.Sprintf("%d rtx/%d", m.RTXPayloadType, m.clockRate()))
 			md.WithValueAttribute("fmtp", fmt.Sprintf("%d apt=%d", m.RTXPayloadType, m.PayloadType))
+		}
+		if !withSSRCs && len(m.RIDs) > 0 {
+			for _, rid := range m.RIDs {
+				md.WithValueAttribute("rid", rid+" recv")
+			}
+			md.WithValueAttribute("simulcast", "recv "+strings.Join(m.RIDs, ";"))
 		}
 		if withSSRCs {
 			md.Attributes = append(md.Attributes, m.SSRCLines...)
@@ -397,6 +510,26 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 		return "", fmt.Errorf("signaling: marshal: %w", err)
 	}
 	return string(b), nil
+}
+
+// answeredDirection is an offer's extmap value as its answer says it:
+// Firefox offers its extensions with a direction ("9/sendonly": it
+// sends), which the answerer's side mirrors ("9/recvonly"); one echoed
+// as offered says the SFU would send it too, and Firefox then leaves the
+// extension out of what it sends (RFC 8285 section 6).
+func answeredDirection(v string) string {
+	id, rest, _ := strings.Cut(v, " ")
+	n, dir, ok := strings.Cut(id, "/")
+	if !ok {
+		return v
+	}
+	switch dir {
+	case "sendonly":
+		dir = "recvonly"
+	case "recvonly":
+		dir = "sendonly"
+	}
+	return n + "/" + dir + " " + rest
 }
 
 // clockRate is the codec's RTP clock rate (rtpmap's), 90000 if unsaid.

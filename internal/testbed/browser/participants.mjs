@@ -26,6 +26,7 @@
 // usage: node participants.mjs 'URL...' ROLES SECONDS [INTERVAL_MS]
 //   e.g. node participants.mjs 'http://10.201.1.1:8088/?token=A http://10.201.1.1:8088/?token=B' send,send 60 1000
 import { launchChromium, contextOptions, open } from './chromium.mjs';
+import { launchFirefox } from './firefox.mjs';
 import { createInterface } from 'node:readline';
 
 const [urlArg, rolesArg, secondsArg, intervalArg] = process.argv.slice(2);
@@ -97,7 +98,13 @@ async function collect() {
     const report = await st.pub.getStats();
     pub = connStats(report);
     report.forEach((r) => {
-      if (r.type === 'outbound-rtp') outbound[r.kind] = pick(r, outKeys);
+      // (Simulcast: the largest encoding's, and how many are sent.)
+      if (r.type === 'outbound-rtp') {
+        const o = pick(r, outKeys), have = outbound[r.kind];
+        o.encodings = ((have && have.encodings) || 0) + (r.rid || !have ? 1 : 0);
+        if (!have || (o.frameWidth || 0) > (have.frameWidth || 0)) outbound[r.kind] = { ...o, remote: have && have.remote };
+        else have.encodings = o.encodings;
+      }
       if (r.type === 'remote-inbound-rtp') {
         const o = outbound[r.kind] || (outbound[r.kind] = {});
         o.remote = pick(r, ['packetsLost', 'fractionLost', 'roundTripTime', 'jitter']);
@@ -123,11 +130,25 @@ function negotiated() {
 // deep inside a library, a signal turned into an exit).
 process.on('exit', (c) => console.error('participants.mjs: exit', c));
 process.on('unhandledRejection', (e) => console.error('participants.mjs: unhandled rejection:', (e && e.stack) || String(e)));
+// BROWSERS (env), comma-separated per page: chromium (the default) or
+// firefox (Firefox ESR over WebDriver BiDi, a `send` page only).
+const kinds = (process.env.BROWSERS || '').split(',');
 const browser = await launchChromium(new URL(urlFor(0)).origin);
+let firefox = null;
 let code = 0;
 try {
   const pages = [];
   for (const [i, role] of roles.entries()) {
+    if (kinds[i] === 'firefox') {
+      if (role !== 'send') throw new Error('a firefox page sends');
+      firefox ||= await launchFirefox();
+      const page = await (await firefox.createBrowserContext()).newPage();
+      page.on('pageerror', (e) => console.error('page', i, e));
+      page.on('console', (m) => console.error('console', i, m.text()));
+      await page.goto(urlFor(i));
+      pages.push({ role, page });
+      continue;
+    }
     const ctx = await browser.newContext(contextOptions(urlFor(0)));
     if (role === 'recv') {
       // Join without publishing: the page's publish message never leaves.
@@ -174,6 +195,7 @@ try {
   console.error('participants.mjs:', (e && e.stack) || String(e));
   code = 1;
 } finally {
+  if (firefox) await firefox.close();
   await browser.close();
   process.exit(code); // the stdin reader would keep node alive
 }

@@ -1,0 +1,260 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/layers"
+)
+
+// Simulcast in the user plane: each encoding's SSRC is learnt from its
+// stream id (learnEncoding), each keeps its own templates, layer bytes
+// and history (userEncoding), and each receiver takes one of them
+// (layers.Replica.DecideEncoding), rewritten into one stream: the SFU's
+// SSRC, and sequence numbers, timestamps and frame numbers that go on
+// across a switch (rewriteEncoding). The link's allocation sees the
+// encodings' decode targets one after the other, lowest encoding first
+// (flatTargets).
+
+// errSimulcastKernel: the eBPF data plane does not take simulcast yet.
+var errSimulcastKernel = errors.New("dataplane: simulcast is the user data plane's (--dataplane user)")
+
+// liveFor is how recently an encoding must have sent to be offered to
+// receivers: a publisher whose uplink narrows stops its top encodings.
+const liveFor = 1_500_000_000 // ns
+
+// simulcastOf is the stream's simulcast video, if it has one.
+func simulcastOf(sources []Source) *Simulcast {
+	for _, src := range sources {
+		if src.Simulcast != nil {
+			return src.Simulcast
+		}
+	}
+	return nil
+}
+
+// sameSimulcast: two descriptions of the same simulcast video.
+func sameSimulcast(a, b *Simulcast) bool {
+	return a != nil && b != nil && a.RIDExt == b.RIDExt && a.SSRC == b.SSRC && slices.Equal(a.RIDs, b.RIDs)
+}
+
+// withLearnt is sources with the encodings old learnt of the same
+// simulcast video (SetStream is called again with the stand-in only).
+func withLearnt(sources, old []Source) []Source {
+	sim := simulcastOf(sources)
+	if sim == nil || !sameSimulcast(sim, simulcastOf(old)) {
+		return sources
+	}
+	out := slices.Clone(sources)
+	for _, src := range old {
+		if src.Simulcast != nil && src.SSRC != 0 && !hasSSRC(out, src.SSRC) {
+			src.Simulcast = sim
+			out = append(out, src)
+		}
+	}
+	return out
+}
+
+// learntSource is the source an RTP packet with an unknown SSRC is, if
+// its stream id names an encoding of the stream's simulcast video: the
+// stand-in's, under its SSRC. replaced is the SSRC that encoding had.
+func learntSource(sources []Source, ssrc uint32, p []byte, hdr int) (src Source, replaced uint32, ok bool) {
+	i := slices.IndexFunc(sources, func(s Source) bool { return s.Simulcast != nil && s.SSRC == 0 })
+	if i < 0 || ssrc == 0 {
+		return Source{}, 0, false
+	}
+	src = sources[i]
+	enc, ok := src.Simulcast.encodingOf(p, hdr)
+	if !ok {
+		return Source{}, 0, false
+	}
+	for _, s := range sources {
+		if s.Simulcast != nil && s.SSRC != 0 && s.Encoding == enc {
+			replaced = s.SSRC
+		}
+	}
+	src.SSRC, src.Encoding = ssrc, enc
+	return src, replaced, true
+}
+
+// learnEncoding adds the encoding an unknown SSRC's packet names to the
+// stream from its sender (its first packets carry their stream id), and
+// returns the stream; nil if it names none.
+func (u *User) learnEncoding(from netip.AddrPort, ssrc uint32, p []byte, hdr int) *userStream {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := u.streams[from]
+	if s == nil {
+		return nil
+	}
+	if have := u.senders[userKey{from, ssrc}]; have != nil {
+		return have // learnt meanwhile
+	}
+	src, replaced, ok := learntSource(s.sources, ssrc, p, hdr)
+	if !ok {
+		return nil
+	}
+	sources := slices.DeleteFunc(slices.Clone(s.sources), func(s Source) bool { return replaced != 0 && s.SSRC == replaced })
+	receivers := make([]Receiver, len(s.receivers))
+	for i, r := range s.receivers {
+		receivers[i] = r.Receiver
+	}
+	u.setStream(from, append(sources, src), receivers)
+	return u.senders[userKey{from, ssrc}]
+}
+
+// userEncoding is one encoding's video state (a stream without simulcast
+// has one): bpf/sfu.c's sender_templates, layer_bytes and history.
+type userEncoding struct {
+	structure []byte
+	templates sfuLayerTemplates
+	bytes     [layers.MaxTargets]counter
+	history   historyRing
+	lastAt    atomic.Uint64 // coarse ns of its latest packet
+	ssrc      atomic.Uint32
+	noDD      atomic.Bool // it has no dependency descriptor: one target, all of it
+}
+
+// targets is how many decode targets the encoding offers now (v.mu held):
+// none while it is silent.
+func (e *userEncoding) targets(now uint64) int {
+	if at := e.lastAt.Load(); at == 0 || now-at > liveFor {
+		return 0
+	}
+	if e.noDD.Load() {
+		return 1
+	}
+	return int(e.templates.Targets)
+}
+
+// flatTargets are the targets the link's allocation sees of a simulcast
+// video, lowest first: the lowest live encoding's decode targets, then
+// each higher live encoding whole (per encoding, its index and how many
+// targets; v.mu held). A higher encoding's lower temporal layers are left
+// out: they would cost less than the encoding below at its full frame
+// rate, which a receiver is better served by (half the size, every frame,
+// against a quarter of the frames), and would make the targets' rates
+// fall where the allocation takes them to rise.
+func (v *userVideo) flatTargets(now uint64) (encs []uint8, counts []int) {
+	for i := range v.enc {
+		if n := v.enc[i].targets(now); n > 0 {
+			if len(encs) > 0 {
+				n = 1
+			}
+			encs, counts = append(encs, uint8(i)), append(counts, n)
+		}
+	}
+	return encs, counts
+}
+
+// encodingTarget is the data plane's value of flat target t.
+func (v *userVideo) encodingTarget(t int) uint32 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	encs, counts := v.flatTargets(coarseNow())
+	for i, n := range counts {
+		if t < n && i > 0 {
+			return uint32(layers.EncodingTarget(encs[i], layers.AllTargets))
+		}
+		if t < n {
+			return uint32(layers.EncodingTarget(encs[i], uint8(t)))
+		}
+		t -= n
+	}
+	if len(encs) == 0 {
+		return layers.AllTargets
+	}
+	return uint32(layers.EncodingTarget(encs[len(encs)-1], layers.AllTargets)) // past the top: all of the top
+}
+
+// flatTarget is the flat target of decode target t of encoding enc.
+func (v *userVideo) flatTarget(enc, t uint8) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	encs, counts := v.flatTargets(coarseNow())
+	base := 0
+	for i, e := range encs {
+		if e == enc {
+			return base + min(int(t), counts[i]-1)
+		}
+		base += counts[i]
+	}
+	return EveryLayer
+}
+
+// top is the highest encoding that is live (0 if none).
+func (v *userVideo) top(now uint64) uint8 {
+	for i := len(v.enc) - 1; i > 0; i-- {
+		if at := v.enc[i].lastAt.Load(); at != 0 && now-at <= liveFor {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+// simulcastLayers is Layers of a simulcast video: each live encoding's
+// cumulative bytes per target, one after the other, and their SSRCs.
+func (v *userVideo) simulcastLayers() Layers {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	encs, counts := v.flatTargets(coarseNow())
+	var out Layers
+	for i, enc := range encs {
+		e := &v.enc[enc]
+		var perLayer [layers.MaxTargets]uint64
+		for l := range perLayer {
+			perLayer[l] = e.bytes[l].load().Bytes
+		}
+		all := cumulative(perLayer[:], e.targets(coarseNow()))
+		out.Bytes = append(out.Bytes, all[len(all)-counts[i]:]...) // a higher encoding: its whole
+		out.Encodings = append(out.Encodings, Encoding{SSRC: e.ssrc.Load(), Targets: counts[i]})
+	}
+	out.Targets = len(out.Bytes)
+	return out
+}
+
+// rewriteEncoding makes out (a copy of the input packet) the receiver's:
+// the SFU's SSRC, and its numbers.
+func rewriteEncoding(out []byte, sim *Simulcast, n layers.Numbers, ddOff int) {
+	binary.BigEndian.PutUint16(out[2:], n.Seq)
+	binary.BigEndian.PutUint32(out[4:], n.TS)
+	binary.BigEndian.PutUint32(out[8:], sim.SSRC)
+	if ddOff > 0 && ddOff+3 <= len(out) {
+		binary.BigEndian.PutUint16(out[ddOff+1:], n.Frame)
+	}
+}
+
+// rewriteReport makes out (a copy of an encoding's sender report) the
+// receiver's: the SFU's SSRC, its timestamps.
+func rewriteReport(out []byte, sim *Simulcast, shift layers.Numbers) {
+	binary.BigEndian.PutUint32(out[4:], sim.SSRC)
+	binary.BigEndian.PutUint32(out[16:], binary.BigEndian.Uint32(out[16:])+shift.TS)
+}
+
+// simulcastChanged: a receiver made for simulcast video a is not one for b.
+func simulcastChanged(a, b *Simulcast) bool {
+	return (a == nil) != (b == nil) || (a != nil && !sameSimulcast(a, b))
+}
+
+// ddExtOf is the dependency descriptor's extension id of the stream's
+// video (0: none).
+func ddExtOf(sources []Source) uint8 {
+	for _, src := range sources {
+		if src.Video != NoVideo {
+			return src.DDExt
+		}
+	}
+	return 0
+}
+
+// frameNumber is the frame number of the dependency descriptor at off (0:
+// none).
+func frameNumber(p []byte, off int) uint16 {
+	if off <= 0 || off+3 > len(p) {
+		return 0
+	}
+	return binary.BigEndian.Uint16(p[off+1:])
+}

@@ -1,0 +1,163 @@
+package sfu
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ebrtc/ebrtc/internal/admin"
+	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
+	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
+)
+
+// TestSimulcastReceiver: three participants (no WebRTC switch,
+// DTLS-SRTP, the user data plane), P1 publishing its 640x360 camera as
+// two encodings (RFC 8853: 320 and 640 wide, VP8), P2 and P3 one each:
+// P1 is Chromium (its encodings with temporal layers, L1T3, and the
+// dependency descriptor) or Firefox ESR (neither: each encoding whole);
+// P2 and P3 are Chromium. P3's downlink is shaped to carry P1's low
+// encoding and not its high one (lowEncodingShaper): the SFU must move P3
+// to P1's low encoding (switched at its key frame, rewritten into the one
+// stream P3 knows), which P3 plays on without a long freeze; P2, whose
+// link is clear, keeps P1's high encoding with nothing changed (frames,
+// bytes, no freeze, no duplicate); lifted, P3 is back on the high
+// encoding within 10 s.
+func TestSimulcastReceiver(t *testing.T) {
+	for _, p1 := range []string{"chromium", "firefox"} {
+		t.Run(p1, func(t *testing.T) { simulcastReceiver(t, p1) })
+	}
+}
+
+func simulcastReceiver(t *testing.T, p1Browser string) {
+	bed := newRateBed(t, func(cfg *Config) {
+		cfg.Codecs = signaling.Codecs{Audio: "opus", Video: "VP8"}
+		cfg.Dataplane, cfg.Ifaces, cfg.Unencrypted = "user", nil, false
+	})
+	// (Its low encoding capped at a quarter of its high one's 250 kbit/s:
+	// the fake cameras' pictures are so simple that each encoding's rate
+	// is what its content needs, Firefox's 90-130 kbit/s for both.)
+	bed.p1Query, bed.p1Browser = "&simulcast=2&video=640x360", p1Browser
+	if p1Browser == "firefox" {
+		testenv.RequireCommand(t, "firefox-esr")
+	}
+	const (
+		unshaped = 10 * time.Second
+		shaped   = 16 * time.Second
+		settle   = 6 * time.Second
+		lifted   = 12 * time.Second
+		within   = 10 * time.Second
+	)
+	var unshape func() error
+	res := bed.run(t, []ratePhase{
+		{Name: "unshaped", Duration: unshaped},
+		// (Until P1's high encoding has ramped up well apart from its low
+		// one.)
+		{Name: "ramp", Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
+			note, err := encodingsApart(b, done[0].ids(), 20*time.Second)
+			return note, func() error { return nil }, err
+		}},
+		{Name: "shaped", Duration: shaped, Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
+			kbit, why, err := lowEncodingShaper(b, done[0].ids())
+			if err != nil {
+				return "", nil, err
+			}
+			unshape, err = testbed.ShapeWith(b.tb.Server, b.p3Link, testbed.Shaper{Kbit: kbit, Burst: "8kb", Latency: "200ms"})
+			return fmt.Sprintf("tbf %d kbit/s on %s: %s", kbit, b.p3Link, why), func() error { return unshape() }, err
+		}, Report: func(b *rateBed) string { return legsReport(b) }},
+		{Name: "lifted", Duration: lifted},
+	})
+	res.log(t)
+	before, during, after := res.Phases[0], res.Phases[2], res.Phases[3]
+	judged := during.after(settle)
+	p1 := res.IDs[0]
+	top := before.Outbound(0)
+	if n := before.Samples[0][len(before.Samples[0])-1].Outbound["video"].Encodings; n < 2 || top.FPS < 5 {
+		t.Fatalf("P1 sent %v encodings at %.1f fps (want 2)", n, top.FPS)
+	}
+	for p := 1; p < 3; p++ {
+		if in := before.Inbound(p, p1); in.FrameWidth != 640 || in.FPS < 0.8*top.FPS {
+			t.Errorf("unshaped: P%d got P1 %v wide at %.1f fps (want the high encoding, 640, at %.1f)", p+1, in.FrameWidth, in.FPS, top.FPS)
+		}
+	}
+	play := judged.playing(2, p1)
+	if in := judged.Inbound(2, p1); in.FrameWidth != 320 || play.slowerThan(3) || play.longestFreeze > 1 || play.pauses > 0 {
+		t.Errorf("shaped: P3 got P1 %v wide (want the low encoding, 320) at %.1f fps (want 3 or more), longest freeze %.2f s, %v pauses",
+			in.FrameWidth, play.fps, play.longestFreeze, play.pauses)
+	}
+	// Nobody else notices: P2 keeps the high encoding as before.
+	was, now := before.Inbound(1, p1), during.Inbound(1, p1)
+	withLoss, _ := during.freezesWithLoss(1, p1)
+	if now.FrameWidth != 640 || now.FPS < 0.9*was.FPS || now.Kbps < 0.8*was.Kbps || withLoss > 0 || now.Pauses > 0 {
+		t.Errorf("shaped: P2 got P1 %v wide at %.1f fps, %.0f kbit/s, %v freezes with loss, %v pauses; before %.1f fps, %.0f kbit/s",
+			now.FrameWidth, now.FPS, now.Kbps, withLoss, now.Pauses, was.FPS, was.Kbps)
+	}
+	if dups := res.duplicates(1, p1); dups != "" {
+		t.Errorf("P2 from P1 got duplicates: %s", dups)
+	}
+	if back := after.after(within).Inbound(2, p1); back.FrameWidth != 640 || back.FPS < 0.8*top.FPS {
+		t.Errorf("lifted: P3 got P1 %v wide at %.1f fps %v after (want 640 at %.1f)", back.FrameWidth, back.FPS, within, 0.8*top.FPS)
+	}
+}
+
+// encodingsApart waits (up to within) until the SFU's status has P1's
+// high encoding at 1.6 times its low one or more.
+func encodingsApart(b *rateBed, ids [3]string, within time.Duration) (string, error) {
+	start := time.Now()
+	for {
+		p1, _, _, err := simulcastRates(b, ids)
+		if err == nil && len(p1) >= 2 && p1[len(p1)-1] >= 1.6*p1[len(p1)-2] {
+			return fmt.Sprintf("P1's encodings %.0f and %.0f kbit/s after %v", p1[len(p1)-2]/1000, p1[len(p1)-1]/1000,
+				time.Since(start).Round(100*time.Millisecond)), nil
+		}
+		if time.Since(start) > within {
+			return "", fmt.Errorf("P1's encodings %v bit/s (%v) after %v: not apart", p1, err, within)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// simulcastRates are P1's and P2's targets' rates and their audio's
+// (both), from the SFU's status, on the wire.
+func simulcastRates(b *rateBed, ids [3]string) (p1, p2 []float64, audio float64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := admin.Fetch(ctx, b.admin)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for _, room := range st.Rooms {
+		for _, p := range room.Participants {
+			switch p.ID {
+			case ids[0]:
+				p1, audio = p.LayerBPS, audio+p.OtherBPS
+			case ids[1]:
+				p2, audio = p.LayerBPS, audio+p.OtherBPS
+			}
+		}
+	}
+	return p1, p2, audio, nil
+}
+
+// lowEncodingShaper is a shaper's rate for P3's link that carries P1's
+// low encoding whole beside P2's lowest layer and both streams' audio (at
+// fitShare of it), and not P1's high encoding instead (at 90%, what the
+// SFU gives media of its estimate): from the SFU's status, on the wire.
+func lowEncodingShaper(b *rateBed, ids [3]string) (int, string, error) {
+	p1, p2, audio, err := simulcastRates(b, ids)
+	if err != nil {
+		return 0, "", err
+	}
+	if len(p1) < 2 || len(p2) == 0 {
+		return 0, "", fmt.Errorf("the SFU's status has P1's targets %v and P2's %v: want P1's two encodings", p1, p2)
+	}
+	low, high := p1[len(p1)-2], p1[len(p1)-1]
+	kbit := int((audio + p2[0] + low) / fitShare / 1000)
+	if need := (audio + p2[0] + high) / 0.9 / 1000; float64(kbit) >= need {
+		return 0, "", fmt.Errorf("P1's encodings %.0f and %.0f kbit/s are too close to tell apart on a shaper (audio %.0f, P2's lowest %.0f)",
+			low/1000, high/1000, audio/1000, p2[0]/1000)
+	}
+	return kbit, fmt.Sprintf("P1's low encoding %.0f kbit/s (high %.0f), P2's lowest layer %.0f, audio %.0f, at %.0f%%",
+		low/1000, high/1000, p2[0]/1000, audio/1000, 100*fitShare), nil
+}
