@@ -2,9 +2,10 @@ package controller
 
 import (
 	"errors"
-	"github.com/ebrtc/ebrtc/internal/sfu/access"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/pion/sdp/v3"
 	"github.com/pion/stun/v4"
 
+	"github.com/ebrtc/ebrtc/internal/sfu/access"
 	"github.com/ebrtc/ebrtc/internal/sfu/agent"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/leg"
@@ -570,5 +572,72 @@ func TestJoinedHandsTURNServers(t *testing.T) {
 	}
 	if m := b.last(t, "joined"); len(m.ICEServers) != 1 || m.ICEServers[0].Username != "exp:"+pb.ID {
 		t.Errorf("an open room's participant's joined: %+v", m)
+	}
+}
+
+// chromiumSimulcastOffer is Chromium's offer of its camera as three
+// encodings (package signaling's testdata), as with encryption off (the
+// test world forwards plain RTP).
+func chromiumSimulcastOffer(t *testing.T) string {
+	b, err := os.ReadFile("../signaling/testdata/chromium-simulcast-offer.sdp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.ReplaceAll(string(b), "UDP/TLS/RTP/SAVPF", "RTP/AVPF"), "\n") {
+		if !strings.HasPrefix(l, "a=fingerprint:") && !strings.HasPrefix(l, "a=setup:") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Pages are told whether the SFU takes simulcast (joined). One that does
+// answers a simulcast offer taking every encoding and installs the video
+// as one simulcast source (its encodings' SSRCs to learn, the SFU's SSRC
+// for receivers, who are offered that one stream); one that does not (the
+// eBPF data plane) refuses the offer, saying why.
+func TestSimulcastPublication(t *testing.T) {
+	offer := chromiumSimulcastOffer(t)
+	w := newWorld(t)
+	var a inbox
+	pa, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, a.send)
+	if a.last(t, "joined").Simulcast {
+		t.Error("pages told of simulcast by an SFU without it")
+	}
+	if err := w.c.Publish(pa, Camera, offer); err == nil || !strings.Contains(err.Error(), "simulcast") {
+		t.Errorf("a simulcast offer to an SFU without it: %v", err)
+	}
+
+	w = newWorld(t)
+	w.c.cfg.Simulcast = true
+	var b, c inbox
+	pb, _ := w.c.Join(access.Grant{Room: "r", Publish: true}, b.send)
+	w.c.Join(access.Grant{Room: "r"}, c.send)
+	if !b.last(t, "joined").Simulcast {
+		t.Error("pages not told of simulcast")
+	}
+	testenv.Must(t, w.c.Publish(pb, Camera, offer))
+	answer := b.last(t, "answer").SDP
+	if !strings.Contains(answer, "a=simulcast:recv q;h;f") || !strings.Contains(answer, "a=rid:f recv") {
+		t.Fatalf("the answer does not take the encodings:\n%s", answer)
+	}
+	ufrag := strings.TrimSpace(strings.SplitN(strings.SplitN(offer, "a=ice-ufrag:", 2)[1], "\n", 2)[0])
+	from := netip.MustParseAddrPort("10.0.0.7:7000")
+	w.check(t, answer, ufrag, from)
+	var sim *dataplane.Simulcast
+	for _, src := range w.plane.ssrcs[from] {
+		if src.Simulcast != nil {
+			sim = src.Simulcast
+			if src.SSRC != 0 || src.Video == dataplane.NoVideo {
+				t.Errorf("the simulcast video's source %+v, want SSRC 0 (learnt per encoding), video", src)
+			}
+		}
+	}
+	if sim == nil || strings.Join(sim.RIDs, ";") != "q;h;f" || sim.RIDExt != 10 || sim.SSRC == 0 {
+		t.Fatalf("sources %+v: want one simulcast video of q, h, f", w.plane.ssrcs[from])
+	}
+	if o := c.last(t, "offer").SDP; !strings.Contains(o, fmt.Sprintf("a=ssrc:%d ", sim.SSRC)) || strings.Contains(o, "simulcast") {
+		t.Errorf("the viewer's offer is not one stream under the SFU's SSRC %d:\n%s", sim.SSRC, o)
 	}
 }

@@ -383,9 +383,10 @@ func (d *DataPlane) fanout(from netip.AddrPort, s *stream, receivers []Receiver)
 				d.releaseLegs(fresh)
 				return fan, nil, nil, err
 			}
+			l.sender = from // (read unlocked by the leg's Packet: written once)
 			fresh = append(fresh, l)
 		}
-		l.TTL, l.sender = r.TTL, from
+		l.TTL = r.TTL
 		rep.Slot, rep.Twcc = l.slot, l.twcc
 		used = append(used, l)
 		fan.R[i] = rep
@@ -475,11 +476,9 @@ func checkStream(from netip.AddrPort, sources []Source, receivers []Receiver) er
 }
 
 // checkSimulcast checks a source of a simulcast video: all of a stream's
-// share one Simulcast (*sim, the first seen), only its stand-in has SSRC 0.
+// share one Simulcast (*sim, the first seen).
 func checkSimulcast(src Source, sim **Simulcast) error {
 	switch {
-	case src.Simulcast == nil && src.SSRC == 0:
-		return errors.New("dataplane: SSRC 0 (only a simulcast video's stand-in has none)")
 	case src.Simulcast == nil:
 		return nil
 	case src.Video == NoVideo:

@@ -221,7 +221,13 @@ func (l *kernelLeg) encodingInForce() (uint8, layers.Numbers) {
 	return layers.NoEncoding, layers.Numbers{}
 }
 
-func (l *kernelLeg) Packet(seq uint16) ([]byte, bool) { return l.d.Packet(l.sender, seq) }
+func (l *kernelLeg) Packet(number uint16) ([]byte, bool) {
+	seq, ok := l.Original(number)
+	if !ok {
+		return nil, false
+	}
+	return l.d.Packet(l.sender, seq)
+}
 
 func (l *kernelLeg) waiting() bool {
 	var w uint32

@@ -21,11 +21,13 @@ type Leg interface {
 	// was the number of a packet the receiver was sent or is owed; a
 	// receiver never adapted has the sender's numbers.
 	Original(number uint16) (uint16, bool)
-	// Packet is the sender's packet seq (as Original names it) from the
+	// Packet is the sender's packet behind number (Original's) from the
 	// history, as this receiver is sent it (a simulcast encoding's under
 	// the receiver's SSRC, timestamps and frame numbers) but for its
-	// sequence number, which stays the sender's.
-	Packet(seq uint16) ([]byte, bool)
+	// sequence number, which stays the sender's. One call: a simulcast
+	// receiver's switch between Original and the lookup would find
+	// another encoding's packet.
+	Packet(number uint16) ([]byte, bool)
 	// FrameSent says whether the receiver was sent frame's packets (false:
 	// its layer was dropped, or the receiver's video paused), while the
 	// leg remembers the frame (known); a receiver never adapted gets every

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
 )
@@ -22,9 +23,10 @@ import (
 // errSimulcastKernel: the eBPF data plane does not take simulcast yet.
 var errSimulcastKernel = errors.New("dataplane: simulcast is the user data plane's (--dataplane user)")
 
-// liveFor is how recently an encoding must have sent to be offered to
-// receivers: a publisher whose uplink narrows stops its top encodings.
-const liveFor = 1_500_000_000 // ns
+// liveFor is how recently an encoding must have sent media (not padding)
+// to be offered to receivers: a publisher whose uplink narrows stops its
+// top encodings.
+const liveFor = uint64(1500 * time.Millisecond) // ns, as coarseNow
 
 // simulcastOf is the stream's simulcast video, if it has one.
 func simulcastOf(sources []Source) *Simulcast {
@@ -82,19 +84,27 @@ func learntSource(sources []Source, ssrc uint32, p []byte, hdr int) (src Source,
 
 // learnEncoding adds the encoding an unknown SSRC's packet names to the
 // stream from its sender (its first packets carry their stream id), and
-// returns the stream; nil if it names none.
+// returns the stream; nil if it names none. Only such a packet takes the
+// write lock (anybody can send unknown SSRCs), and an encoding that is
+// live keeps its SSRC (a receiver's numbers on it go on from its own).
 func (u *User) learnEncoding(from netip.AddrPort, ssrc uint32, p []byte, hdr int) *userStream {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+	u.mu.RLock()
 	s := u.streams[from]
-	if s == nil {
+	_, _, ok := learntSource(sourcesOf(s), ssrc, p, hdr)
+	u.mu.RUnlock()
+	if !ok {
 		return nil
 	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	if have := u.senders[userKey{from, ssrc}]; have != nil {
 		return have // learnt meanwhile
 	}
+	if s = u.streams[from]; s == nil {
+		return nil
+	}
 	src, replaced, ok := learntSource(s.sources, ssrc, p, hdr)
-	if !ok {
+	if !ok || (replaced != 0 && s.video.enc[src.Encoding].live(coarseNow())) {
 		return nil
 	}
 	sources := slices.DeleteFunc(slices.Clone(s.sources), func(s Source) bool { return replaced != 0 && s.SSRC == replaced })
@@ -104,6 +114,13 @@ func (u *User) learnEncoding(from netip.AddrPort, ssrc uint32, p []byte, hdr int
 	}
 	u.setStream(from, append(sources, src), receivers)
 	return u.senders[userKey{from, ssrc}]
+}
+
+func sourcesOf(s *userStream) []Source {
+	if s == nil {
+		return nil
+	}
+	return s.sources
 }
 
 // userEncoding is one encoding's video state (a stream without simulcast
@@ -118,69 +135,83 @@ type userEncoding struct {
 	noDD      atomic.Bool // it has no dependency descriptor: one target, all of it
 }
 
+// live says whether the encoding sent media within liveFor of now.
+func (e *userEncoding) live(now uint64) bool {
+	at := e.lastAt.Load()
+	return at != 0 && now-at <= liveFor
+}
+
 // targets is how many decode targets the encoding offers now (v.mu held):
 // none while it is silent.
 func (e *userEncoding) targets(now uint64) int {
-	if at := e.lastAt.Load(); at == 0 || now-at > liveFor {
+	switch {
+	case !e.live(now):
 		return 0
-	}
-	if e.noDD.Load() {
+	case e.noDD.Load():
 		return 1
 	}
 	return int(e.templates.Targets)
 }
 
-// flatTargets are the targets the link's allocation sees of a simulcast
-// video, lowest first: the lowest live encoding's decode targets, then
-// each higher live encoding whole (per encoding, its index and how many
-// targets; v.mu held). A higher encoding's lower temporal layers are left
-// out: they would cost less than the encoding below at its full frame
-// rate, which a receiver is better served by (half the size, every frame,
-// against a quarter of the frames), and would make the targets' rates
-// fall where the allocation takes them to rise.
-func (v *userVideo) flatTargets(now uint64) (encs []uint8, counts []int) {
+// liveEncoding is one live encoding as the link's allocation sees it, read
+// once (its state moves under the forwarding goroutines): of its targets
+// (all), how many are offered.
+type liveEncoding struct {
+	index        uint8
+	all, offered int
+}
+
+// layout is what the link's allocation sees of a simulcast video, lowest
+// first: the lowest live encoding's decode targets, then each higher live
+// encoding whole (v.mu held). A higher encoding's lower temporal layers
+// are left out: they would cost less than the encoding below at its full
+// frame rate, which a receiver is better served by (half the size, every
+// frame, against a quarter of the frames), and would make the targets'
+// rates fall where the allocation takes them to rise.
+func (v *userVideo) layout(now uint64) []liveEncoding {
+	var out []liveEncoding
 	for i := range v.enc {
 		if n := v.enc[i].targets(now); n > 0 {
-			if len(encs) > 0 {
-				n = 1
+			offered := n
+			if len(out) > 0 {
+				offered = 1
 			}
-			encs, counts = append(encs, uint8(i)), append(counts, n)
+			out = append(out, liveEncoding{index: uint8(i), all: n, offered: offered})
 		}
 	}
-	return encs, counts
+	return out
 }
 
 // encodingTarget is the data plane's value of flat target t.
 func (v *userVideo) encodingTarget(t int) uint32 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	encs, counts := v.flatTargets(coarseNow())
-	for i, n := range counts {
-		if t < n && i > 0 {
-			return uint32(layers.EncodingTarget(encs[i], layers.AllTargets))
+	encs := v.layout(coarseNow())
+	for i, e := range encs {
+		switch {
+		case t < e.offered && i > 0:
+			return uint32(layers.EncodingTarget(e.index, layers.AllTargets))
+		case t < e.offered:
+			return uint32(layers.EncodingTarget(e.index, uint8(t)))
 		}
-		if t < n {
-			return uint32(layers.EncodingTarget(encs[i], uint8(t)))
-		}
-		t -= n
+		t -= e.offered
 	}
 	if len(encs) == 0 {
 		return layers.AllTargets
 	}
-	return uint32(layers.EncodingTarget(encs[len(encs)-1], layers.AllTargets)) // past the top: all of the top
+	return uint32(layers.EncodingTarget(encs[len(encs)-1].index, layers.AllTargets)) // past the top: all of the top
 }
 
 // flatTarget is the flat target of decode target t of encoding enc.
 func (v *userVideo) flatTarget(enc, t uint8) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	encs, counts := v.flatTargets(coarseNow())
 	base := 0
-	for i, e := range encs {
-		if e == enc {
-			return base + min(int(t), counts[i]-1)
+	for _, e := range v.layout(coarseNow()) {
+		if e.index == enc {
+			return base + min(int(t), e.offered-1)
 		}
-		base += counts[i]
+		base += e.offered
 	}
 	return EveryLayer
 }
@@ -188,7 +219,7 @@ func (v *userVideo) flatTarget(enc, t uint8) int {
 // top is the highest encoding that is live (0 if none).
 func (v *userVideo) top(now uint64) uint8 {
 	for i := len(v.enc) - 1; i > 0; i-- {
-		if at := v.enc[i].lastAt.Load(); at != 0 && now-at <= liveFor {
+		if v.enc[i].live(now) {
 			return uint8(i)
 		}
 	}
@@ -196,21 +227,21 @@ func (v *userVideo) top(now uint64) uint8 {
 }
 
 // simulcastLayers is Layers of a simulcast video: each live encoding's
-// cumulative bytes per target, one after the other, and their SSRCs.
+// cumulative bytes per offered target, one after the other, and their
+// SSRCs.
 func (v *userVideo) simulcastLayers() Layers {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	encs, counts := v.flatTargets(coarseNow())
 	var out Layers
-	for i, enc := range encs {
-		e := &v.enc[enc]
+	for _, le := range v.layout(coarseNow()) {
+		e := &v.enc[le.index]
 		var perLayer [layers.MaxTargets]uint64
 		for l := range perLayer {
 			perLayer[l] = e.bytes[l].load().Bytes
 		}
-		all := cumulative(perLayer[:], e.targets(coarseNow()))
-		out.Bytes = append(out.Bytes, all[len(all)-counts[i]:]...) // a higher encoding: its whole
-		out.Encodings = append(out.Encodings, Encoding{SSRC: e.ssrc.Load(), Targets: counts[i]})
+		all := cumulative(perLayer[:], le.all)
+		out.Bytes = append(out.Bytes, all[le.all-le.offered:]...) // a higher encoding: its whole
+		out.Encodings = append(out.Encodings, Encoding{SSRC: e.ssrc.Load(), Targets: le.offered})
 	}
 	out.Targets = len(out.Bytes)
 	return out

@@ -194,7 +194,7 @@ func TestUserPlaneSimulcast(t *testing.T) {
 		t.Fatal("receiver 1 got nothing")
 	}
 	seq, ok := legs[1].Original(lastOf[1].SequenceNumber)
-	p, found := legs[1].Packet(seq)
+	p, found := legs[1].Packet(lastOf[1].SequenceNumber)
 	if !ok || !found || binary.BigEndian.Uint32(p[8:]) != sim.SSRC || binary.BigEndian.Uint32(p[4:]) != lastOf[1].Timestamp || !bytes.HasSuffix(p, lastOf[1].Payload) {
 		t.Errorf("receiver 1's number %d: the sender's %d (%v), in the history %v, not as the receiver got it", lastOf[1].SequenceNumber, seq, ok, found)
 	}

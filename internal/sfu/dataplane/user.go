@@ -533,16 +533,18 @@ func (s *userStream) frame(p []byte, hdr int, src Source, size int) layers.Frame
 // encodingSent notes a packet of a simulcast encoding (size bytes on the
 // wire) at now. Media without a dependency descriptor counts whole, and
 // makes its encoding one of a single target; media with one makes it one
-// of its structure's targets; padding (a probe) does neither.
+// of its structure's targets; padding (a probe) does neither, nor keeps it
+// live.
 func (s *userStream) encodingSent(src Source, size int, desc described, now uint64) uint8 {
 	e := &s.video.enc[src.Encoding]
-	e.lastAt.Store(now)
 	switch desc {
 	case undescribed:
 		e.noDD.Store(true)
 		e.bytes[0].add(size)
+		e.lastAt.Store(now)
 	case withDescriptor:
 		e.noDD.Store(false)
+		e.lastAt.Store(now)
 	}
 	return s.video.top(now)
 }
@@ -681,10 +683,15 @@ func (l *userLeg) State() (ReceiverLayers, error) {
 func (l *userLeg) Original(number uint16) (uint16, bool) {
 	l.r.mu.Lock()
 	defer l.r.mu.Unlock()
-	if l.r.adapt.RW.Started == 0 {
-		return number, l.r.sim == nil
+	return l.r.original(number)
+}
+
+// original is Original's, r.mu held.
+func (r *userReceiver) original(number uint16) (uint16, bool) {
+	if r.adapt.RW.Started == 0 {
+		return number, r.sim == nil
 	}
-	return l.r.adapt.RW.Original(number - l.r.adapt.Sim.Shift.Seq)
+	return r.adapt.RW.Original(number - r.adapt.Sim.Shift.Seq)
 }
 
 func (l *userLeg) FrameSent(frame uint16) (sent, known bool) {
@@ -696,14 +703,15 @@ func (l *userLeg) FrameSent(frame uint16) (sent, known bool) {
 	return l.r.adapt.RW.Frame(frame - l.r.adapt.Sim.Shift.Frame)
 }
 
-func (l *userLeg) Packet(seq uint16) ([]byte, bool) {
+func (l *userLeg) Packet(number uint16) ([]byte, bool) {
 	l.r.mu.Lock()
+	seq, owed := l.r.original(number)
 	enc, shift := l.r.adapt.Sim.Encoding, l.r.adapt.Sim.Shift
 	l.r.mu.Unlock()
 	if l.r.sim == nil {
 		enc = 0
 	}
-	if enc >= layers.MaxEncodings {
+	if !owed || enc >= layers.MaxEncodings {
 		return nil, false
 	}
 	p, _, ok := l.r.video.enc[enc].history.packet(seq)

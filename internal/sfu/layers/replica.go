@@ -63,6 +63,7 @@ const (
 	Send                   // under the new number
 	Drop                   //
 	Padding                // emptied to padding under the new number
+	Other                  // of a simulcast encoding the receiver does not take: not its stream (no number, no loss; user plane only)
 )
 
 // Replica is one receiver's adaptation of one sender's stream (struct

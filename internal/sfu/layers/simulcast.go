@@ -56,10 +56,6 @@ type Simulcast struct {
 	SwitchWait uint64
 }
 
-// Other is Verdict for a packet of an encoding the receiver does not
-// take: not its stream at all (no number, no loss).
-const Other Verdict = Padding + 1
-
 // DecideEncoding is the data plane's decision for a simulcast receiver
 // whose target is target (EncodingTarget, AllTargets or NoVideo) on f, a
 // packet of encoding enc with RTP timestamp ts; top is the highest
@@ -78,6 +74,9 @@ func (r *Replica) DecideEncoding(f *Frame, enc uint8, ts uint32, target, top uin
 	switched := false
 	if enc != r.Sim.Encoding {
 		if enc != want || !f.Key || !f.Packet.Start {
+			if enc == want && layer != NoVideo && r.Sim.SwitchWait == 0 {
+				r.Sim.SwitchWait = now // (also where the one in force went silent: nothing else notes it)
+			}
 			return Numbers{}, Other
 		}
 		r.switchEncoding(enc, f, ts, now)

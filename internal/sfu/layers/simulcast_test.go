@@ -199,3 +199,27 @@ func TestSimulcastUndescribed(t *testing.T) {
 		}
 	}
 }
+
+// When the encoding a receiver takes goes silent (a publisher whose uplink
+// narrows stops its top encoding), the one it must move to says since
+// when it waits: nothing of it reaches the receiver before its key frame,
+// so nothing else would ask for one.
+func TestSimulcastWaitWhenTheEncodingInForceStops(t *testing.T) {
+	r := NewReplica()
+	low := &encoding{index: 0, seq: 1, keyEvery: 1000}
+	high := &encoding{index: 1, seq: 1, keyEvery: 1000}
+	low.sent = 1 // (its key frames come only when asked for)
+	f, ts := high.next()
+	if _, v := r.DecideEncoding(&f, 1, ts, AllTargets, 1, 1e9); v != Send || r.Sim.Encoding != 1 {
+		t.Fatalf("the top encoding's key frame: %v on %d", v, r.Sim.Encoding)
+	}
+	for i := range 10 { // the top is silent: the highest live is 0
+		f, ts = low.next()
+		if _, v := r.DecideEncoding(&f, 0, ts, AllTargets, 0, uint64(2e9+i*1e8)); v != Other {
+			t.Fatalf("a delta frame of the encoding to move to: %v", v)
+		}
+	}
+	if r.Sim.SwitchWait != 2e9 {
+		t.Errorf("waiting since %d, want 2e9", r.Sim.SwitchWait)
+	}
+}

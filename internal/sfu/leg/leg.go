@@ -314,7 +314,7 @@ func (l *Leg) resend(n uint16, now time.Duration, media bool) (out resendOutcome
 	l.mu.Lock()
 	paused := l.target == ratecontrol.Paused
 	l.mu.Unlock()
-	orig, ok := l.dp.Packet(seq)
+	orig, ok := l.dp.Packet(n)
 	switch {
 	case !ok && paused:
 		l.count(func(c *Retransmissions) { c.NotOwed++ })
@@ -420,11 +420,7 @@ func (l *Leg) sendRepeats(now time.Duration) {
 		return
 	}
 	for _, r := range due {
-		seq, owed := l.dp.Original(r.number)
-		if !owed {
-			continue
-		}
-		orig, ok := l.dp.Packet(seq)
+		orig, ok := l.dp.Packet(r.number)
 		if !ok {
 			continue
 		}

@@ -123,7 +123,13 @@ func (l *fakeLeg) SetTarget(t int) error {
 	return nil
 }
 func (l *fakeLeg) State() (dataplane.ReceiverLayers, error) { return dataplane.ReceiverLayers{}, nil }
-func (l *fakeLeg) Packet(seq uint16) ([]byte, bool)         { return l.plane.Packet(netip.AddrPort{}, seq) }
+func (l *fakeLeg) Packet(number uint16) ([]byte, bool) {
+	seq, ok := l.Original(number)
+	if !ok {
+		return nil, false
+	}
+	return l.plane.Packet(netip.AddrPort{}, seq)
+}
 
 func (l *fakeLeg) Original(n uint16) (uint16, bool) {
 	if l.original == nil {

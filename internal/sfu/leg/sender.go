@@ -300,6 +300,11 @@ func (s *Sender) observe(now time.Duration) {
 	defer s.mu.Unlock()
 	if lerr == nil {
 		s.observeSilence(now, ls)
+		if !slices.Equal(ls.Encodings, s.encodings) {
+			// A simulcast video's encodings came or went: its targets
+			// are other ones than those measured.
+			s.layers = ratecontrol.Rates{Window: s.layers.Window}
+		}
 		s.layers.Observe(now, ls.Bytes)
 		s.targets = s.layers.Bitrates(now)
 		if ls.Targets == 0 {
