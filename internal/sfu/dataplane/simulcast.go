@@ -216,6 +216,14 @@ func (v *userVideo) flatTarget(enc, t uint8) int {
 	return EveryLayer
 }
 
+// ssrcOf is encoding enc's SSRC (0: none, or not learnt).
+func (v *userVideo) ssrcOf(enc uint8) uint32 {
+	if int(enc) >= len(v.enc) {
+		return 0
+	}
+	return v.enc[enc].ssrc.Load()
+}
+
 // top is the highest encoding that is live (0 if none).
 func (v *userVideo) top(now uint64) uint8 {
 	for i := len(v.enc) - 1; i > 0; i-- {

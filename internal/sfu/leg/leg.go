@@ -158,10 +158,10 @@ func (l *Leg) feedback(pkts []rtcp.Packet) {
 			}
 			l.retransmit(numbers)
 		case *rtcp.PictureLossIndication:
-			l.sender.requestKeyFrame(p.MediaSSRC)
+			l.sender.requestKeyFrame(l.keyFrameSSRC(p.MediaSSRC))
 		case *rtcp.FullIntraRequest:
 			for _, e := range p.FIR { // RFC 5104 4.3.1: the SSRCs asked for are in the entries
-				l.sender.requestKeyFrame(e.SSRC)
+				l.sender.requestKeyFrame(l.keyFrameSSRC(e.SSRC))
 			}
 		case *rtcp.ReceiverEstimatedMaximumBitrate:
 			l.mu.Lock()
@@ -568,6 +568,27 @@ func (l *Leg) switchWaiting() time.Duration {
 		return 0
 	}
 	return st.SwitchWaiting
+}
+
+// keyFrameSSRC is the sender's SSRC a key frame the receiver needs of ssrc
+// is asked of: of a simulcast video (the receiver knows it by the SFU's
+// SSRC), the encoding the receiver waits to switch to, else the one it
+// takes; the sender's video else (every encoding, where the leg knows
+// neither).
+func (l *Leg) keyFrameSSRC(ssrc uint32) uint32 {
+	if ssrc != l.sender.cfg.VideoSSRC || !l.sender.simulcast() || l.dp == nil {
+		return ssrc
+	}
+	st, err := l.dp.State()
+	switch {
+	case err != nil:
+		return ssrc
+	case st.AwaitedSSRC != 0:
+		return st.AwaitedSSRC
+	case st.EncodingSSRC != 0:
+		return st.EncodingSSRC
+	}
+	return ssrc
 }
 
 // input is the leg's stream as its link's round sees it.

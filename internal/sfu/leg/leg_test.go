@@ -104,6 +104,7 @@ func (p *fakePlane) Send(b []byte, _, _ netip.AddrPort) error {
 // fakeLeg renumbers as original says (nil: the sender's numbers).
 type fakeLeg struct {
 	plane    *fakePlane
+	state    dataplane.ReceiverLayers // what State says
 	mu       sync.Mutex
 	target   int
 	original func(uint16) (uint16, bool)
@@ -122,7 +123,7 @@ func (l *fakeLeg) SetTarget(t int) error {
 	l.mu.Unlock()
 	return nil
 }
-func (l *fakeLeg) State() (dataplane.ReceiverLayers, error) { return dataplane.ReceiverLayers{}, nil }
+func (l *fakeLeg) State() (dataplane.ReceiverLayers, error) { return l.state, nil }
 func (l *fakeLeg) Packet(number uint16) ([]byte, bool) {
 	seq, ok := l.Original(number)
 	if !ok {
@@ -902,5 +903,42 @@ func TestLastN(t *testing.T) {
 	speak(time.Second, map[string]float64{"a": 0, "b": 110, "c": 0})
 	if !slices.Equal(told, []string{"r/a", "r/b", "r/"}) || table.Dominant("r") != "" || table.rooms["r"].Len() != 2 {
 		t.Errorf("after the speaker left: told %v, dominant %q", told, table.Dominant("r"))
+	}
+}
+
+// A simulcast receiver's PLI (naming the SFU's SSRC, the only one it
+// knows) asks for a key frame of the encoding it waits to switch to, else
+// of the one it takes: not of every encoding (each key frame costs every
+// receiver of that encoding a burst).
+func TestSimulcastKeyFrameOfTheReceiversEncoding(t *testing.T) {
+	now := new(time.Duration)
+	*now = time.Hour
+	plane := newFakePlane()
+	table, err := NewTable(Config{Plane: plane, Routes: NewRoutes(), Adapt: true, Now: func() time.Duration { return *now }})
+	must(t, err)
+	sim := &dataplane.Simulcast{RIDExt: 10, RIDs: []string{"q", "f"}, SSRC: videoSSRC}
+	s, err := table.AddSender(SenderConfig{Room: "r", ID: "pub", From: pubAddr, Via: sfuAddr, VideoSSRC: videoSSRC,
+		Sources: []dataplane.Source{{Video: dataplane.AV1, Simulcast: sim}}})
+	must(t, err)
+	must(t, s.SetLegs([]LegConfig{{Receiver: "A", From: sfuAddr, To: recvA, TTL: 64}, {Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
+	plane.legs[recvA].state = dataplane.ReceiverLayers{EncodingSSRC: 1111, AwaitedSSRC: 2222}
+	plane.legs[recvB].state = dataplane.ReceiverLayers{EncodingSSRC: 1111}
+	pli := []rtcp.Packet{&rtcp.PictureLossIndication{SenderSSRC: 1, MediaSSRC: videoSSRC}}
+	var asked []uint32
+	for _, to := range []netip.AddrPort{recvA, recvB} {
+		plane.toSender = nil
+		must(t, table.cfg.Routes.Feedback(to, pli))
+		for _, b := range plane.toSender {
+			pkts, err := rtcp.Unmarshal(b)
+			must(t, err)
+			for _, p := range pkts {
+				if p, ok := p.(*rtcp.PictureLossIndication); ok {
+					asked = append(asked, p.MediaSSRC)
+				}
+			}
+		}
+	}
+	if !slices.Equal(asked, []uint32{2222, 1111}) {
+		t.Errorf("key frames asked of %v, want A's awaited encoding (2222), then B's (1111)", asked)
 	}
 }

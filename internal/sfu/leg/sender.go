@@ -224,8 +224,9 @@ func (s *Sender) requestKeyFrame(ssrc uint32) {
 }
 
 // keyFrameSSRCs are the sender's SSRCs a key frame of ssrc is asked of:
-// for its simulcast video (receivers know it by the SFU's SSRC), every
-// live encoding's, as a receiver may be waiting to switch to any.
+// for its simulcast video (receivers know it by the SFU's SSRC; a leg
+// that knows which encoding its receiver needs asks for that one's,
+// Leg.keyFrameSSRC), every live encoding's.
 func (s *Sender) keyFrameSSRCs(ssrc uint32) []uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -421,7 +422,7 @@ func (s *Sender) afterRound(now time.Duration, waiting bool) {
 	best := 0.0
 	for _, l := range legs {
 		if l.switchWaiting() >= s.t.cfg.PLIInterval {
-			s.KeyFrame()
+			s.requestKeyFrame(l.keyFrameSSRC(s.cfg.VideoSSRC))
 		}
 		best = max(best, l.roomForSender())
 	}
