@@ -59,10 +59,9 @@ type ReceiverLayers struct {
 	// for a switch point (0: none): the agent asks for a key frame when
 	// it lasts.
 	SwitchWaiting time.Duration
-	// A simulcast receiver's encodings, by their SSRCs: the one in force,
-	// and the one it waits to switch to (0: none): a key frame is asked
-	// of that one alone.
-	EncodingSSRC, AwaitedSSRC uint32
+	// EncodingSSRC: the SSRC of the simulcast encoding the receiver takes
+	// (0: none), whose numbers Original gives.
+	EncodingSSRC uint32
 }
 
 // targetValue is a target as the data planes hold it.

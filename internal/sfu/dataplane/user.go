@@ -676,10 +676,7 @@ func (l *userLeg) State() (ReceiverLayers, error) {
 		if a.Sim.Encoding != layers.NoEncoding && a.Current < layers.NoVideo {
 			st.Current = l.r.video.flatTarget(a.Sim.Encoding, a.Current)
 		}
-		st.EncodingSSRC, st.AwaitedSSRC = l.r.video.ssrcOf(a.Sim.Encoding), 0
-		if a.Sim.SwitchWait != 0 {
-			st.AwaitedSSRC = l.r.video.ssrcOf(a.Sim.Awaited)
-		}
+		st.EncodingSSRC = l.r.video.ssrcOf(a.Sim.Encoding)
 	}
 	return st, nil
 }

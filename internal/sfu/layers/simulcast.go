@@ -51,10 +51,9 @@ type Simulcast struct {
 	Last     Numbers // of the latest packet sent, as sent
 	LastAt   uint64  // when it went (ns, the data plane's clock)
 	Sent     bool    // Last holds
-	// SwitchWait: since when (ns) a move to another encoding (Awaited)
-	// waits for its key frame; 0: none.
+	// SwitchWait: since when (ns) a move to another encoding waits for
+	// its key frame; 0: none.
 	SwitchWait uint64
-	Awaited    uint8
 }
 
 // DecideEncoding is the data plane's decision for a simulcast receiver
@@ -76,7 +75,7 @@ func (r *Replica) DecideEncoding(f *Frame, enc uint8, ts uint32, target, top uin
 	if enc != r.Sim.Encoding {
 		if enc != want || !f.Key || !f.Packet.Start {
 			if enc == want && layer != NoVideo && r.Sim.SwitchWait == 0 {
-				r.Sim.SwitchWait, r.Sim.Awaited = now, want // (also where the one in force went silent: nothing else notes it)
+				r.Sim.SwitchWait = now // (also where the one in force went silent: nothing else notes it)
 			}
 			return Numbers{}, Other
 		}
@@ -97,8 +96,8 @@ func (r *Replica) DecideEncoding(f *Frame, enc uint8, ts uint32, target, top uin
 	switch {
 	case !waits:
 		r.Sim.SwitchWait = 0
-	case r.Sim.SwitchWait == 0 || r.Sim.Awaited != want:
-		r.Sim.SwitchWait, r.Sim.Awaited = now, want // the agent asks for its key frame when this lasts (KeyFrameDue)
+	case r.Sim.SwitchWait == 0:
+		r.Sim.SwitchWait = now // the agent asks for key frames when this lasts (KeyFrameDue)
 	}
 	if v != Send && v != Padding {
 		return Numbers{}, Drop

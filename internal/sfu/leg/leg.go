@@ -158,10 +158,10 @@ func (l *Leg) feedback(pkts []rtcp.Packet) {
 			}
 			l.retransmit(numbers)
 		case *rtcp.PictureLossIndication:
-			l.sender.requestKeyFrame(l.keyFrameSSRC(p.MediaSSRC))
+			l.sender.requestKeyFrame(p.MediaSSRC)
 		case *rtcp.FullIntraRequest:
 			for _, e := range p.FIR { // RFC 5104 4.3.1: the SSRCs asked for are in the entries
-				l.sender.requestKeyFrame(l.keyFrameSSRC(e.SSRC))
+				l.sender.requestKeyFrame(e.SSRC)
 			}
 		case *rtcp.ReceiverEstimatedMaximumBitrate:
 			l.mu.Lock()
@@ -231,7 +231,7 @@ func (l *Leg) retransmit(numbers []uint16) {
 		}
 	}
 	if len(ask) > 0 {
-		l.sender.askFor(ask)
+		l.sender.askFor(l.nackSSRC(), ask)
 	}
 	l.repair(now)
 }
@@ -247,7 +247,7 @@ func (l *Leg) repair(now time.Duration) {
 	var ask []uint16
 	defer func() {
 		if len(ask) > 0 {
-			l.sender.askFor(ask)
+			l.sender.askFor(l.nackSSRC(), ask)
 		}
 	}()
 	for {
@@ -570,25 +570,22 @@ func (l *Leg) switchWaiting() time.Duration {
 	return st.SwitchWaiting
 }
 
-// keyFrameSSRC is the sender's SSRC a key frame the receiver needs of ssrc
-// is asked of: of a simulcast video (the receiver knows it by the SFU's
-// SSRC), the encoding the receiver waits to switch to, else the one it
-// takes; the sender's video else (every encoding, where the leg knows
-// neither).
-func (l *Leg) keyFrameSSRC(ssrc uint32) uint32 {
-	if ssrc != l.sender.cfg.VideoSSRC || !l.sender.simulcast() || l.dp == nil {
-		return ssrc
+// nackSSRC is the sender's SSRC whose numbers Original gives: its video's
+// or, simulcast, the encoding the receiver takes (0: none). (A switch
+// between Original and this asks the new encoding for numbers of the old:
+// at worst a packet comes twice, and the history drops it.)
+func (l *Leg) nackSSRC() uint32 {
+	if !l.sender.simulcast() {
+		return l.sender.cfg.VideoSSRC
+	}
+	if l.dp == nil {
+		return 0
 	}
 	st, err := l.dp.State()
-	switch {
-	case err != nil:
-		return ssrc
-	case st.AwaitedSSRC != 0:
-		return st.AwaitedSSRC
-	case st.EncodingSSRC != 0:
-		return st.EncodingSSRC
+	if err != nil {
+		return 0
 	}
-	return ssrc
+	return st.EncodingSSRC
 }
 
 // input is the leg's stream as its link's round sees it.

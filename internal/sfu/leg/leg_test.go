@@ -906,11 +906,28 @@ func TestLastN(t *testing.T) {
 	}
 }
 
-// A simulcast receiver's PLI (naming the SFU's SSRC, the only one it
-// knows) asks for a key frame of the encoding it waits to switch to, else
-// of the one it takes: not of every encoding (each key frame costs every
-// receiver of that encoding a burst).
-func TestSimulcastKeyFrameOfTheReceiversEncoding(t *testing.T) {
+// A simulcast receiver's NACK for a packet the history lacks (lost on
+// the publisher's uplink) is passed on for the encoding the receiver
+// takes, under its own numbers.
+func TestSimulcastNackOfTheReceiversEncoding(t *testing.T) {
+	table, plane := newSimulcastTable(t)
+	plane.legs[recvA].state = dataplane.ReceiverLayers{EncodingSSRC: 2222}
+	plane.toSender = nil
+	must(t, table.cfg.Routes.Feedback(recvA, nack(7)))
+	var got []string
+	for _, p := range toSender(t, plane) {
+		if n, ok := p.(*rtcp.TransportLayerNack); ok {
+			got = append(got, fmt.Sprintf("%d:%v", n.MediaSSRC, n.Nacks[0].PacketList()))
+		}
+	}
+	if !slices.Equal(got, []string{"2222:[7]"}) {
+		t.Errorf("the sender was asked %v, want 7 of the encoding A takes (2222)", got)
+	}
+}
+
+// newSimulcastTable: a sender of a simulcast video (its encodings' SSRCs
+// as each leg's State says) to A and B.
+func newSimulcastTable(t *testing.T) (*Table, *fakePlane) {
 	now := new(time.Duration)
 	*now = time.Hour
 	plane := newFakePlane()
@@ -918,27 +935,19 @@ func TestSimulcastKeyFrameOfTheReceiversEncoding(t *testing.T) {
 	must(t, err)
 	sim := &dataplane.Simulcast{RIDExt: 10, RIDs: []string{"q", "f"}, SSRC: videoSSRC}
 	s, err := table.AddSender(SenderConfig{Room: "r", ID: "pub", From: pubAddr, Via: sfuAddr, VideoSSRC: videoSSRC,
-		Sources: []dataplane.Source{{Video: dataplane.AV1, Simulcast: sim}}})
+		Sources: []dataplane.Source{{Video: dataplane.AV1, History: true, Simulcast: sim}}})
 	must(t, err)
 	must(t, s.SetLegs([]LegConfig{{Receiver: "A", From: sfuAddr, To: recvA, TTL: 64}, {Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
-	plane.legs[recvA].state = dataplane.ReceiverLayers{EncodingSSRC: 1111, AwaitedSSRC: 2222}
-	plane.legs[recvB].state = dataplane.ReceiverLayers{EncodingSSRC: 1111}
-	pli := []rtcp.Packet{&rtcp.PictureLossIndication{SenderSSRC: 1, MediaSSRC: videoSSRC}}
-	var asked []uint32
-	for _, to := range []netip.AddrPort{recvA, recvB} {
-		plane.toSender = nil
-		must(t, table.cfg.Routes.Feedback(to, pli))
-		for _, b := range plane.toSender {
-			pkts, err := rtcp.Unmarshal(b)
-			must(t, err)
-			for _, p := range pkts {
-				if p, ok := p.(*rtcp.PictureLossIndication); ok {
-					asked = append(asked, p.MediaSSRC)
-				}
-			}
-		}
+	return table, plane
+}
+
+// toSender is the RTCP the SFU sent the sender.
+func toSender(t *testing.T, plane *fakePlane) []rtcp.Packet {
+	var out []rtcp.Packet
+	for _, b := range plane.toSender {
+		pkts, err := rtcp.Unmarshal(b)
+		must(t, err)
+		out = append(out, pkts...)
 	}
-	if !slices.Equal(asked, []uint32{2222, 1111}) {
-		t.Errorf("key frames asked of %v, want A's awaited encoding (2222), then B's (1111)", asked)
-	}
+	return out
 }

@@ -61,7 +61,7 @@ type Sender struct {
 	legs    []*Leg
 	closed  bool
 	lastPLI map[uint32]time.Duration
-	asked   map[uint16]time.Duration // sequence numbers NACKed to the sender, when
+	asked   map[askedPacket]time.Duration // packets NACKed to the sender, when
 
 	// Rates, from the data plane's counters (observe).
 	layers      ratecontrol.Rates
@@ -100,7 +100,7 @@ func (t *Table) AddSender(cfg SenderConfig) (*Sender, error) {
 	if err := t.cfg.Plane.SetStream(cfg.From, cfg.Sources, nil); err != nil {
 		return nil, err
 	}
-	s := &Sender{t: t, cfg: cfg, lastPLI: map[uint32]time.Duration{}, asked: map[uint16]time.Duration{},
+	s := &Sender{t: t, cfg: cfg, lastPLI: map[uint32]time.Duration{}, asked: map[askedPacket]time.Duration{},
 		otherFloor: ratecontrol.Window{Span: otherWindow}}
 	if slices.ContainsFunc(cfg.Sources, func(src dataplane.Source) bool { return src.TWCCExt != 0 }) {
 		if log, err := t.cfg.Plane.Arrivals(cfg.From); err == nil {
@@ -224,9 +224,10 @@ func (s *Sender) requestKeyFrame(ssrc uint32) {
 }
 
 // keyFrameSSRCs are the sender's SSRCs a key frame of ssrc is asked of:
-// for its simulcast video (receivers know it by the SFU's SSRC; a leg
-// that knows which encoding its receiver needs asks for that one's,
-// Leg.keyFrameSSRC), every live encoding's.
+// for its simulcast video (receivers know it by the SFU's SSRC), every
+// live encoding's. (Asking only for the encoding a receiver waits for or
+// takes saved key frames, and in one of two runs left a receiver 9 s
+// without the Firefox encoding it waited for.)
 func (s *Sender) keyFrameSSRCs(ssrc uint32) []uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -252,32 +253,41 @@ func (s *Sender) firstPLI(ssrc uint32) bool {
 	return true
 }
 
-// askFor NACKs the sender for packets the SFU never got, each at most
-// once a round trip's worth (200 ms) however many receivers ask.
-func (s *Sender) askFor(seqs []uint16) {
+// askedPacket is a packet NACKed to the sender: an SSRC of its own (a
+// simulcast encoding's) and its sequence number there.
+type askedPacket struct {
+	ssrc uint32
+	seq  uint16
+}
+
+// askFor NACKs the sender for packets of its SSRC ssrc the SFU never got,
+// each at most once a round trip's worth (200 ms) however many receivers
+// ask.
+func (s *Sender) askFor(ssrc uint32, seqs []uint16) {
+	if ssrc == 0 {
+		return
+	}
 	now := s.t.cfg.Now()
 	s.mu.Lock()
 	var ask []uint16
 	for _, seq := range seqs {
-		if at, ok := s.asked[seq]; ok && now-at < 200*time.Millisecond {
+		k := askedPacket{ssrc, seq}
+		if at, ok := s.asked[k]; ok && now-at < 200*time.Millisecond {
 			continue
 		}
-		s.asked[seq] = now
+		s.asked[k] = now
 		ask = append(ask, seq)
 	}
 	if len(s.asked) > 1024 {
-		for seq, at := range s.asked {
+		for k, at := range s.asked {
 			if now-at > time.Second {
-				delete(s.asked, seq)
+				delete(s.asked, k)
 			}
 		}
 	}
 	s.mu.Unlock()
-	// (A simulcast video's number is the SFU's: which encoding's packet it
-	// was is not known here, and the publisher knows no other.)
-	if len(ask) > 0 && s.cfg.VideoSSRC != 0 && !s.simulcast() {
-		s.sendRTCP(&rtcp.TransportLayerNack{SenderSSRC: sfuSSRC, MediaSSRC: s.cfg.VideoSSRC,
-			Nacks: rtcp.NackPairsFromSequenceNumbers(ask)})
+	if len(ask) > 0 {
+		s.sendRTCP(&rtcp.TransportLayerNack{SenderSSRC: sfuSSRC, MediaSSRC: ssrc, Nacks: rtcp.NackPairsFromSequenceNumbers(ask)})
 	}
 }
 
@@ -422,7 +432,7 @@ func (s *Sender) afterRound(now time.Duration, waiting bool) {
 	best := 0.0
 	for _, l := range legs {
 		if l.switchWaiting() >= s.t.cfg.PLIInterval {
-			s.requestKeyFrame(l.keyFrameSSRC(s.cfg.VideoSSRC))
+			s.KeyFrame()
 		}
 		best = max(best, l.roomForSender())
 	}
