@@ -282,11 +282,7 @@ func (f *forwarder) adapted(r replicaState, pi *packetInfo, buf []byte) ([]byte,
 	}
 	number, v, busy := r.decide(&pi.frame, pi.now)
 	switch {
-	case busy:
-		f.count(LayerBusy, pi.size)
-		return nil, v, false
-	case v == layers.Drop:
-		f.count(LayerDropped, pi.size)
+	case f.withheld(v, busy, pi.size):
 		return nil, v, false
 	case number != binary.BigEndian.Uint16(p[2:]) && (v == layers.Send || v == layers.Padding):
 		out := append(buf, p...)
@@ -294,6 +290,22 @@ func (f *forwarder) adapted(r replicaState, pi *packetInfo, buf []byte) ([]byte,
 		return out, v, true
 	}
 	return p, v, true
+}
+
+// withheld says (and counts) whether a receiver's decision keeps the
+// packet from it.
+func (f *forwarder) withheld(v layers.Verdict, busy bool, size int) bool {
+	switch {
+	case busy:
+		f.count(LayerBusy, size)
+	case v == layers.Other:
+		f.count(OtherEncoding, size)
+	case v == layers.Drop:
+		f.count(LayerDropped, size)
+	default:
+		return false
+	}
+	return true
 }
 
 // adaptedEncoding is adapted for a packet of a simulcast encoding: only
@@ -310,15 +322,7 @@ func (f *forwarder) adaptedEncoding(r replicaState, pi *packetInfo, buf []byte) 
 		return out, layers.Send, true
 	}
 	n, v, busy := r.decideEncoding(&pi.frame, pi.enc, pi.ts, pi.top, pi.now)
-	switch {
-	case busy:
-		f.count(LayerBusy, pi.size)
-		return nil, v, false
-	case v == layers.Other:
-		f.count(OtherEncoding, pi.size)
-		return nil, v, false
-	case v == layers.Drop:
-		f.count(LayerDropped, pi.size)
+	if f.withheld(v, busy, pi.size) {
 		return nil, v, false
 	}
 	out := append(buf, pi.p...)

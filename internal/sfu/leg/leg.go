@@ -559,15 +559,18 @@ func (l *Leg) currentTarget() int {
 }
 
 // switchWaiting is how long the data plane's up-switch has waited.
-func (l *Leg) switchWaiting() time.Duration {
+func (l *Leg) switchWaiting() time.Duration { return l.layers().SwitchWaiting }
+
+// layers is the data plane's adaptation of the leg (zero without one).
+func (l *Leg) layers() dataplane.ReceiverLayers {
 	if l.dp == nil {
-		return 0
+		return dataplane.ReceiverLayers{}
 	}
 	st, err := l.dp.State()
 	if err != nil {
-		return 0
+		return dataplane.ReceiverLayers{}
 	}
-	return st.SwitchWaiting
+	return st
 }
 
 // nackSSRC is the sender's SSRC whose numbers Original gives: its video's
@@ -578,14 +581,7 @@ func (l *Leg) nackSSRC() uint32 {
 	if !l.sender.simulcast() {
 		return l.sender.cfg.VideoSSRC
 	}
-	if l.dp == nil {
-		return 0
-	}
-	st, err := l.dp.State()
-	if err != nil {
-		return 0
-	}
-	return st.EncodingSSRC
+	return l.layers().EncodingSSRC
 }
 
 // input is the leg's stream as its link's round sees it.
