@@ -42,6 +42,28 @@ struct frame_info {
 	__u8 targets; /* decode targets of the structure */
 };
 
+/* The fields a simulcast receiver's packets are rewritten in
+ * (layers.Numbers): RTP sequence number and timestamp, the dependency
+ * descriptor's frame number. */
+struct sim_numbers {
+	__u32 ts;
+	__u16 seq;
+	__u16 frame;
+};
+
+/* A receiver's place among a simulcast sender's encodings
+ * (layers.Simulcast, simulcast.h). */
+struct sim_state {
+	__u8 encoding; /* in force; SIM_NO_ENCODING before the first */
+	__u8 sent;     /* last holds */
+	__u16 pad;
+	struct sim_numbers shift; /* added to the encoding's own numbers */
+	struct sim_numbers last;  /* of the latest packet sent, as sent */
+	__u32 pad2;
+	__u64 last_at;     /* CLOCK_MONOTONIC_COARSE ns it went */
+	__u64 switch_wait; /* since when a move to another encoding waits for its key frame; 0: none */
+};
+
 /* One receiver of one sender. current only moves at a frame's start;
  * switch_wait tells user space an up-switch waits for a switch point (it
  * asks the sender for a key frame when that takes too long). */
@@ -50,6 +72,7 @@ struct replica_layers {
 	__u8 current; /* decode target in force; LAYERS_ALL: never adapted */
 	__u8 pad[3];
 	__u64 switch_wait; /* CLOCK_MONOTONIC_COARSE ns since an up-switch waits; 0: none */
+	struct sim_state sim;
 	struct rewrite_state rw;
 };
 
@@ -59,6 +82,7 @@ enum layer_verdict {
 	LAYER_DROP,
 	LAYER_PADDING, /* emptied to padding under the new number */
 	LAYER_BUSY,    /* another CPU was deciding for the receiver: not sent */
+	LAYER_OTHER,   /* of a simulcast encoding the receiver does not take: not its stream */
 };
 
 INLINE __u8 dti_of(__u16 dtis, __u8 target)

@@ -31,6 +31,7 @@
 #include "video.h"
 #include "dd.h"
 #include "layers.h"
+#include "simulcast.h"
 #include "history.h"
 #include "twcc.h"
 #include "audio_level.h"
@@ -144,6 +145,14 @@ struct {
 	__type(value, struct replica_layers);
 } replica_adapt SEC(".maps");
 
+/* Each simulcast video's encodings (simulcast.h), by its stream's id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SFU_MAX_SENDERS);
+	__type(key, __u32);
+	__type(value, struct sim_encodings);
+} simulcast_encodings SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
@@ -180,7 +189,27 @@ struct media {
 	__u8 gate;     /* enum gate: what a waiting receiver's replica does */
 	__u8 adapt;    /* video with a dependency descriptor: layers adapt per receiver */
 	__u8 frame_end; /* video with the marker bit: a frame's last packet */
+	__u8 padding;   /* video RTP whose payload is all padding (a probe) */
+	/* A simulcast encoding's RTP packet or sender report: */
+	__u8 enc;       /* which encoding */
+	__u8 top;       /* the highest encoding live */
+	__u8 report;    /* a sender report */
+	__u8 sim_ts_at; /* the RTP timestamp's offset in the UDP payload */
+	__u8 sim_ssrc_at; /* the SSRC's */
+	__u16 dd_off;   /* the dependency descriptor's offset in the frame; 0: none */
+	__be32 sim_ssrc; /* the SSRC receivers get; 0: not simulcast */
+	__u32 ts;       /* the RTP timestamp as it arrived */
+	__be32 ssrc;    /* as it arrived */
 };
+
+/* The packet in hand, off the stack: the program's frames (main, the
+ * bpf_loop callback, a replica's and its decision's) share 512 bytes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct media);
+} media_scratch SEC(".maps");
 
 /* Receivers waiting for a key frame: audio and sender reports pass, other
  * video is held back, and a key frame's first packet lets them in. */
@@ -201,6 +230,9 @@ struct addressing {
 	__be16 dport;
 	__be16 seq;
 	__be16 twcc;
+	__be32 ts;    /* simulcast: the RTP timestamp (a report's) */
+	__be32 ssrc;  /* simulcast */
+	__be16 frame; /* simulcast: the dependency descriptor's frame number */
 	__u8 ttl;
 	__u8 macs_set;
 };
@@ -497,7 +529,8 @@ INLINE void count_replica(const struct replica *r, const struct media *m)
 /* A late packet of a layer the receiver does not get fills the gap kept
  * for it as padding: user space sends that (one packet cannot be cut
  * down for one replica and stay whole for the next). */
-INLINE __u32 padding_upcall(struct __sk_buff *skb, const struct media *m, const struct replica *r, __u16 number)
+INLINE __u32 padding_upcall(struct __sk_buff *skb, const struct media *m, const struct replica *r, __u16 number,
+			    const struct sim_numbers *n)
 {
 	struct video_event *ev = bpf_ringbuf_reserve(&video_events, sizeof(*ev), 0);
 
@@ -511,6 +544,12 @@ INLINE __u32 padding_upcall(struct __sk_buff *skb, const struct media *m, const 
 	if (bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr), ev->rtp, sizeof(ev->rtp))) {
 		bpf_ringbuf_discard(ev, 0);
 		return SFU_EVENT_LOST;
+	}
+	if (m->sim_ssrc) { /* under the receiver's SSRC and timestamp */
+		__be32 ts = bpf_htonl(n->ts);
+
+		__builtin_memcpy(&ev->rtp[4], &ts, sizeof(ts));
+		__builtin_memcpy(&ev->rtp[8], &m->sim_ssrc, sizeof(m->sim_ssrc));
 	}
 	bpf_ringbuf_submit(ev, 0);
 	return SFU_PADDING_UPCALL;
@@ -551,6 +590,75 @@ INLINE enum layer_verdict adapt(const struct replica *r, const struct media *m, 
 	layers_release(l);
 	*number = step >> 8;
 	return step & 0xff;
+}
+
+/* One simulcast receiver's decision (simulcast.h), verified once on its
+ * own as replica_layers_step is. */
+__attribute__((noinline)) int replica_encoding_step(struct replica_layers *l, const struct media *m, __u32 target,
+						    struct sim_numbers *n)
+{
+	if (!l || !m || !n)
+		return LAYER_OTHER;
+	return sim_decide(l, &m->frame, m->enc, m->ts, target > LAYERS_ALL ? LAYERS_ALL : target, m->top, m->now, n);
+}
+
+/* What r's encoding and layers make of a simulcast packet, and its
+ * numbers (a sender report's: its timestamp, if r takes its encoding). */
+INLINE enum layer_verdict adapt_encoding(const struct replica *r, const struct media *m, struct sim_numbers *n)
+{
+	__u32 slot = r->slot;
+	__u32 *target = bpf_map_lookup_elem(&replica_targets, &slot);
+	struct replica_layers *l = bpf_map_lookup_elem(&replica_adapt, &slot);
+	enum layer_verdict v = LAYER_OTHER;
+
+	if (!target || !l)
+		return LAYER_OTHER;
+	if (!layers_claim(l))
+		return LAYER_BUSY;
+	if (!m->report) {
+		v = replica_encoding_step(l, m, *target, n);
+	} else if (l->sim.encoding == m->enc) {
+		n->ts = m->ts + l->sim.shift.ts;
+		v = LAYER_SEND;
+	}
+	layers_release(l);
+	return v;
+}
+
+/* A 32-bit field of the UDP payload at off (even), by difference in the
+ * UDP checksum; *now is what it holds. */
+INLINE int rewrite_word(struct __sk_buff *skb, const struct media *m, __u32 off, __be32 *now, __be32 to)
+{
+	__u32 at = m->l4_off + sizeof(struct udphdr) + off;
+
+	if (*now == to)
+		return 0;
+	if (bpf_skb_store_bytes(skb, at, &to, sizeof(to), 0) ||
+	    bpf_l4_csum_replace(skb, m->l4_off + offsetof(struct udphdr, check), *now, to,
+				BPF_F_MARK_MANGLED_0 | sizeof(to)))
+		return -1;
+	*now = to;
+	return 0;
+}
+
+/* A simulcast replica's SSRC, timestamp and frame number (its sequence
+ * number: renumber). */
+INLINE int sim_rewrite(struct __sk_buff *skb, const struct media *m, struct addressing *cur, const struct sim_numbers *n)
+{
+	__u32 odd = (m->dd_off + 1 - m->l4_off) & 1;
+	__be16 frame = bpf_htons(n->frame);
+
+	if (rewrite_word(skb, m, m->sim_ssrc_at, &cur->ssrc, m->sim_ssrc) ||
+	    rewrite_word(skb, m, m->sim_ts_at, &cur->ts, bpf_htonl(n->ts)))
+		return -1;
+	if (!m->dd_off || frame == cur->frame)
+		return 0;
+	if (bpf_skb_store_bytes(skb, m->dd_off + 1, &frame, sizeof(frame), 0) ||
+	    bpf_l4_csum_replace(skb, m->l4_off + offsetof(struct udphdr, check), twcc_csum_word(cur->frame, odd),
+				twcc_csum_word(frame, odd), BPF_F_MARK_MANGLED_0 | sizeof(frame)))
+		return -1;
+	cur->frame = frame;
+	return 0;
 }
 
 /* The RTP sequence number r is sent, by difference in the UDP checksum. */
@@ -609,6 +717,7 @@ __attribute__((noinline)) __u64 ready_replica(struct __sk_buff *skb, struct medi
 					      const struct replica *r)
 {
 	const struct replica_path *path;
+	struct sim_numbers n = {};
 	enum gate_verdict gate;
 	__u16 number;
 
@@ -620,23 +729,27 @@ __attribute__((noinline)) __u64 ready_replica(struct __sk_buff *skb, struct medi
 	gate = gate_of(r, m->gate);
 	if (gate == GATE_HELD)
 		return ready(SFU_GATED, gate, 0);
-	if (m->adapt) {
-		switch (adapt(r, m, &number)) {
+	if (m->sim_ssrc || m->adapt) {
+		switch (m->sim_ssrc ? adapt_encoding(r, m, &n) : adapt(r, m, &number)) {
 		case LAYER_DROP:
 			return ready(SFU_LAYER_DROPPED, gate, 0);
 		case LAYER_BUSY:
 			return ready(SFU_LAYER_BUSY, gate, 0);
+		case LAYER_OTHER:
+			return ready(SFU_OTHER_ENCODING, gate, 0);
 		case LAYER_PADDING:
-			return ready(padding_upcall(skb, m, r, number), gate, 0);
+			return ready(padding_upcall(skb, m, r, m->sim_ssrc ? n.seq : number, &n), gate, 0);
 		default:
 			break;
 		}
+		if (m->sim_ssrc)
+			number = n.seq;
 	}
 	path = replica_path(skb, r, m->ip_len, m->now);
 	if (!path)
 		return ready(SFU_NO_ROUTE, gate, 0);
 	if (readdress(skb, m, cur, r, path) || (m->adapt && renumber(skb, m, cur, number)) ||
-	    twcc_stamp(skb, m, cur, r))
+	    (m->sim_ssrc && sim_rewrite(skb, m, cur, &n)) || twcc_stamp(skb, m, cur, r))
 		return ready(SFU_REWRITE_FAILED, gate, 0);
 	return ready(SFU_REPLICA, gate, path->ifindex);
 }
@@ -692,7 +805,8 @@ INLINE int drop_complete_sum(struct __sk_buff *skb)
 INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender *s)
 {
 	struct addressing cur = { .saddr = m->ip.saddr, .daddr = m->ip.daddr, .sport = m->udp.sport,
-				  .dport = m->udp.dport, .seq = m->seq, .twcc = m->twcc };
+				  .dport = m->udp.dport, .seq = m->seq, .twcc = m->twcc, .ts = bpf_htonl(m->ts),
+				  .ssrc = m->ssrc, .frame = bpf_htons(m->frame.p.frame) };
 	struct fan c = { .skb = skb, .m = m, .cur = &cur };
 	const struct replica *last;
 	__u32 id = s->id, slot = s->slot, o;
@@ -772,6 +886,16 @@ INLINE void structure_upcall(struct __sk_buff *skb, const struct media *m, const
  * at this start, or the rest of the key frame finds it out of range). */
 #define DTIS_ALL_SWITCH 0xaaaa
 
+/* An RTP packet whose payload is all padding (a probe). */
+INLINE int padding_only(struct __sk_buff *skb, const struct media *m, const struct rtp_fixed *h, int hdr)
+{
+	__u8 pad;
+
+	return (h->vpxcc & 0x20) && m->len > (__u32)hdr &&
+	       !bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr) + m->len - 1, &pad, 1) &&
+	       pad == m->len - (__u32)hdr;
+}
+
 /* The packet's frame, for senders whose layers adapt: its descriptor's
  * fields and its template's DTIs (unknown: everyone gets it); its bytes
  * counted to its layer. Padding-only packets have no frame. */
@@ -783,17 +907,16 @@ INLINE void video_frame(struct __sk_buff *skb, struct media *m, const struct sen
 	struct layer_templates *tbl;
 	struct dd_fields d;
 	struct rtp_ext e;
-	__u8 pad;
 
 	m->adapt = 1;
 	f->p.seq = bpf_ntohs(h->seq);
-	if ((h->vpxcc & 0x20) && !bpf_skb_load_bytes(skb, payload + m->len - 1, &pad, 1) &&
-	    pad == m->len - (__u32)hdr) {
+	if (m->padding) {
 		f->p.flags = LAST_PADDING;
 		return;
 	}
 	if (rtp_ext_find(skb, payload, h->vpxcc, hdr, s->dd_ext, &e) || dd_read(skb, &e, &d))
 		return;
+	m->dd_off = e.off;
 	f->p.frame = d.frame;
 	f->p.flags = (d.flags & DD_START ? LAST_START : 0) | (d.flags & DD_END ? LAST_END : 0);
 	if (d.flags & DD_STRUCTURE)
@@ -816,6 +939,64 @@ INLINE void video_frame(struct __sk_buff *skb, struct media *m, const struct sen
 	f->flags = FRAME_KNOWN;
 	key = slot * LAYERS_MAX_TARGETS + TEMPLATE_LAYER(t);
 	count(bpf_map_lookup_elem(&layer_bytes, &key), m->len, 0);
+}
+
+/* What receivers' decisions need of a simulcast encoding's RTP packet
+ * (after video_frame and the gate): its encoding, timestamp and the
+ * highest encoding live, which media (not padding) keeps live. One
+ * without a dependency descriptor (Firefox's VP8) is a frame of its own
+ * per packet, its encoding one target, all of it. */
+INLINE void simulcast_packet(struct media *m, const struct sender *s)
+{
+	__u32 id = s->id, key = s->slot * LAYERS_MAX_TARGETS;
+	struct sim_encodings *e = bpf_map_lookup_elem(&simulcast_encodings, &id);
+	struct frame_info *f = &m->frame;
+	__u8 enc = s->encoding & (SIM_MAX_ENCODINGS - 1);
+	int padding = m->padding, key_start = m->gate == GATE_OPEN;
+
+	m->sim_ssrc = s->sim_ssrc;
+	m->enc = enc;
+	m->sim_ts_at = offsetof(struct rtp_fixed, ts);
+	m->sim_ssrc_at = offsetof(struct rtp_fixed, ssrc);
+	if (padding)
+		m->dd_off = 0; /* a probe's descriptor, if any, says nothing: left as is */
+	if (e && !padding) {
+		e->last_at[enc] = m->now;
+		e->no_dd[enc] = !m->dd_off;
+	}
+	m->top = e ? sim_top(e, m->now) : 0;
+	if (m->dd_off || padding) {
+		if (!m->adapt) { /* (a padding packet of an encoding without descriptors) */
+			m->adapt = 1;
+			__builtin_memset(f, 0, sizeof(*f));
+			f->p.seq = bpf_ntohs(m->seq);
+			f->p.flags = LAST_PADDING;
+		}
+		return;
+	}
+	count(bpf_map_lookup_elem(&layer_bytes, &key), m->len, 0);
+	m->adapt = 1;
+	__builtin_memset(f, 0, sizeof(*f));
+	f->p.seq = bpf_ntohs(m->seq);
+	f->p.flags = (key_start ? LAST_START : 0) | (m->frame_end ? LAST_END : 0);
+	f->flags = key_start ? FRAME_KEY : 0;
+}
+
+/* A simulcast encoding's sender report: only its receivers get it, under
+ * their SSRC and timestamps. -1: too short to hold its RTP timestamp. */
+INLINE int sim_report(struct __sk_buff *skb, struct media *m, const struct sender *s)
+{
+	__be32 ts;
+
+	if (m->len < 20 || bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr) + 16, &ts, sizeof(ts)))
+		return -1;
+	m->ts = bpf_ntohl(ts);
+	m->report = 1;
+	m->sim_ssrc = s->sim_ssrc;
+	m->enc = s->encoding & (SIM_MAX_ENCODINGS - 1);
+	m->sim_ts_at = 16;
+	m->sim_ssrc_at = 4;
+	return 0;
 }
 
 /* Where the sender's transport-wide sequence number is (twcc.h), which
@@ -868,62 +1049,75 @@ union media_head {
 SEC("tc")
 int sfu_ingress(struct __sk_buff *skb)
 {
-	struct media m = {};
+	struct media *m;
+	__u32 zero = 0;
 	union media_head h;
 	struct sender *s;
 	__be32 ssrc;
 	int hdr = -1;
 
-	if (parse_media(skb, &m))
+	m = bpf_map_lookup_elem(&media_scratch, &zero);
+	if (!m)
+		return TC_ACT_UNSPEC;
+	__builtin_memset(m, 0, sizeof(*m));
+	if (parse_media(skb, m))
 		return TC_ACT_UNSPEC;
 	/* One rewrite cannot serve several datagrams merged into one skb. */
 	if (skb->gso_segs > 1 || skb->gso_size)
-		return outcome(SFU_SEGMENTED, m.len), TC_ACT_UNSPEC;
-	if (m.len < 2 || bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), h.first, 2))
-		return outcome(SFU_OTHER, m.len), TC_ACT_UNSPEC;
+		return outcome(SFU_SEGMENTED, m->len), TC_ACT_UNSPEC;
+	if (m->len < 2 || bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr), h.first, 2))
+		return outcome(SFU_OTHER, m->len), TC_ACT_UNSPEC;
 	switch (media_demux(h.first[0], h.first[1])) {
 	case MEDIA_STUN:
-		return outcome(SFU_STUN, m.len), TC_ACT_UNSPEC;
+		return outcome(SFU_STUN, m->len), TC_ACT_UNSPEC;
 	case MEDIA_OTHER:
-		return outcome(SFU_OTHER, m.len), TC_ACT_UNSPEC;
+		return outcome(SFU_OTHER, m->len), TC_ACT_UNSPEC;
 	case MEDIA_RTCP:
-		if (m.len < sizeof(h.rtcp) ||
-		    bpf_skb_load_bytes(skb, m.l4_off + sizeof(struct udphdr), &h.rtcp, sizeof(h.rtcp)) ||
+		if (m->len < sizeof(h.rtcp) ||
+		    bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr), &h.rtcp, sizeof(h.rtcp)) ||
 		    (h.rtcp.vprc >> 6) != RTP_VERSION)
-			return outcome(SFU_MALFORMED, m.len), TC_ACT_UNSPEC;
+			return outcome(SFU_MALFORMED, m->len), TC_ACT_UNSPEC;
 		/* Sender reports go to the receivers; feedback to the agent. */
 		if (h.rtcp.pt != RTCP_SR)
-			return outcome(SFU_RTCP_TO_AGENT, m.len), TC_ACT_UNSPEC;
+			return outcome(SFU_RTCP_TO_AGENT, m->len), TC_ACT_UNSPEC;
 		ssrc = h.rtcp.ssrc;
+		m->ssrc = ssrc;
 		break;
 	case MEDIA_RTP:
-		hdr = rtp_parse(skb, m.l4_off + sizeof(struct udphdr), m.len, &h.rtp);
+		hdr = rtp_parse(skb, m->l4_off + sizeof(struct udphdr), m->len, &h.rtp);
 		if (hdr < 0)
-			return outcome(SFU_MALFORMED, m.len), TC_ACT_UNSPEC;
+			return outcome(SFU_MALFORMED, m->len), TC_ACT_UNSPEC;
 		ssrc = h.rtp.ssrc;
+		m->ssrc = ssrc;
+		m->ts = bpf_ntohl(h.rtp.ts);
 		break;
 	}
-	s = lookup_sender(&m, ssrc);
+	s = lookup_sender(m, ssrc);
 	if (!s)
-		return outcome(SFU_UNKNOWN_SENDER, m.len), TC_ACT_UNSPEC;
-	m.now = coarse_now();
-	if (!source_admitted(skb, &m, s))
-		return outcome(SFU_SOURCE_REFUSED, m.len), TC_ACT_UNSPEC;
+		return outcome(SFU_UNKNOWN_SENDER, m->len), TC_ACT_UNSPEC;
+	m->now = coarse_now();
+	if (!source_admitted(skb, m, s))
+		return outcome(SFU_SOURCE_REFUSED, m->len), TC_ACT_UNSPEC;
 	if (hdr >= 0) {
-		m.seq = h.rtp.seq;
+		m->seq = h.rtp.seq;
 		if (s->history && history_seen_or_keep(skb, s->slot, bpf_ntohs(h.rtp.seq), bpf_ntohl(h.rtp.ts),
-						       m.l4_off + sizeof(struct udphdr), m.len, bpf_ktime_get_ns()))
-			return outcome(SFU_DUPLICATE, m.len), TC_ACT_SHOT;
-		if (s->twcc_ext && !twcc_find(skb, &m, h.rtp.vpxcc, hdr, s->twcc_ext))
-			twcc_arrived(s->arrivals, m.len, bpf_ntohs(m.twcc));
+						       m->l4_off + sizeof(struct udphdr), m->len, bpf_ktime_get_ns()))
+			return outcome(SFU_DUPLICATE, m->len), TC_ACT_SHOT;
+		if (s->twcc_ext && !twcc_find(skb, m, h.rtp.vpxcc, hdr, s->twcc_ext))
+			twcc_arrived(s->arrivals, m->len, bpf_ntohs(m->twcc));
 		if (s->level_ext && !s->video)
-			audio_level_count(skb, &m, s, h.rtp.vpxcc, hdr);
-		m.frame_end = s->video && (h.rtp.mpt & 0x80);
+			audio_level_count(skb, m, s, h.rtp.vpxcc, hdr);
+		m->frame_end = s->video && (h.rtp.mpt & 0x80);
+		m->padding = s->video && padding_only(skb, m, &h.rtp, hdr);
 		if (s->video && s->dd_ext)
-			video_frame(skb, &m, s, &h.rtp, hdr);
-		m.gate = video_gate(skb, &m, s->video, hdr, h.peek);
-		if (m.adapt && m.gate == GATE_OPEN)
-			m.frame.flags |= FRAME_KEY;
+			video_frame(skb, m, s, &h.rtp, hdr);
+		m->gate = video_gate(skb, m, s->video, hdr, h.peek);
+		if (m->adapt && m->gate == GATE_OPEN)
+			m->frame.flags |= FRAME_KEY;
+		if (s->sim_ssrc) /* (h holds the payload's first bytes now) */
+			simulcast_packet(m, s);
+	} else if (s->sim_ssrc && sim_report(skb, m, s)) {
+		return outcome(SFU_MALFORMED, m->len), TC_ACT_UNSPEC;
 	}
-	return replicate(skb, &m, s);
+	return replicate(skb, m, s);
 }

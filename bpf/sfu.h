@@ -39,7 +39,7 @@ struct sender_key_v6 {
 
 struct sender {
 	__u32 id;   /* key of its fanout */
-	__u32 slot; /* its counters in sender_stats */
+	__u32 slot; /* its counters in sender_stats; its templates, layer bytes and history (a simulcast encoding's own) */
 	/* The sender's address passed the kernel's source checks (source.h)
 	 * on this interface, until then: written by any CPU, only ever with a
 	 * passing verdict, so a torn pair is still a passing one. */
@@ -50,7 +50,10 @@ struct sender {
 	__u8 history; /* its packets are kept (history.h): receivers' NACKs are answered by the SFU */
 	__u32 arrivals; /* twcc_legs index + 1 of the log of its transport-wide numbers' arrivals (0: none) */
 	__u8 level_ext; /* header extension id of its audio level (RFC 6464; 0: none): counted for speakers */
-	__u8 pad[3];
+	__u8 encoding;  /* of a simulcast video: which (0 the lowest); slot is its own */
+	__u16 pad;
+	__be32 sim_ssrc; /* of a simulcast video: the SSRC receivers get it under; 0: not simulcast */
+	__u32 pad2;
 	__u64 src_until;
 };
 

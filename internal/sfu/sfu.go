@@ -221,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	ctrlCfg := controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs, Adapt: !cfg.NoRateAdaptation,
-		MaxRooms: cfg.MaxRooms, MaxParticipants: cfg.MaxParticipants, ICEServers: cfg.TURN.servers, Simulcast: cfg.Dataplane == "user" && !cfg.NoRateAdaptation}
+		MaxRooms: cfg.MaxRooms, MaxParticipants: cfg.MaxParticipants, ICEServers: cfg.TURN.servers, Simulcast: !cfg.NoRateAdaptation}
 	if id != nil {
 		ctrlCfg.Security = &controller.Security{Identity: id, Transports: transports, Protect: plane.(*dataplane.User).Protect, Unprotect: plane.(*dataplane.User).Unprotect, Send: plane.Send,
 			Failed: func(room, participant string, err error) {

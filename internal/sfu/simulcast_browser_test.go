@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/admin"
+	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
-// TestSimulcastReceiver: three participants (no WebRTC switch,
-// DTLS-SRTP, the user data plane), P1 publishing its 640x360 camera as
+// TestSimulcastReceiver: three participants (DTLS-SRTP and no WebRTC
+// switch on the user data plane; plain RTP on the eBPF one, Chromium
+// only), P1 publishing its 640x360 camera as
 // two encodings (RFC 8853: 320 and 640 wide, VP8), P2 and P3 one each:
 // P1 is Chromium (its encodings with temporal layers, L1T3, and the
 // dependency descriptor) or Firefox ESR (neither: each encoding whole);
@@ -25,15 +27,21 @@ import (
 // bytes, no freeze, no duplicate); lifted, P3 is back on the high
 // encoding within 10 s.
 func TestSimulcastReceiver(t *testing.T) {
-	for _, p1 := range []string{"chromium", "firefox"} {
-		t.Run(p1, func(t *testing.T) { simulcastReceiver(t, p1) })
+	for _, c := range []struct{ p1, plane string }{{"chromium", "user"}, {"firefox", "user"}, {"chromium", "ebpf"}} {
+		name := c.p1
+		if c.plane == "ebpf" { // (plain RTP: Firefox has no switch for it)
+			name += "-ebpf"
+		}
+		t.Run(name, func(t *testing.T) { simulcastReceiver(t, c.p1, c.plane) })
 	}
 }
 
-func simulcastReceiver(t *testing.T, p1Browser string) {
+func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 	bed := newRateBed(t, func(cfg *Config) {
 		cfg.Codecs = signaling.Codecs{Audio: "opus", Video: "VP8"}
-		cfg.Dataplane, cfg.Ifaces, cfg.Unencrypted = "user", nil, false
+		if plane == "user" { // DTLS-SRTP; the eBPF plane (the bed's own) forwards plain RTP
+			cfg.Dataplane, cfg.Ifaces, cfg.Unencrypted = "user", nil, false
+		}
 	})
 	// (Its low encoding capped at a quarter of its high one's 250 kbit/s:
 	// the fake cameras' pictures are so simple that each encoding's rate
@@ -69,6 +77,9 @@ func simulcastReceiver(t *testing.T, p1Browser string) {
 		{Name: "lifted", Duration: lifted},
 	})
 	res.log(t)
+	if kernel, ok := bed.plane.(*dataplane.DataPlane); ok {
+		kernelForwarded(t, kernel)
+	}
 	before, during, after := res.Phases[0], res.Phases[2], res.Phases[3]
 	judged := during.after(settle)
 	p1 := res.IDs[0]
@@ -98,6 +109,23 @@ func simulcastReceiver(t *testing.T, p1Browser string) {
 	}
 	if back := after.after(within).Inbound(2, p1); back.FrameWidth != 640 || back.FPS < 0.8*top.FPS {
 		t.Errorf("lifted: P3 got P1 %v wide at %.1f fps %v after (want 640 at %.1f)", back.FrameWidth, back.FPS, within, 0.8*top.FPS)
+	}
+}
+
+// kernelForwarded: the eBPF plane's program, not its slow path, replicated
+// the simulcast video (the slow path learns each encoding's SSRC from its
+// first packets) and kept each receiver to its encoding.
+func kernelForwarded(t *testing.T, d *dataplane.DataPlane) {
+	all, err := d.Outcomes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := d.SlowPath()
+	inKernel := func(o dataplane.Outcome) uint64 { return all[o].Packets - slow[o].Packets }
+	t.Logf("replicas: %d by the program, %d by the slow path; other encodings' packets withheld: %d by the program, %d by the slow path",
+		inKernel(dataplane.Replica), slow[dataplane.Replica].Packets, inKernel(dataplane.OtherEncoding), slow[dataplane.OtherEncoding].Packets)
+	if inKernel(dataplane.Replica) < 20*slow[dataplane.Replica].Packets || inKernel(dataplane.OtherEncoding) == 0 {
+		t.Error("the simulcast video was not forwarded by the program")
 	}
 }
 

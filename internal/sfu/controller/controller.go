@@ -90,9 +90,9 @@ type Config struct {
 	// ICEServers, if set, are a joining participant's TURN servers (its
 	// user: the identity of its token, or its id in open rooms).
 	ICEServers func(user string, now time.Time) []ICEServer
-	// Simulcast: the data plane takes simulcast video (the user plane's);
-	// participants are told so (joined), and offers of it are refused
-	// without.
+	// Simulcast: the data plane takes simulcast video (both planes do,
+	// with rate adaptation on); participants are told so (joined), and
+	// offers of it are refused without.
 	Simulcast bool
 }
 

@@ -88,27 +88,39 @@ type DataPlane struct {
 
 	mu        sync.Mutex
 	streams   map[netip.AddrPort]*stream
-	byID      map[uint32]*stream
-	ids       slots.Pool // fanout ids and sender_stats slots
+	bySlot    map[uint32]*stream // by any of its encodings' slots
+	ids       slots.Pool         // fanout ids and sender_stats slots
 	replicaSl slots.Pool
 	twccSl    slots.Pool
 }
 
 // stream is one sender's transport: its SSRCs share one list of receivers.
 type stream struct {
-	id        uint32
-	sources   []Source
-	legs      []*kernelLeg
-	views     []replicaState // legs, as the slow path takes them
-	structure []byte         // the descriptor whose templates are installed
-	history   bool           // its history entries exist
-	arrivals  uint32         // twcc_legs index + 1 of its arrival log; 0: none
+	id       uint32
+	sources  []Source
+	sim      *Simulcast // its simulcast video, if it has one
+	legs     []*kernelLeg
+	views    []replicaState // legs, as the slow path takes them
+	arrivals uint32         // twcc_legs index + 1 of its arrival log; 0: none
 
-	vmu       sync.Mutex
-	templates sfuLayerTemplates          // installed (the slow path reads them here)
-	in        counter                    // what the slow path took in
-	levels    levelCounter               // and the audio levels it heard
-	bytes     [layers.MaxTargets]counter // and counted to each layer
+	vmu    sync.Mutex
+	enc    [layers.MaxEncodings]kernelEncoding // its video's (one without simulcast); templates under vmu
+	in     counter                             // what the slow path took in
+	levels levelCounter                        // and the audio levels it heard
+}
+
+// kernelEncoding is one encoding of a stream's video (a stream without
+// simulcast has one): its slot in the program's per-sender maps (the
+// stream's id for the first; its own, taken when it is learnt, for the
+// others) and what user space keeps of it.
+type kernelEncoding struct {
+	slot      uint32
+	owned     bool   // slot was taken for it (not the stream's id)
+	ssrc      uint32 // a simulcast encoding's, once learnt
+	history   bool   // its history entries exist
+	structure []byte // the descriptor whose templates are installed
+	templates sfuLayerTemplates
+	bytes     [layers.MaxTargets]counter // what the slow path counted to each layer
 }
 
 // legOf is the stream's leg for a receiver, if it has one: a receiver
@@ -138,7 +150,7 @@ func Load(cfg Config) (*DataPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
-	d := &DataPlane{cfg: cfg, streams: map[netip.AddrPort]*stream{}, byID: map[uint32]*stream{}, ids: slots.New(maxSenders),
+	d := &DataPlane{cfg: cfg, streams: map[netip.AddrPort]*stream{}, bySlot: map[uint32]*stream{}, ids: slots.New(maxSenders),
 		replicaSl: slots.New(4 * maxSenders), twccSl: slots.New(twccLegs), restore: restore}
 	d.fwd = forwarder{conns: conns, count: func(o Outcome, bytes int) { d.slow[o].add(bytes) }}
 	d.sendPadding = d.fwd.writeTo
@@ -234,25 +246,40 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 	if err := checkStream(from, sources, receivers); err != nil {
 		return err
 	}
-	if simulcastOf(sources) != nil {
-		return errSimulcastKernel
-	}
 	receivers = unmappedReceivers(receivers)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if old := d.streams[from]; old != nil {
+		sources = withLearnt(sources, old.sources)
+	}
+	return d.setStream(from, sources, receivers)
+}
+
+// senderSlot takes a slot for a stream or an encoding, reset: a reused
+// slot starts from zero.
+func (d *DataPlane) senderSlot() (uint32, error) {
+	id, ok := d.ids.Get()
+	if !ok {
+		return 0, fmt.Errorf("dataplane: more than %d streams and encodings", maxSenders)
+	}
+	if err := errors.Join(d.objs.SenderStats.Put(id, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
+		d.resetSenderLayers(id), d.resetAudioLevels(id), d.objs.SimulcastEncodings.Put(id, sfuSimEncodings{})); err != nil {
+		d.ids.Put(id)
+		return 0, fmt.Errorf("dataplane: sender counters: %w", err)
+	}
+	return id, nil
+}
+
+// setStream is SetStream's, checked, d.mu held.
+func (d *DataPlane) setStream(from netip.AddrPort, sources []Source, receivers []Receiver) error {
 	s, existed := d.streams[from]
 	if !existed {
-		id, ok := d.ids.Get()
-		if !ok {
-			return fmt.Errorf("dataplane: more than %d streams", maxSenders)
-		}
-		// A reused slot starts from zero.
-		if err := errors.Join(d.objs.SenderStats.Put(id, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
-			d.resetSenderLayers(id), d.resetAudioLevels(id)); err != nil {
-			d.ids.Put(id)
-			return fmt.Errorf("dataplane: sender counters: %w", err)
+		id, err := d.senderSlot()
+		if err != nil {
+			return err
 		}
 		s = &stream{id: id}
+		s.enc[0].slot = id
 	}
 	fan, legs, fresh, err := d.fanout(from, s, receivers)
 	if err == nil {
@@ -277,10 +304,7 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 		s.views[i] = l
 	}
 	d.streams[from] = s // from here on, RemoveStream undoes all of it
-	d.byID[s.id] = s
-	if !s.history && slices.ContainsFunc(sources, func(src Source) bool { return src.History }) {
-		s.history = d.keepHistory(s.id) == nil // without one, NACKs go to the sender
-	}
+	d.bySlot[s.id] = s
 	if s.arrivals == 0 && slices.ContainsFunc(sources, func(src Source) bool { return src.TWCCExt != 0 }) {
 		if i, ok := d.twccSl.Get(); ok { // without one, the sender gets no transport-cc feedback
 			d.twcc.leg(i).reset()
@@ -288,9 +312,18 @@ func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers [
 		}
 	}
 	// New SSRCs first, then drop the ones no longer sent.
+	s.sim = simulcastOf(sources)
 	for _, src := range sources {
-		src.History = src.History && s.history
-		if err := d.putSender(from, src, s.id, s.arrivals); err != nil {
+		if src.SSRC == 0 {
+			continue // a simulcast video's stand-in: its encodings are learnt (learnEncoding)
+		}
+		err := d.encodingOf(s, src)
+		if err == nil {
+			e := &s.enc[src.Encoding]
+			src.History = src.History && e.history
+			err = d.putSender(from, src, s, e.slot)
+		}
+		if err != nil {
 			for _, src := range sources {
 				if !hasSSRC(s.sources, src.SSRC) {
 					s.sources = append(s.sources, src) // for RemoveStream to delete
@@ -318,11 +351,16 @@ func (d *DataPlane) StreamStats(from netip.AddrPort) (StreamStats, error) {
 	if !ok {
 		return StreamStats{}, fmt.Errorf("dataplane: no stream from %v", from)
 	}
-	in, err := sumStats(d.objs.SenderStats, s.id)
-	if err != nil {
-		return StreamStats{}, err
+	st := StreamStats{In: s.in.load(), Out: make([]ReceiverStats, len(s.legs))}
+	for i := range s.enc {
+		if e := &s.enc[i]; i == 0 || e.owned {
+			in, err := sumStats(d.objs.SenderStats, e.slot)
+			if err != nil {
+				return StreamStats{}, err
+			}
+			st.In = st.In.Add(in)
+		}
 	}
-	st := StreamStats{In: in.Add(s.in.load()), Out: make([]ReceiverStats, len(s.legs))}
 	video := hasVideo(s.sources)
 	for i, l := range s.legs {
 		var waiting uint32
@@ -350,19 +388,18 @@ func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
 	}
 	var errs []error
 	for _, src := range s.sources {
-		errs = append(errs, d.deleteSender(from, src.SSRC))
+		if src.SSRC != 0 {
+			errs = append(errs, d.deleteSender(from, src.SSRC))
+		}
 	}
 	errs = append(errs, d.objs.Fanouts.Delete(s.id))
-	if s.history {
-		d.dropHistory(s.id)
-	}
+	d.releaseEncodings(s)
 	if s.arrivals != 0 {
 		d.twccSl.Put(s.arrivals - 1)
 	}
 	d.releaseLegs(s.legs)
 	d.ids.Put(s.id)
 	delete(d.streams, from)
-	delete(d.byID, s.id)
 	return errors.Join(errs...)
 }
 
@@ -383,7 +420,7 @@ func (d *DataPlane) fanout(from netip.AddrPort, s *stream, receivers []Receiver)
 				d.releaseLegs(fresh)
 				return fan, nil, nil, err
 			}
-			l.sender = from // (read unlocked by the leg's Packet: written once)
+			l.sender, l.stream = from, s // (written once)
 			fresh = append(fresh, l)
 		}
 		l.TTL = r.TTL
@@ -519,10 +556,14 @@ func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
 	return rep, nil
 }
 
-func (d *DataPlane) putSender(from netip.AddrPort, src Source, id, arrivals uint32) error {
-	v := sfuSender{Id: id, Slot: id, Video: uint8(src.Video), DdExt: src.DDExt, TwccExt: src.TWCCExt, Arrivals: arrivals, LevelExt: src.LevelExt}
+func (d *DataPlane) putSender(from netip.AddrPort, src Source, s *stream, slot uint32) error {
+	v := sfuSender{Id: s.id, Slot: slot, Video: uint8(src.Video), DdExt: src.DDExt, TwccExt: src.TWCCExt, Arrivals: s.arrivals,
+		LevelExt: src.LevelExt, Encoding: src.Encoding}
 	if src.History {
 		v.History = 1
+	}
+	if src.Simulcast != nil {
+		v.SimSsrc = netorder.Word(src.Simulcast.SSRC)
 	}
 	ssrc := src.SSRC
 	var err error

@@ -37,7 +37,7 @@ var (
 	sfuV6     = netip.MustParseAddr("fd20:1::1")
 )
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	testenv.RequireRoot(t)
 	ns, err := netns.New("ebrtc-sfu")
 	if err != nil {

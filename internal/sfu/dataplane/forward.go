@@ -336,12 +336,12 @@ func (f *forwarder) adaptedEncoding(r replicaState, pi *packetInfo, buf []byte) 
 func simulcastPacket(s streamState, src Source, cl Classified, pi *packetInfo) {
 	p := pi.p
 	pi.sim, pi.enc, pi.ts = src.Simulcast, src.Encoding, binary.BigEndian.Uint32(p[4:])
-	if src.DDExt != 0 {
+	padding, desc := paddingOnly(p, cl.Payload), undescribed
+	if src.DDExt != 0 && !padding { // (a probe's descriptor, if any, says nothing: left as is)
 		if off, n := rtpExtensionAt(p, len(p)-len(cl.Payload), src.DDExt); n >= 3 {
 			pi.ddOff = off
 		}
 	}
-	padding, desc := paddingOnly(p, cl.Payload), undescribed
 	switch {
 	case padding:
 		desc = paddingPacket

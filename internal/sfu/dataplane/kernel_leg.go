@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
@@ -19,10 +18,12 @@ type kernelLeg struct {
 	Receiver
 	d       *DataPlane
 	sender  netip.AddrPort // whose stream
+	stream  *stream        // (its fields under d.mu)
 	slot    uint32
 	twcc    uint32  // twcc_legs index + 1; 0: none
 	out     counter // what the slow path sent it
 	removed atomic.Bool
+	asked   atomic.Int32 // the target as SetTarget had it (a simulcast receiver's is flat)
 }
 
 var _ Leg = (*kernelLeg)(nil)
@@ -63,47 +64,68 @@ func (l *kernelLeg) SetTarget(target int) error {
 	if l.removed.Load() {
 		return errLegGone
 	}
-	return l.d.objs.ReplicaTargets.Put(l.slot, targetValue(target))
+	v := targetValue(target)
+	if target >= 0 {
+		sim, views, _, err := l.simulcast(false)
+		if err != nil {
+			return err
+		}
+		if sim != nil {
+			v = views.target(target, coarseNow())
+		}
+	}
+	l.asked.Store(int32(target))
+	return l.d.objs.ReplicaTargets.Put(l.slot, v)
 }
 
 func (l *kernelLeg) State() (ReceiverLayers, error) {
 	if l.removed.Load() {
 		return ReceiverLayers{}, errLegGone
 	}
-	var target uint32
+	target, ok := l.target()
+	r, err := l.replica()
+	if !ok || err != nil {
+		return ReceiverLayers{}, fmt.Errorf("dataplane: receiver %v: no state", l.To)
+	}
+	now := coarseNow()
+	st := ReceiverLayers{Target: targetOf(target), Current: targetOf(r.Current), SwitchWaiting: waited(r.SwitchWait, now)}
+	sim, views, _, err := l.simulcast(false)
+	if sim != nil && err == nil {
+		st = views.state(st, int(l.asked.Load()), &r, now)
+	}
+	return st, err
+}
+
+// replica is a copy of the receiver's state.
+func (l *kernelLeg) replica() (layers.Replica, error) {
 	var st sfuReplicaLayers
-	if err := l.d.objs.ReplicaTargets.Lookup(l.slot, &target); err != nil {
-		return ReceiverLayers{}, err
-	}
 	if err := l.d.objs.ReplicaAdapt.Lookup(l.slot, &st); err != nil {
-		return ReceiverLayers{}, err
+		return layers.Replica{}, err
 	}
-	return ReceiverLayers{Target: targetOf(uint8(target)), Current: targetOf(st.Current),
-		SwitchWaiting: waited(st.SwitchWait, coarseNow())}, nil
+	return replicaFrom(&st), nil
 }
 
 func (l *kernelLeg) Original(number uint16) (uint16, bool) {
-	var st sfuReplicaLayers
-	if l.removed.Load() || l.d.objs.ReplicaAdapt.Lookup(l.slot, &st) != nil {
+	r, err := l.replica()
+	if l.removed.Load() || err != nil {
 		return 0, false
 	}
-	if st.Rw.Started == 0 {
-		return number, true
-	}
-	rw := rewriteState(&st.Rw)
-	return rw.Original(number)
+	return r.Original(number, l.isSimulcast())
+}
+
+// isSimulcast: the leg's stream has a simulcast video.
+func (l *kernelLeg) isSimulcast() bool {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	return l.stream.sim != nil
 }
 
 func (l *kernelLeg) FrameSent(frame uint16) (sent, known bool) {
-	var st sfuReplicaLayers
-	if l.removed.Load() || l.d.objs.ReplicaAdapt.Lookup(l.slot, &st) != nil {
+	r, err := l.replica()
+	if l.removed.Load() || err != nil {
 		return false, false
 	}
-	if st.Rw.Started == 0 {
-		return true, true
-	}
-	rw := rewriteState(&st.Rw)
-	return rw.Frame(frame)
+	return r.FrameSent(frame)
 }
 
 func (l *kernelLeg) Send(p []byte, twccOff int) error {
@@ -149,8 +171,15 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 	s := d.streams[from]
 	var st *slowStream
 	if s != nil {
-		if _, ok := s.source(cl.SSRC); ok {
+		_, ok := s.source(cl.SSRC)
+		if !ok && cl.Payload != nil && s.sim != nil {
+			ok = d.learnEncoding(from, s, cl.SSRC, p, len(p)-len(cl.Payload))
+		}
+		if ok {
 			st = &slowStream{stream: s, d: d, views: s.views}
+			for i := range s.enc {
+				st.slots[i] = encodingSlot{slot: s.enc[i].slot, history: s.enc[i].history}
+			}
 		}
 	}
 	d.mu.Unlock()
@@ -167,6 +196,12 @@ type slowStream struct {
 	*stream
 	d     *DataPlane
 	views []replicaState
+	slots [layers.MaxEncodings]encodingSlot // its encodings' as they were
+}
+
+type encodingSlot struct {
+	slot    uint32
+	history bool
 }
 
 func (s *stream) source(ssrc uint32) (Source, bool) {
@@ -190,43 +225,47 @@ func (s *slowStream) received(bytes int, frameEnd bool) { s.in.addFrame(bytes, f
 
 func (s *slowStream) heard(level uint8, voiced bool) { s.levels.add(level, voiced) }
 
-func (s *slowStream) seenOrKeep(_ Source, seq uint16, ts uint32, p []byte) bool {
-	return s.history && s.d.kernelSeenOrKeep(s.id, seq, ts, p)
+func (s *slowStream) seenOrKeep(src Source, seq uint16, ts uint32, p []byte) bool {
+	e := s.slots[encIndex(src)%layers.MaxEncodings]
+	return e.history && s.d.kernelSeenOrKeep(e.slot, seq, ts, p)
 }
 
-// encodingSent: the eBPF data plane has no simulcast (SetStream refuses it).
-func (s *slowStream) encodingSent(Source, int, described, uint64) uint8 { return 0 }
-
 func (s *slowStream) frame(p []byte, hdr int, src Source, size int) layers.Frame {
+	i := encIndex(src) % layers.MaxEncodings
 	s.vmu.Lock()
-	f, layer, structure := frameOf(p, hdr, src.DDExt, &s.templates)
+	e := &s.enc[i]
+	f, layer, structure := frameOf(p, hdr, src.DDExt, &e.templates)
 	if layer >= 0 {
-		s.bytes[layer].add(size)
+		e.bytes[layer].add(size)
 	}
 	s.vmu.Unlock()
 	if structure != nil {
-		s.d.installStructure(s.id, structure)
+		s.d.installStructure(s.slots[i].slot, structure)
 	}
 	return f
 }
 
 func (l *kernelLeg) receiver() Receiver { return l.Receiver }
 
-// The eBPF data plane has no simulcast (SetStream refuses it).
-func (l *kernelLeg) decideEncoding(*layers.Frame, uint8, uint32, uint8, uint64) (layers.Numbers, layers.Verdict, bool) {
-	return layers.Numbers{}, layers.Other, false
-}
-
-func (l *kernelLeg) encodingInForce() (uint8, layers.Numbers) {
-	return layers.NoEncoding, layers.Numbers{}
-}
-
 func (l *kernelLeg) Packet(number uint16) ([]byte, bool) {
-	seq, ok := l.Original(number)
-	if !ok {
+	r, err := l.replica()
+	if l.removed.Load() || err != nil {
 		return nil, false
 	}
-	return l.d.Packet(l.sender, seq)
+	sim, _, ddExt, _ := l.simulcast(false)
+	seq, ok := r.Original(number, sim != nil)
+	enc := r.Sim.Encoding
+	if sim == nil {
+		enc = 0
+	}
+	if !ok || enc >= layers.MaxEncodings {
+		return nil, false
+	}
+	p, ok := l.encodingPacket(enc, seq)
+	if ok && sim != nil && len(p) >= 12 {
+		asReceived(p, sim, ddExt, seq, r.Sim.Shift)
+	}
+	return p, ok
 }
 
 func (l *kernelLeg) waiting() bool {
@@ -240,22 +279,15 @@ func (l *kernelLeg) transportWide() *legTWCC { return l.twccState() }
 
 func (l *kernelLeg) replicated(bytes int, frameEnd bool) { l.out.addFrame(bytes, frameEnd) }
 
-// decide takes the program's claim on the receiver's state (layers_claim),
-// runs the Go reference on it and writes it back.
-func (l *kernelLeg) decide(f *layers.Frame, now uint64) (uint16, layers.Verdict, bool) {
-	var target uint32
-	if l.d.objs.ReplicaTargets.Lookup(l.slot, &target) != nil {
+// decide takes the program's claim on the receiver's state (layers_claim)
+// and runs the Go reference on it.
+func (l *kernelLeg) decide(f *layers.Frame, now uint64) (n uint16, v layers.Verdict, busy bool) {
+	target, ok := l.target()
+	if !ok {
 		return 0, layers.AsIs, false
 	}
-	st := (*sfuReplicaLayers)(unsafe.Pointer(&l.d.adapt[uintptr(l.slot)*unsafe.Sizeof(sfuReplicaLayers{})]))
-	if !atomic.CompareAndSwapUint32(&st.Busy, 0, 1) {
-		return 0, 0, true
-	}
-	defer atomic.StoreUint32(&st.Busy, 0)
-	r := layers.Replica{Current: st.Current, SwitchWait: st.SwitchWait, RW: rewriteState(&st.Rw)}
-	n, v := r.Decide(f, uint8(min(target, layers.AllTargets)), now)
-	st.Current, st.SwitchWait, st.Rw = r.Current, r.SwitchWait, kernelRewriteState(&r.RW)
-	return n, v, false
+	busy = !l.withClaim(func(r *layers.Replica) { n, v = r.Decide(f, target, now) })
+	return n, v, busy
 }
 
 // rewriteState is the kernel's struct rewrite_state as the Go reference's.
@@ -269,12 +301,22 @@ func kernelRewriteState(s *rewrite.State) sfuRewriteState {
 		Started: s.Started, Dropped: s.Dropped, Frames: s.Frames}
 }
 
-// installStructure installs the templates of a structure a sender attached.
-func (d *DataPlane) installStructure(id uint32, desc []byte) {
+// installStructure installs the templates of a structure a sender's
+// video (the encoding in that slot) attached.
+func (d *DataPlane) installStructure(slot uint32, desc []byte) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := d.byID[id]
-	if s == nil || sameStructure(s.structure, desc) {
+	s := d.bySlot[slot]
+	if s == nil {
+		return
+	}
+	var e *kernelEncoding
+	for i := range s.enc {
+		if (i == 0 || s.enc[i].owned) && s.enc[i].slot == slot {
+			e = &s.enc[i]
+		}
+	}
+	if e == nil || sameStructure(e.structure, desc) {
 		return
 	}
 	parsed, err := dd.Parse(desc, nil)
@@ -282,10 +324,10 @@ func (d *DataPlane) installStructure(id uint32, desc []byte) {
 		return
 	}
 	t := templatesOf(parsed.Structure)
-	if d.objs.SenderTemplates.Put(id, t) == nil {
-		s.structure = append(s.structure[:0], desc...)
+	if d.objs.SenderTemplates.Put(slot, t) == nil {
+		e.structure = append(e.structure[:0], desc...)
 		s.vmu.Lock()
-		s.templates = t
+		e.templates = t
 		s.vmu.Unlock()
 	}
 }

@@ -57,19 +57,18 @@ func (d *DataPlane) Layers(from netip.AddrPort) (Layers, error) {
 	if !ok {
 		return Layers{}, fmt.Errorf("dataplane: no stream from %v", from)
 	}
+	views, err := d.encodingViews(s, true)
+	if err != nil {
+		return Layers{}, err
+	}
+	if s.sim != nil {
+		return views.layers(coarseNow()), nil
+	}
 	var tbl sfuLayerTemplates
 	if err := d.objs.SenderTemplates.Lookup(s.id, &tbl); err != nil {
 		return Layers{}, err
 	}
-	var perLayer [layers.MaxTargets]uint64
-	for l := range perLayer {
-		c, err := sumStats(d.objs.LayerBytes, s.id*layers.MaxTargets+uint32(l))
-		if err != nil {
-			return Layers{}, err
-		}
-		perLayer[l] = c.Bytes + s.bytes[l].load().Bytes
-	}
-	return Layers{Targets: int(tbl.Targets), Bytes: cumulative(perLayer[:], int(tbl.Targets))}, nil
+	return Layers{Targets: int(tbl.Targets), Bytes: cumulative(views[0].bytes[:], int(tbl.Targets))}, nil
 }
 
 // Packet is Plane.Packet: from the kernel's history of the sender's video.
@@ -77,7 +76,13 @@ func (d *DataPlane) Packet(from netip.AddrPort, seq uint16) ([]byte, bool) {
 	d.mu.Lock()
 	s, ok := d.streams[unmapped(from)]
 	d.mu.Unlock()
-	if !ok || !s.history {
+	if !ok {
+		return nil, false
+	}
+	d.mu.Lock()
+	kept := s.enc[0].history
+	d.mu.Unlock()
+	if !kept {
 		return nil, false
 	}
 	p, _, ok := d.kernelPacket(s.id, seq)
@@ -108,7 +113,7 @@ func (d *DataPlane) resetSenderLayers(id uint32) error {
 
 func (d *DataPlane) resetReplicaLayers(slot uint32) error {
 	return errors.Join(d.objs.ReplicaTargets.Put(slot, uint32(layers.AllTargets)),
-		d.objs.ReplicaAdapt.Put(slot, sfuReplicaLayers{Current: layers.AllTargets}))
+		d.objs.ReplicaAdapt.Put(slot, sfuReplicaLayers{Current: layers.AllTargets, Sim: sfuSimState{Encoding: layers.NoEncoding}}))
 }
 
 // readEvents serves video_events until the reader is closed: structures

@@ -395,7 +395,7 @@ func layersAgree(t *testing.T, name string, stream func(*testing.T, uint16) [][]
 // slowPath gives the rig's data plane a media socket at the SFU's address
 // (on lo), as Load's Conns would, for runSlow; out0 finishes checksums in
 // software so that the capture verifies them.
-func (r *rig) slowPath(t *testing.T, sfu netip.AddrPort) *mediaConn {
+func (r *rig) slowPath(t testing.TB, sfu netip.AddrPort) *mediaConn {
 	must(t, r.ns.IP("addr", "add", sfu.Addr().String()+"/32", "dev", "lo"))
 	_, err := r.ns.Output("ethtool", "-K", "out0", "tx", "off")
 	must(t, err)

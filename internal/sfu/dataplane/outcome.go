@@ -103,6 +103,16 @@ func (d *DataPlane) Outcomes() (map[Outcome]Counter, error) {
 	return out, nil
 }
 
+// SlowPath is what the slow path did (of Outcomes): the datagrams the
+// program handed to the stack that user space forwarded.
+func (d *DataPlane) SlowPath() map[Outcome]Counter {
+	out := map[Outcome]Counter{}
+	for o := Outcome(0); o < outcomeMax; o++ {
+		out[o] = d.slow[o].load()
+	}
+	return out
+}
+
 func sumStats(m *ebpf.Map, key uint32) (Counter, error) {
 	var perCPU []sfuSfuStats
 	if err := m.Lookup(key, &perCPU); err != nil {

@@ -70,6 +70,70 @@ type sfuLegTwcc struct {
 	Log  [512]uint64
 }
 
+type sfuMedia struct {
+	_  structs.HostLayout
+	Ip struct {
+		_     structs.HostLayout
+		Saddr struct {
+			_     structs.HostLayout
+			Bytes [16]uint8
+		}
+		Daddr struct {
+			_     structs.HostLayout
+			Bytes [16]uint8
+		}
+		PayloadLen uint16
+		Family     uint8
+		Tos        uint8
+		Df         uint8
+		_          [3]byte
+	}
+	Udp struct {
+		_     structs.HostLayout
+		Sport uint16
+		Dport uint16
+		Len   uint16
+		Csum  uint16
+	}
+	L4Off uint32
+	Len   uint32
+	IpLen uint32
+	_     [4]byte
+	Now   uint64
+	Frame struct {
+		_ structs.HostLayout
+		P struct {
+			_     structs.HostLayout
+			Seq   uint16
+			Frame uint16
+			Flags uint8
+			Pad   uint8
+		}
+		Dtis    uint16
+		Flags   uint8
+		Targets uint8
+	}
+	_         [2]byte
+	TwccOff   uint32
+	Twcc      uint16
+	Seq       uint16
+	Gate      uint8
+	Adapt     uint8
+	FrameEnd  uint8
+	Padding   uint8
+	Enc       uint8
+	Top       uint8
+	Report    uint8
+	SimTsAt   uint8
+	SimSsrcAt uint8
+	_         [1]byte
+	DdOff     uint16
+	SimSsrc   uint32
+	Ts        uint32
+	Ssrc      uint32
+	_         [4]byte
+}
+
 type sfuReplica struct {
 	_     structs.HostLayout
 	Saddr struct {
@@ -95,6 +159,7 @@ type sfuReplicaLayers struct {
 	Current    uint8
 	Pad        [3]uint8
 	SwitchWait uint64
+	Sim        sfuSimState
 	Rw         sfuRewriteState
 }
 
@@ -131,7 +196,10 @@ type sfuSender struct {
 	History    uint8
 	Arrivals   uint32
 	LevelExt   uint8
-	Pad        [3]uint8
+	Encoding   uint8
+	Pad        uint16
+	SimSsrc    uint32
+	Pad2       uint32
 	SrcUntil   uint64
 }
 
@@ -174,6 +242,32 @@ type sfuSfuStats struct {
 	Frames  uint64
 }
 
+type sfuSimEncodings struct {
+	_      structs.HostLayout
+	LastAt [4]uint64
+	NoDd   [4]uint8
+	Pad    uint32
+}
+
+type sfuSimNumbers struct {
+	_     structs.HostLayout
+	Ts    uint32
+	Seq   uint16
+	Frame uint16
+}
+
+type sfuSimState struct {
+	_          structs.HostLayout
+	Encoding   uint8
+	Sent       uint8
+	Pad        uint16
+	Shift      sfuSimNumbers
+	Last       sfuSimNumbers
+	Pad2       uint32
+	LastAt     uint64
+	SwitchWait uint64
+}
+
 type sfuVideoEvent struct {
 	_      structs.HostLayout
 	Kind   uint32
@@ -189,26 +283,28 @@ type sfuVideoEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sfuMapAudioLevels     = "audio_levels"
-	sfuMapClockCache      = "clock_cache"
-	sfuMapConfig          = "config"
-	sfuMapFanouts         = "fanouts"
-	sfuMapFibScratch      = "fib_scratch"
-	sfuMapHistory         = "history"
-	sfuMapLayerBytes      = "layer_bytes"
-	sfuMapOutcomes        = "outcomes"
-	sfuMapReplicaAdapt    = "replica_adapt"
-	sfuMapReplicaGates    = "replica_gates"
-	sfuMapReplicaPaths    = "replica_paths"
-	sfuMapReplicaStats    = "replica_stats"
-	sfuMapReplicaTargets  = "replica_targets"
-	sfuMapSenderStats     = "sender_stats"
-	sfuMapSenderTemplates = "sender_templates"
-	sfuMapSendersV4       = "senders_v4"
-	sfuMapSendersV6       = "senders_v6"
-	sfuMapTwccLegs        = "twcc_legs"
-	sfuMapVideoEvents     = "video_events"
-	sfuProgSfuIngress     = "sfu_ingress"
+	sfuMapAudioLevels        = "audio_levels"
+	sfuMapClockCache         = "clock_cache"
+	sfuMapConfig             = "config"
+	sfuMapFanouts            = "fanouts"
+	sfuMapFibScratch         = "fib_scratch"
+	sfuMapHistory            = "history"
+	sfuMapLayerBytes         = "layer_bytes"
+	sfuMapMediaScratch       = "media_scratch"
+	sfuMapOutcomes           = "outcomes"
+	sfuMapReplicaAdapt       = "replica_adapt"
+	sfuMapReplicaGates       = "replica_gates"
+	sfuMapReplicaPaths       = "replica_paths"
+	sfuMapReplicaStats       = "replica_stats"
+	sfuMapReplicaTargets     = "replica_targets"
+	sfuMapSenderStats        = "sender_stats"
+	sfuMapSenderTemplates    = "sender_templates"
+	sfuMapSendersV4          = "senders_v4"
+	sfuMapSendersV6          = "senders_v6"
+	sfuMapSimulcastEncodings = "simulcast_encodings"
+	sfuMapTwccLegs           = "twcc_legs"
+	sfuMapVideoEvents        = "video_events"
+	sfuProgSfuIngress        = "sfu_ingress"
 )
 
 // loadSfu returns the embedded CollectionSpec for sfu.
@@ -260,25 +356,27 @@ type sfuProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sfuMapSpecs struct {
-	AudioLevels     *ebpf.MapSpec `ebpf:"audio_levels"`
-	ClockCache      *ebpf.MapSpec `ebpf:"clock_cache"`
-	Config          *ebpf.MapSpec `ebpf:"config"`
-	Fanouts         *ebpf.MapSpec `ebpf:"fanouts"`
-	FibScratch      *ebpf.MapSpec `ebpf:"fib_scratch"`
-	History         *ebpf.MapSpec `ebpf:"history"`
-	LayerBytes      *ebpf.MapSpec `ebpf:"layer_bytes"`
-	Outcomes        *ebpf.MapSpec `ebpf:"outcomes"`
-	ReplicaAdapt    *ebpf.MapSpec `ebpf:"replica_adapt"`
-	ReplicaGates    *ebpf.MapSpec `ebpf:"replica_gates"`
-	ReplicaPaths    *ebpf.MapSpec `ebpf:"replica_paths"`
-	ReplicaStats    *ebpf.MapSpec `ebpf:"replica_stats"`
-	ReplicaTargets  *ebpf.MapSpec `ebpf:"replica_targets"`
-	SenderStats     *ebpf.MapSpec `ebpf:"sender_stats"`
-	SenderTemplates *ebpf.MapSpec `ebpf:"sender_templates"`
-	SendersV4       *ebpf.MapSpec `ebpf:"senders_v4"`
-	SendersV6       *ebpf.MapSpec `ebpf:"senders_v6"`
-	TwccLegs        *ebpf.MapSpec `ebpf:"twcc_legs"`
-	VideoEvents     *ebpf.MapSpec `ebpf:"video_events"`
+	AudioLevels        *ebpf.MapSpec `ebpf:"audio_levels"`
+	ClockCache         *ebpf.MapSpec `ebpf:"clock_cache"`
+	Config             *ebpf.MapSpec `ebpf:"config"`
+	Fanouts            *ebpf.MapSpec `ebpf:"fanouts"`
+	FibScratch         *ebpf.MapSpec `ebpf:"fib_scratch"`
+	History            *ebpf.MapSpec `ebpf:"history"`
+	LayerBytes         *ebpf.MapSpec `ebpf:"layer_bytes"`
+	MediaScratch       *ebpf.MapSpec `ebpf:"media_scratch"`
+	Outcomes           *ebpf.MapSpec `ebpf:"outcomes"`
+	ReplicaAdapt       *ebpf.MapSpec `ebpf:"replica_adapt"`
+	ReplicaGates       *ebpf.MapSpec `ebpf:"replica_gates"`
+	ReplicaPaths       *ebpf.MapSpec `ebpf:"replica_paths"`
+	ReplicaStats       *ebpf.MapSpec `ebpf:"replica_stats"`
+	ReplicaTargets     *ebpf.MapSpec `ebpf:"replica_targets"`
+	SenderStats        *ebpf.MapSpec `ebpf:"sender_stats"`
+	SenderTemplates    *ebpf.MapSpec `ebpf:"sender_templates"`
+	SendersV4          *ebpf.MapSpec `ebpf:"senders_v4"`
+	SendersV6          *ebpf.MapSpec `ebpf:"senders_v6"`
+	SimulcastEncodings *ebpf.MapSpec `ebpf:"simulcast_encodings"`
+	TwccLegs           *ebpf.MapSpec `ebpf:"twcc_legs"`
+	VideoEvents        *ebpf.MapSpec `ebpf:"video_events"`
 }
 
 // sfuVariableSpecs contains global variables before they are loaded into the kernel.
@@ -307,25 +405,27 @@ func (o *sfuObjects) Close() error {
 //
 // It can be passed to loadSfuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sfuMaps struct {
-	AudioLevels     *ebpf.Map `ebpf:"audio_levels"`
-	ClockCache      *ebpf.Map `ebpf:"clock_cache"`
-	Config          *ebpf.Map `ebpf:"config"`
-	Fanouts         *ebpf.Map `ebpf:"fanouts"`
-	FibScratch      *ebpf.Map `ebpf:"fib_scratch"`
-	History         *ebpf.Map `ebpf:"history"`
-	LayerBytes      *ebpf.Map `ebpf:"layer_bytes"`
-	Outcomes        *ebpf.Map `ebpf:"outcomes"`
-	ReplicaAdapt    *ebpf.Map `ebpf:"replica_adapt"`
-	ReplicaGates    *ebpf.Map `ebpf:"replica_gates"`
-	ReplicaPaths    *ebpf.Map `ebpf:"replica_paths"`
-	ReplicaStats    *ebpf.Map `ebpf:"replica_stats"`
-	ReplicaTargets  *ebpf.Map `ebpf:"replica_targets"`
-	SenderStats     *ebpf.Map `ebpf:"sender_stats"`
-	SenderTemplates *ebpf.Map `ebpf:"sender_templates"`
-	SendersV4       *ebpf.Map `ebpf:"senders_v4"`
-	SendersV6       *ebpf.Map `ebpf:"senders_v6"`
-	TwccLegs        *ebpf.Map `ebpf:"twcc_legs"`
-	VideoEvents     *ebpf.Map `ebpf:"video_events"`
+	AudioLevels        *ebpf.Map `ebpf:"audio_levels"`
+	ClockCache         *ebpf.Map `ebpf:"clock_cache"`
+	Config             *ebpf.Map `ebpf:"config"`
+	Fanouts            *ebpf.Map `ebpf:"fanouts"`
+	FibScratch         *ebpf.Map `ebpf:"fib_scratch"`
+	History            *ebpf.Map `ebpf:"history"`
+	LayerBytes         *ebpf.Map `ebpf:"layer_bytes"`
+	MediaScratch       *ebpf.Map `ebpf:"media_scratch"`
+	Outcomes           *ebpf.Map `ebpf:"outcomes"`
+	ReplicaAdapt       *ebpf.Map `ebpf:"replica_adapt"`
+	ReplicaGates       *ebpf.Map `ebpf:"replica_gates"`
+	ReplicaPaths       *ebpf.Map `ebpf:"replica_paths"`
+	ReplicaStats       *ebpf.Map `ebpf:"replica_stats"`
+	ReplicaTargets     *ebpf.Map `ebpf:"replica_targets"`
+	SenderStats        *ebpf.Map `ebpf:"sender_stats"`
+	SenderTemplates    *ebpf.Map `ebpf:"sender_templates"`
+	SendersV4          *ebpf.Map `ebpf:"senders_v4"`
+	SendersV6          *ebpf.Map `ebpf:"senders_v6"`
+	SimulcastEncodings *ebpf.Map `ebpf:"simulcast_encodings"`
+	TwccLegs           *ebpf.Map `ebpf:"twcc_legs"`
+	VideoEvents        *ebpf.Map `ebpf:"video_events"`
 }
 
 func (m *sfuMaps) Close() error {
@@ -337,6 +437,7 @@ func (m *sfuMaps) Close() error {
 		m.FibScratch,
 		m.History,
 		m.LayerBytes,
+		m.MediaScratch,
 		m.Outcomes,
 		m.ReplicaAdapt,
 		m.ReplicaGates,
@@ -347,6 +448,7 @@ func (m *sfuMaps) Close() error {
 		m.SenderTemplates,
 		m.SendersV4,
 		m.SendersV6,
+		m.SimulcastEncodings,
 		m.TwccLegs,
 		m.VideoEvents,
 	)

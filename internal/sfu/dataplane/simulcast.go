@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"encoding/binary"
-	"errors"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -19,9 +18,6 @@ import (
 // across a switch (rewriteEncoding). The link's allocation sees the
 // encodings' decode targets one after the other, lowest encoding first
 // (flatTargets).
-
-// errSimulcastKernel: the eBPF data plane does not take simulcast yet.
-var errSimulcastKernel = errors.New("dataplane: simulcast is the user data plane's (--dataplane user)")
 
 // liveFor is how recently an encoding must have sent media (not padding)
 // to be offered to receivers: a publisher whose uplink narrows stops its
@@ -104,7 +100,7 @@ func (u *User) learnEncoding(from netip.AddrPort, ssrc uint32, p []byte, hdr int
 		return nil
 	}
 	src, replaced, ok := learntSource(s.sources, ssrc, p, hdr)
-	if !ok || (replaced != 0 && s.video.enc[src.Encoding].live(coarseNow())) {
+	if !ok || (replaced != 0 && live(s.video.enc[src.Encoding].lastAt.Load(), coarseNow())) {
 		return nil
 	}
 	sources := slices.DeleteFunc(slices.Clone(s.sources), func(s Source) bool { return replaced != 0 && s.SSRC == replaced })
@@ -124,7 +120,8 @@ func sourcesOf(s *userStream) []Source {
 }
 
 // userEncoding is one encoding's video state (a stream without simulcast
-// has one): bpf/sfu.c's sender_templates, layer_bytes and history.
+// has one): bpf/sfu.c's sender_templates, layer_bytes, history and
+// sim_encodings entry.
 type userEncoding struct {
 	structure []byte
 	templates sfuLayerTemplates
@@ -135,27 +132,47 @@ type userEncoding struct {
 	noDD      atomic.Bool // it has no dependency descriptor: one target, all of it
 }
 
-// live says whether the encoding sent media within liveFor of now.
-func (e *userEncoding) live(now uint64) bool {
-	at := e.lastAt.Load()
-	return at != 0 && now-at <= liveFor
+// live says whether an encoding whose latest media packet came at lastAt
+// (0: none) is live at now (SIM_LIVE_NS).
+func live(lastAt, now uint64) bool { return lastAt != 0 && now-lastAt <= liveFor }
+
+// topOf is the highest encoding live at now (0 if none): sim_top.
+func topOf(lastAt *[layers.MaxEncodings]uint64, now uint64) uint8 {
+	for i := len(lastAt) - 1; i > 0; i-- {
+		if live(lastAt[i], now) {
+			return uint8(i)
+		}
+	}
+	return 0
 }
 
-// targets is how many decode targets the encoding offers now (v.mu held):
-// none while it is silent.
-func (e *userEncoding) targets(now uint64) int {
+// encodingView is one encoding as the link's allocation reads it, once
+// (its state moves under forwarding): the same for both data planes.
+type encodingView struct {
+	ssrc    uint32
+	lastAt  uint64
+	noDD    bool
+	targets int                       // of its structure in force
+	bytes   [layers.MaxTargets]uint64 // per layer, since the stream began
+}
+
+// offered is how many decode targets the encoding offers at now: none
+// while it is silent.
+func (e *encodingView) offered(now uint64) int {
 	switch {
-	case !e.live(now):
+	case !live(e.lastAt, now):
 		return 0
-	case e.noDD.Load():
+	case e.noDD:
 		return 1
 	}
-	return int(e.templates.Targets)
+	return e.targets
 }
 
-// liveEncoding is one live encoding as the link's allocation sees it, read
-// once (its state moves under the forwarding goroutines): of its targets
-// (all), how many are offered.
+// encodingViews are a simulcast video's encodings, lowest first.
+type encodingViews [layers.MaxEncodings]encodingView
+
+// liveEncoding is one live encoding as the link's allocation sees it: of
+// its targets (all), how many are offered.
 type liveEncoding struct {
 	index        uint8
 	all, offered int
@@ -163,15 +180,15 @@ type liveEncoding struct {
 
 // layout is what the link's allocation sees of a simulcast video, lowest
 // first: the lowest live encoding's decode targets, then each higher live
-// encoding whole (v.mu held). A higher encoding's lower temporal layers
-// are left out: they would cost less than the encoding below at its full
-// frame rate, which a receiver is better served by (half the size, every
-// frame, against a quarter of the frames), and would make the targets'
-// rates fall where the allocation takes them to rise.
-func (v *userVideo) layout(now uint64) []liveEncoding {
+// encoding whole. A higher encoding's lower temporal layers are left out:
+// they would cost less than the encoding below at its full frame rate,
+// which a receiver is better served by (half the size, every frame,
+// against a quarter of the frames), and would make the targets' rates
+// fall where the allocation takes them to rise.
+func (v *encodingViews) layout(now uint64) []liveEncoding {
 	var out []liveEncoding
-	for i := range v.enc {
-		if n := v.enc[i].targets(now); n > 0 {
+	for i := range v {
+		if n := v[i].offered(now); n > 0 {
 			offered := n
 			if len(out) > 0 {
 				offered = 1
@@ -182,11 +199,9 @@ func (v *userVideo) layout(now uint64) []liveEncoding {
 	return out
 }
 
-// encodingTarget is the data plane's value of flat target t.
-func (v *userVideo) encodingTarget(t int) uint32 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	encs := v.layout(coarseNow())
+// target is the data planes' value of flat target t.
+func (v *encodingViews) target(t int, now uint64) uint32 {
+	encs := v.layout(now)
 	for i, e := range encs {
 		switch {
 		case t < e.offered && i > 0:
@@ -203,11 +218,9 @@ func (v *userVideo) encodingTarget(t int) uint32 {
 }
 
 // flatTarget is the flat target of decode target t of encoding enc.
-func (v *userVideo) flatTarget(enc, t uint8) int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+func (v *encodingViews) flatTarget(enc, t uint8, now uint64) int {
 	base := 0
-	for _, e := range v.layout(coarseNow()) {
+	for _, e := range v.layout(now) {
 		if e.index == enc {
 			return base + min(int(t), e.offered-1)
 		}
@@ -216,43 +229,69 @@ func (v *userVideo) flatTarget(enc, t uint8) int {
 	return EveryLayer
 }
 
-// ssrcOf is encoding enc's SSRC (0: none, or not learnt).
-func (v *userVideo) ssrcOf(enc uint8) uint32 {
-	if int(enc) >= len(v.enc) {
-		return 0
+// layers is Layers of a simulcast video: each live encoding's cumulative
+// bytes per offered target, one after the other, and their SSRCs.
+func (v *encodingViews) layers(now uint64) Layers {
+	var out Layers
+	for _, le := range v.layout(now) {
+		e := &v[le.index]
+		all := cumulative(e.bytes[:], le.all)
+		out.Bytes = append(out.Bytes, all[le.all-le.offered:]...) // a higher encoding: its whole
+		out.Encodings = append(out.Encodings, Encoding{SSRC: e.ssrc, Targets: le.offered})
 	}
-	return v.enc[enc].ssrc.Load()
+	out.Targets = len(out.Bytes)
+	return out
+}
+
+// state is a simulcast receiver's ReceiverLayers as the encodings stand:
+// its target as SetTarget had it (asked), its current target among the
+// flat targets, the SSRC of its encoding.
+func (v *encodingViews) state(st ReceiverLayers, asked int, a *layers.Replica, now uint64) ReceiverLayers {
+	st.Target = asked
+	st.SwitchWaiting = max(st.SwitchWaiting, waited(a.Sim.SwitchWait, now))
+	if a.Sim.Encoding < layers.MaxEncodings {
+		if a.Current < layers.NoVideo {
+			st.Current = v.flatTarget(a.Sim.Encoding, a.Current, now)
+		}
+		st.EncodingSSRC = v[a.Sim.Encoding].ssrc
+	}
+	return st
+}
+
+// views is the user plane's encodings, read once.
+func (v *userVideo) views() *encodingViews {
+	var out encodingViews
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i := range v.enc {
+		e, o := &v.enc[i], &out[i]
+		o.ssrc, o.lastAt, o.noDD, o.targets = e.ssrc.Load(), e.lastAt.Load(), e.noDD.Load(), int(e.templates.Targets)
+		for l := range o.bytes {
+			o.bytes[l] = e.bytes[l].load().Bytes
+		}
+	}
+	return &out
 }
 
 // top is the highest encoding that is live (0 if none).
 func (v *userVideo) top(now uint64) uint8 {
-	for i := len(v.enc) - 1; i > 0; i-- {
-		if v.enc[i].live(now) {
-			return uint8(i)
-		}
+	var lastAt [layers.MaxEncodings]uint64
+	for i := range v.enc {
+		lastAt[i] = v.enc[i].lastAt.Load()
 	}
-	return 0
+	return topOf(&lastAt, now)
 }
 
-// simulcastLayers is Layers of a simulcast video: each live encoding's
-// cumulative bytes per offered target, one after the other, and their
-// SSRCs.
-func (v *userVideo) simulcastLayers() Layers {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	var out Layers
-	for _, le := range v.layout(coarseNow()) {
-		e := &v.enc[le.index]
-		var perLayer [layers.MaxTargets]uint64
-		for l := range perLayer {
-			perLayer[l] = e.bytes[l].load().Bytes
-		}
-		all := cumulative(perLayer[:], le.all)
-		out.Bytes = append(out.Bytes, all[le.all-le.offered:]...) // a higher encoding: its whole
-		out.Encodings = append(out.Encodings, Encoding{SSRC: e.ssrc.Load(), Targets: le.offered})
+// asReceived makes p, an encoding's packet from its history, the packet
+// a simulcast receiver on it was sent (its SSRC, timestamp and frame
+// number) but for its sequence number, which stays seq.
+func asReceived(p []byte, sim *Simulcast, ddExt uint8, seq uint16, shift layers.Numbers) {
+	ddOff, n := ExtensionOffset(p, ddExt)
+	if n < 3 {
+		ddOff = 0
 	}
-	out.Targets = len(out.Bytes)
-	return out
+	rewriteEncoding(p, sim, layers.Numbers{Seq: seq, TS: binary.BigEndian.Uint32(p[4:]) + shift.TS,
+		Frame: frameNumber(p, ddOff) + shift.Frame}, ddOff)
 }
 
 // rewriteEncoding makes out (a copy of the input packet) the receiver's:

@@ -28,6 +28,7 @@ type simulcastEncoding struct {
 	ts       uint32
 	keyEvery int
 	frames   int
+	noDD     bool // no dependency descriptor (Firefox's VP8): one layer
 }
 
 var simulcastL1T3 = &dd.Structure{DecodeTargets: 3, Chains: 1, ProtectedBy: []int{0, 0, 0}, Templates: []dd.Template{
@@ -39,7 +40,7 @@ var simulcastL1T3 = &dd.Structure{DecodeTargets: 3, Chains: 1, ProtectedBy: []in
 }}
 
 // nextFrame is the encoding's next frame's packets.
-func (e *simulcastEncoding) nextFrame(t *testing.T) [][]byte {
+func (e *simulcastEncoding) nextFrame(t testing.TB) [][]byte {
 	key := e.frames%e.keyEvery == 0
 	tmpl := []int{1, 3, 2, 4}[e.frames%4]
 	if key {
@@ -57,7 +58,9 @@ func (e *simulcastEncoding) nextFrame(t *testing.T) [][]byte {
 		}
 		h := rtp.Header{Version: 2, PayloadType: 45, SequenceNumber: e.seq, Timestamp: e.ts, SSRC: e.ssrc, Marker: i == 1,
 			Extension: true, ExtensionProfile: 0x1000}
-		must(t, h.SetExtension(ddExt, b))
+		if !e.noDD {
+			must(t, h.SetExtension(ddExt, b))
+		}
 		must(t, h.SetExtension(ridExt, []byte(e.rid)))
 		payload := make([]byte, 60+40*int(e.index))
 		payload[1] = e.index
@@ -73,6 +76,17 @@ func (e *simulcastEncoding) nextFrame(t *testing.T) [][]byte {
 	}
 	e.frame, e.ts, e.frames = e.frame+1, e.ts+6000, e.frames+1
 	return out
+}
+
+// probe is a padding-only packet of the encoding (a bandwidth probe).
+func (e *simulcastEncoding) probe(t *testing.T) []byte {
+	h := rtp.Header{Version: 2, PayloadType: 45, SequenceNumber: e.seq, Timestamp: e.ts, SSRC: e.ssrc, Padding: true,
+		Extension: true, ExtensionProfile: 0x1000}
+	must(t, h.SetExtension(ridExt, []byte(e.rid)))
+	b, err := h.Marshal()
+	must(t, err)
+	e.seq++
+	return append(b, 0, 0, 0, 0, 0, 0, 0, 8)
 }
 
 // The user plane learns a simulcast video's encodings from their stream

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -612,7 +611,7 @@ func (u *User) Layers(from netip.AddrPort) (Layers, error) {
 	}
 	v := s.video
 	if simulcastOf(s.sources) != nil {
-		return v.simulcastLayers(), nil
+		return v.views().layers(coarseNow()), nil
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -654,7 +653,7 @@ func (l *userLeg) SetTarget(target int) error {
 	}
 	v := targetValue(target)
 	if l.r.sim != nil && target >= 0 {
-		v = l.r.video.encodingTarget(target)
+		v = l.r.video.views().target(target, coarseNow())
 	}
 	l.r.target.Store(v)
 	l.r.asked.Store(int32(target))
@@ -669,14 +668,9 @@ func (l *userLeg) State() (ReceiverLayers, error) {
 	a := l.r.adapt
 	l.r.mu.Unlock()
 	now := coarseNow()
-	st := ReceiverLayers{Target: targetOf(uint8(l.r.target.Load())), Current: targetOf(a.Current),
-		SwitchWaiting: max(waited(a.SwitchWait, now), waited(a.Sim.SwitchWait, now))}
+	st := ReceiverLayers{Target: targetOf(uint8(l.r.target.Load())), Current: targetOf(a.Current), SwitchWaiting: waited(a.SwitchWait, now)}
 	if l.r.sim != nil {
-		st.Target = int(l.r.asked.Load())
-		if a.Sim.Encoding != layers.NoEncoding && a.Current < layers.NoVideo {
-			st.Current = l.r.video.flatTarget(a.Sim.Encoding, a.Current)
-		}
-		st.EncodingSSRC = l.r.video.ssrcOf(a.Sim.Encoding)
+		st = l.r.video.views().state(st, int(l.r.asked.Load()), &a, now)
 	}
 	return st, nil
 }
@@ -689,19 +683,13 @@ func (l *userLeg) Original(number uint16) (uint16, bool) {
 
 // original is Original's, r.mu held.
 func (r *userReceiver) original(number uint16) (uint16, bool) {
-	if r.adapt.RW.Started == 0 {
-		return number, r.sim == nil
-	}
-	return r.adapt.RW.Original(number - r.adapt.Sim.Shift.Seq)
+	return r.adapt.Original(number, r.sim != nil)
 }
 
 func (l *userLeg) FrameSent(frame uint16) (sent, known bool) {
 	l.r.mu.Lock()
 	defer l.r.mu.Unlock()
-	if l.r.adapt.RW.Started == 0 {
-		return true, true
-	}
-	return l.r.adapt.RW.Frame(frame - l.r.adapt.Sim.Shift.Frame)
+	return l.r.adapt.FrameSent(frame)
 }
 
 func (l *userLeg) Packet(number uint16) ([]byte, bool) {
@@ -716,16 +704,10 @@ func (l *userLeg) Packet(number uint16) ([]byte, bool) {
 		return nil, false
 	}
 	p, _, ok := l.r.video.enc[enc].history.packet(seq)
-	if !ok || l.r.sim == nil || len(p) < 12 {
-		return p, ok
+	if ok && l.r.sim != nil && len(p) >= 12 {
+		asReceived(p, l.r.sim, l.r.ddExt, seq, shift)
 	}
-	ddOff, n := ExtensionOffset(p, l.r.ddExt)
-	if n < 3 {
-		ddOff = 0
-	}
-	rewriteEncoding(p, l.r.sim, layers.Numbers{Seq: seq, TS: binary.BigEndian.Uint32(p[4:]) + shift.TS,
-		Frame: frameNumber(p, ddOff) + shift.Frame}, ddOff)
-	return p, true
+	return p, ok
 }
 
 func (l *userLeg) Send(p []byte, twccOff int) error {

@@ -140,3 +140,25 @@ func (r *Replica) switchUndescribed(f *Frame, layer uint8) {
 
 // videoTicks is d ns on the 90 kHz video clock, at least one tick.
 func videoTicks(d uint64) uint32 { return uint32(max(d*9/100000, 1)) }
+
+// Original is the sender's sequence number behind number as the receiver
+// knows it (its encoding's, for a simulcast receiver), if it is recent
+// and was the number of a packet the receiver was sent or is owed. A
+// receiver never adapted has the sender's numbers, but for a simulcast
+// one, which has none before it took an encoding.
+func (r *Replica) Original(number uint16, simulcast bool) (uint16, bool) {
+	if r.RW.Started == 0 {
+		return number, !simulcast
+	}
+	return r.RW.Original(number - r.Sim.Shift.Seq)
+}
+
+// FrameSent says whether the receiver was sent frame's packets (its
+// number as the receiver knows it), while the state remembers the frame
+// (known); a receiver never adapted gets every frame.
+func (r *Replica) FrameSent(frame uint16) (sent, known bool) {
+	if r.RW.Started == 0 {
+		return true, true
+	}
+	return r.RW.Frame(frame - r.Sim.Shift.Frame)
+}
