@@ -145,9 +145,11 @@ struct {
 	__type(value, struct replica_layers);
 } replica_adapt SEC(".maps");
 
-/* Each simulcast video's encodings (simulcast.h), by its stream's id. */
+/* Each simulcast video's encodings (simulcast.h), by its stream's id;
+ * mapped by user space, whose slow path writes it too. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, SFU_MAX_SENDERS);
 	__type(key, __u32);
 	__type(value, struct sim_encodings);

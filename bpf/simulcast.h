@@ -26,20 +26,29 @@ struct sim_encodings {
 	__u32 pad;
 };
 
+/* Whether an encoding whose latest media packet came at last_at (0: none)
+ * is live at now; last_at may be after now (another CPU's clock read
+ * later). */
+INLINE int sim_live(__u64 last_at, __u64 now)
+{
+	return last_at && (now <= last_at || now - last_at <= SIM_LIVE_NS);
+}
+
 /* The highest encoding live at now (0 if none). */
 INLINE __u8 sim_top(const struct sim_encodings *e, __u64 now)
 {
 #pragma unroll
 	for (int i = SIM_MAX_ENCODINGS - 1; i > 0; i--)
-		if (e->last_at[i] && now - e->last_at[i] <= SIM_LIVE_NS)
+		if (sim_live(e->last_at[i], now))
 			return i;
 	return 0;
 }
 
-/* n ns on the 90 kHz video clock, at least one tick. */
-INLINE __u32 video_ticks(__u64 n)
+/* The time from then to now on the 90 kHz video clock, at least one tick
+ * (now may be before then: another CPU, or the slow path, decided last). */
+INLINE __u32 video_ticks(__u64 then, __u64 now)
 {
-	__u64 t = n * 9 / 100000;
+	__u64 t = now > then ? (now - then) * 9 / 100000 : 0;
 
 	return t < 1 ? 1 : (__u32)t;
 }
@@ -57,7 +66,7 @@ INLINE void sim_switch(struct replica_layers *l, __u8 enc, const struct frame_in
 	if (!l->sim.sent)
 		return;
 	l->sim.shift.seq = l->sim.last.seq + 1 - f->p.seq;
-	l->sim.shift.ts = l->sim.last.ts + video_ticks(now - l->sim.last_at) - ts;
+	l->sim.shift.ts = l->sim.last.ts + video_ticks(l->sim.last_at, now) - ts;
 	l->sim.shift.frame = l->sim.last.frame + 1 - f->p.frame;
 }
 

@@ -81,6 +81,7 @@ type DataPlane struct {
 	fwd     forwarder
 	twcc    *twccMapping // twcc_legs, shared with the program
 	adapt   []byte       // replica_adapt, shared with the program
+	simEnc  []byte       // simulcast_encodings, shared with the program
 	// sendPadding sends a receiver padding in place of a late packet of
 	// a layer it does not get (tests watch it).
 	sendPadding func(p []byte, from, to netip.AddrPort) error
@@ -199,6 +200,9 @@ func (d *DataPlane) load() error {
 	if d.adapt, err = mapArray(d.objs.ReplicaAdapt, int(unsafe.Sizeof(sfuReplicaLayers{}))); err != nil {
 		return fmt.Errorf("dataplane: replica_adapt: %w", err)
 	}
+	if d.simEnc, err = mapArray(d.objs.SimulcastEncodings, int(unsafe.Sizeof(sfuSimEncodings{}))); err != nil {
+		return fmt.Errorf("dataplane: simulcast_encodings: %w", err)
+	}
 	if d.events, err = ringbuf.NewReader(d.objs.VideoEvents); err != nil {
 		return fmt.Errorf("dataplane: video events: %w", err)
 	}
@@ -281,7 +285,15 @@ func (d *DataPlane) setStream(from netip.AddrPort, sources []Source, receivers [
 		s = &stream{id: id}
 		s.enc[0].slot = id
 	}
-	fan, legs, fresh, err := d.fanout(from, s, receivers)
+	// A simulcast description that changes (a publication renegotiated)
+	// starts the video and its receivers over.
+	changed := existed && simulcastChanged(s.sim, simulcastOf(sources))
+	if changed {
+		if err := d.resetEncodings(s); err != nil {
+			return err
+		}
+	}
+	fan, legs, fresh, err := d.fanout(from, s, receivers, !changed)
 	if err == nil {
 		if err = d.objs.Fanouts.Put(s.id, fan); err != nil {
 			err = fmt.Errorf("dataplane: fanout: %w", err)
@@ -319,7 +331,7 @@ func (d *DataPlane) setStream(from netip.AddrPort, sources []Source, receivers [
 		}
 		err := d.encodingOf(s, src)
 		if err == nil {
-			e := &s.enc[src.Encoding]
+			e := &s.enc[encIndex(src)]
 			src.History = src.History && e.history
 			err = d.putSender(from, src, s, e.slot)
 		}
@@ -404,17 +416,20 @@ func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
 }
 
 // fanout lays the receivers out for the kernel: receivers the stream had
-// keep their legs, new ones get fresh legs (zeroed counters, no cached
+// keep their legs if keep, new ones get fresh legs (zeroed counters, no cached
 // path, waiting for a key frame, transport-wide numbers from zero),
 // returned as fresh.
-func (d *DataPlane) fanout(from netip.AddrPort, s *stream, receivers []Receiver) (fan sfuFanout, used, fresh []*kernelLeg, err error) {
+func (d *DataPlane) fanout(from netip.AddrPort, s *stream, receivers []Receiver, keep bool) (fan sfuFanout, used, fresh []*kernelLeg, err error) {
 	for i, r := range receivers {
 		rep, err := replicaOf(from, r)
 		if err != nil {
 			d.releaseLegs(fresh)
 			return fan, nil, nil, fmt.Errorf("dataplane: receiver %d: %w", i, err)
 		}
-		l := s.legOf(r)
+		var l *kernelLeg
+		if keep {
+			l = s.legOf(r)
+		}
 		if l == nil {
 			if l, err = d.newLeg(r); err != nil {
 				d.releaseLegs(fresh)
@@ -558,7 +573,7 @@ func replicaOf(from netip.AddrPort, r Receiver) (sfuReplica, error) {
 
 func (d *DataPlane) putSender(from netip.AddrPort, src Source, s *stream, slot uint32) error {
 	v := sfuSender{Id: s.id, Slot: slot, Video: uint8(src.Video), DdExt: src.DDExt, TwccExt: src.TWCCExt, Arrivals: s.arrivals,
-		LevelExt: src.LevelExt, Encoding: src.Encoding}
+		LevelExt: src.LevelExt, Encoding: encIndex(src)}
 	if src.History {
 		v.History = 1
 	}
@@ -604,9 +619,11 @@ func (d *DataPlane) Close() error {
 		errs = append(errs, d.twcc.close())
 		d.twcc = nil
 	}
-	if d.adapt != nil {
-		errs = append(errs, unix.Munmap(d.adapt))
-		d.adapt = nil
+	for _, m := range []*[]byte{&d.adapt, &d.simEnc} {
+		if *m != nil {
+			errs = append(errs, unix.Munmap(*m))
+			*m = nil
+		}
 	}
 	errs = append(errs, d.objs.Close())
 	if d.restore != nil {

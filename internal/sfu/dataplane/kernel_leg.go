@@ -96,15 +96,6 @@ func (l *kernelLeg) State() (ReceiverLayers, error) {
 	return st, err
 }
 
-// replica is a copy of the receiver's state.
-func (l *kernelLeg) replica() (layers.Replica, error) {
-	var st sfuReplicaLayers
-	if err := l.d.objs.ReplicaAdapt.Lookup(l.slot, &st); err != nil {
-		return layers.Replica{}, err
-	}
-	return replicaFrom(&st), nil
-}
-
 func (l *kernelLeg) Original(number uint16) (uint16, bool) {
 	r, err := l.replica()
 	if l.removed.Load() || err != nil {
@@ -178,7 +169,7 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 		if ok {
 			st = &slowStream{stream: s, d: d, views: s.views}
 			for i := range s.enc {
-				st.slots[i] = encodingSlot{slot: s.enc[i].slot, history: s.enc[i].history}
+				st.slots[i] = encodingSlot{slot: s.enc[i].slot, history: s.enc[i].history, ready: i == 0 || s.enc[i].owned}
 			}
 		}
 	}
@@ -202,6 +193,7 @@ type slowStream struct {
 type encodingSlot struct {
 	slot    uint32
 	history bool
+	ready   bool // the encoding has its slot (not one whose SetStream failed)
 }
 
 func (s *stream) source(ssrc uint32) (Source, bool) {
@@ -239,7 +231,7 @@ func (s *slowStream) frame(p []byte, hdr int, src Source, size int) layers.Frame
 		e.bytes[layer].add(size)
 	}
 	s.vmu.Unlock()
-	if structure != nil {
+	if structure != nil && s.slots[i].ready {
 		s.d.installStructure(s.slots[i].slot, structure)
 	}
 	return f

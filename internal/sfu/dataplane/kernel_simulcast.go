@@ -1,8 +1,10 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"unsafe"
@@ -70,6 +72,34 @@ func (d *DataPlane) releaseEncodings(s *stream) {
 	}
 }
 
+// resetEncodings starts s's video over (d.mu held): the encodings above
+// the first give their slots back, the first (in the stream's own slot)
+// forgets its structure, and none is live.
+func (d *DataPlane) resetEncodings(s *stream) error {
+	for i := 1; i < len(s.enc); i++ {
+		if e := &s.enc[i]; e.owned {
+			if e.history {
+				d.dropHistory(e.slot)
+			}
+			delete(d.bySlot, e.slot)
+			d.ids.Put(e.slot)
+		}
+		s.enc[i] = kernelEncoding{}
+	}
+	s.vmu.Lock()
+	first := &s.enc[0]
+	first.ssrc, first.structure, first.templates, first.bytes = 0, nil, sfuLayerTemplates{}, [layers.MaxTargets]counter{}
+	s.vmu.Unlock()
+	return errors.Join(d.resetSenderLayers(s.id), d.objs.SimulcastEncodings.Put(s.id, sfuSimEncodings{}))
+}
+
+// simEncodings is stream id's entry of simulcast_encodings, mapped: its
+// times are read and written whole (atomically), as the program's CPUs
+// write them.
+func (d *DataPlane) simEncodings(id uint32) *sfuSimEncodings {
+	return (*sfuSimEncodings)(unsafe.Pointer(&d.simEnc[uintptr(id)*unsafe.Sizeof(sfuSimEncodings{})]))
+}
+
 // learnEncoding adds the encoding an unknown SSRC's RTP packet names (by
 // its stream id) to s, the stream of the packet's sender (d.mu held). A
 // live encoding keeps its SSRC: a receiver's numbers on it go on from its
@@ -89,17 +119,13 @@ func (d *DataPlane) learnEncoding(from netip.AddrPort, s *stream, ssrc uint32, p
 
 // encodingLive says whether s's encoding enc sent media lately.
 func (d *DataPlane) encodingLive(s *stream, enc uint8) bool {
-	var seen sfuSimEncodings
-	return d.objs.SimulcastEncodings.Lookup(s.id, &seen) == nil && live(seen.LastAt[enc%layers.MaxEncodings], coarseNow())
+	return live(atomic.LoadUint64(&d.simEncodings(s.id).LastAt[enc%layers.MaxEncodings]), coarseNow())
 }
 
 // encodingViews is s's encodings as the program's maps have them (d.mu
 // held); their bytes only if withBytes.
 func (d *DataPlane) encodingViews(s *stream, withBytes bool) (*encodingViews, error) {
-	var seen sfuSimEncodings
-	if err := d.objs.SimulcastEncodings.Lookup(s.id, &seen); err != nil {
-		return nil, fmt.Errorf("dataplane: sim_encodings: %w", err)
-	}
+	seen := d.simEncodings(s.id)
 	var out encodingViews
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
@@ -108,7 +134,7 @@ func (d *DataPlane) encodingViews(s *stream, withBytes bool) (*encodingViews, er
 		if i > 0 && !e.owned {
 			continue
 		}
-		o.ssrc, o.lastAt, o.noDD, o.targets = e.ssrc, seen.LastAt[i], seen.NoDd[i] != 0, int(e.templates.Targets)
+		o.ssrc, o.lastAt, o.noDD, o.targets = e.ssrc, atomic.LoadUint64(&seen.LastAt[i]), seen.NoDd[i] != 0, int(e.templates.Targets)
 		for l := range o.bytes {
 			if !withBytes {
 				break
@@ -123,24 +149,25 @@ func (d *DataPlane) encodingViews(s *stream, withBytes bool) (*encodingViews, er
 	return &out, nil
 }
 
-// encodingSent is sim_encodings' update for what the slow path forwards.
+// encodingSent is simulcast_packet's update of simulcast_encodings, for
+// what the slow path forwards: only its encoding's fields.
 func (s *slowStream) encodingSent(src Source, size int, desc described, now uint64) uint8 {
 	i := encIndex(src) % layers.MaxEncodings
-	var seen sfuSimEncodings
-	if s.d.objs.SimulcastEncodings.Lookup(s.id, &seen) != nil {
-		return 0
-	}
+	seen := s.d.simEncodings(s.id)
 	switch desc {
 	case undescribed:
-		seen.LastAt[i], seen.NoDd[i] = now, 1
+		atomic.StoreUint64(&seen.LastAt[i], now)
+		seen.NoDd[i] = 1
 		s.enc[i].bytes[0].add(size)
 	case withDescriptor:
-		seen.LastAt[i], seen.NoDd[i] = now, 0
+		atomic.StoreUint64(&seen.LastAt[i], now)
+		seen.NoDd[i] = 0
 	}
-	if desc != paddingPacket {
-		_ = s.d.objs.SimulcastEncodings.Put(s.id, &seen)
+	var lastAt [layers.MaxEncodings]uint64
+	for e := range lastAt {
+		lastAt[e] = atomic.LoadUint64(&seen.LastAt[e])
 	}
-	return topOf(&seen.LastAt, now)
+	return topOf(&lastAt, now)
 }
 
 // shared is the receiver's state in the program's map, mapped.
@@ -149,17 +176,41 @@ func (l *kernelLeg) shared() *sfuReplicaLayers {
 }
 
 // withClaim runs decide on the receiver's state under the program's claim
-// (layers_claim) and writes it back; false: another CPU was deciding.
+// (layers_claim) and writes it back; false: another CPU was deciding, or
+// the leg is gone (its slot may be another receiver's).
 func (l *kernelLeg) withClaim(decide func(r *layers.Replica)) bool {
+	return l.claimed(func(st *sfuReplicaLayers) {
+		r := replicaFrom(st)
+		decide(&r)
+		storeReplica(st, &r)
+	})
+}
+
+func (l *kernelLeg) claimed(f func(st *sfuReplicaLayers)) bool {
 	st := l.shared()
-	if !atomic.CompareAndSwapUint32(&st.Busy, 0, 1) {
+	if l.removed.Load() || !atomic.CompareAndSwapUint32(&st.Busy, 0, 1) {
 		return false
 	}
 	defer atomic.StoreUint32(&st.Busy, 0)
-	r := replicaFrom(st)
-	decide(&r)
-	storeReplica(st, &r)
+	f(st)
 	return true
+}
+
+// replica is a copy of the receiver's state, taken under the claim: one
+// taken while a CPU decides could join one decision's encoding to
+// another's numbers.
+func (l *kernelLeg) replica() (layers.Replica, error) {
+	for range 1000 {
+		var r layers.Replica
+		if l.claimed(func(st *sfuReplicaLayers) { r = replicaFrom(st) }) {
+			return r, nil
+		}
+		if l.removed.Load() {
+			return layers.Replica{}, errLegGone
+		}
+		runtime.Gosched()
+	}
+	return layers.Replica{}, fmt.Errorf("dataplane: receiver %v: its state stays claimed", l.To)
 }
 
 // replicaFrom is the kernel's struct replica_layers as the Go reference's.

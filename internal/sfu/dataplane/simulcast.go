@@ -133,8 +133,9 @@ type userEncoding struct {
 }
 
 // live says whether an encoding whose latest media packet came at lastAt
-// (0: none) is live at now (SIM_LIVE_NS).
-func live(lastAt, now uint64) bool { return lastAt != 0 && now-lastAt <= liveFor }
+// (0: none) is live at now (SIM_LIVE_NS); lastAt may be after now (another
+// thread's clock read later).
+func live(lastAt, now uint64) bool { return lastAt != 0 && (now <= lastAt || now-lastAt <= liveFor) }
 
 // topOf is the highest encoding live at now (0 if none): sim_top.
 func topOf(lastAt *[layers.MaxEncodings]uint64, now uint64) uint8 {

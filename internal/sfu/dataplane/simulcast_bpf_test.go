@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/netorder"
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
 )
@@ -438,4 +439,49 @@ func programReplicas(b *testing.B, kind string) {
 		b.Fatalf("%d replicas of %d runs, want %d each; outcomes %v", sent, b.N, receivers, r.outcomes())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/receivers, "ns/replica")
+}
+
+// A publication whose simulcast description changes (renegotiated) starts
+// over in the eBPF plane, as on the user plane: its receivers get fresh
+// legs (no place among the old encodings), the old encodings' sender
+// entries go and their slots are given back.
+func TestSimulcastDescriptionChanges(t *testing.T) {
+	r := newRig(t)
+	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
+	slowConn := r.slowPath(t, sfu)
+	rcv := r.receivers(false, 1)
+	video := func(sim *Simulcast) []Source { return []Source{{Video: AV1, DDExt: ddExt, Simulcast: sim}} }
+	must(t, r.dp.SetStream(from, video(&Simulcast{RIDExt: ridExt, RIDs: []string{"q", "h"}, SSRC: 0x5151}), rcv))
+	batch := newReplicaBatch(false)
+	for _, e := range []*simulcastEncoding{{index: 0, rid: "q", ssrc: 1111, keyEvery: 10}, {index: 1, rid: "h", ssrc: 2222, keyEvery: 10}} {
+		r.dp.handle(slowConn, e.nextFrame(t)[0], from, batch) // learnt, and a key frame
+	}
+	old := r.leg(from, rcv[0].To)
+	if st, err := old.State(); err != nil || st.EncodingSSRC != 2222 {
+		t.Fatalf("before: the receiver on %d (%v), want h's 2222", st.EncodingSSRC, err)
+	}
+	r.dp.mu.Lock()
+	hSlot := r.dp.streams[from].enc[1].slot
+	r.dp.mu.Unlock()
+
+	must(t, r.dp.SetStream(from, video(&Simulcast{RIDExt: ridExt, RIDs: []string{"a", "b", "c"}, SSRC: 0x6161}), rcv))
+	leg := r.leg(from, rcv[0].To)
+	if st, err := leg.State(); leg == old || err != nil || st.EncodingSSRC != 0 {
+		t.Errorf("after: the same leg %v, on %d (%v); want a fresh leg on no encoding", leg == old, st.EncodingSSRC, err)
+	}
+	if _, err := old.State(); err == nil {
+		t.Error("the old leg still answers")
+	}
+	var s sfuSender
+	for _, ssrc := range []uint32{1111, 2222} {
+		k := sfuSenderKeyV4{Addr: netorder.IPv4(from.Addr()), Ssrc: netorder.Word(ssrc), Port: netorder.Port(from.Port())}
+		if r.dp.objs.SendersV4.Lookup(k, &s) == nil {
+			t.Errorf("SSRC %d of the old description still a sender", ssrc)
+		}
+	}
+	r.dp.mu.Lock()
+	defer r.dp.mu.Unlock()
+	if e := &r.dp.streams[from].enc[1]; e.owned || r.dp.bySlot[hSlot] != nil {
+		t.Errorf("h's slot %d still taken", hSlot)
+	}
 }

@@ -120,7 +120,7 @@ func (r *Replica) switchEncoding(enc uint8, f *Frame, ts uint32, now uint64) {
 	}
 	r.Sim.Shift = Numbers{
 		Seq:   r.Sim.Last.Seq + 1 - f.Packet.Seq,
-		TS:    r.Sim.Last.TS + videoTicks(now-r.Sim.LastAt) - ts,
+		TS:    r.Sim.Last.TS + videoTicks(r.Sim.LastAt, now) - ts,
 		Frame: r.Sim.Last.Frame + 1 - f.Packet.Frame,
 	}
 }
@@ -138,8 +138,15 @@ func (r *Replica) switchUndescribed(f *Frame, layer uint8) {
 	}
 }
 
-// videoTicks is d ns on the 90 kHz video clock, at least one tick.
-func videoTicks(d uint64) uint32 { return uint32(max(d*9/100000, 1)) }
+// videoTicks is the time from then to now (ns) on the 90 kHz video clock,
+// at least one tick. now may be before then: another thread (a CPU of the
+// eBPF plane, its slow path) read its clock first and decided last.
+func videoTicks(then, now uint64) uint32 {
+	if now <= then {
+		return 1
+	}
+	return uint32(max((now-then)*9/100000, 1))
+}
 
 // Original is the sender's sequence number behind number as the receiver
 // knows it (its encoding's, for a simulcast receiver), if it is recent

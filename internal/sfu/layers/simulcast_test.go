@@ -223,3 +223,21 @@ func TestSimulcastWaitWhenTheEncodingInForceStops(t *testing.T) {
 		t.Errorf("waiting since %d, want 2e9", r.Sim.SwitchWait)
 	}
 }
+
+// A switch decided with a clock read before the last packet sent (another
+// CPU, or the eBPF plane's slow path, read its clock first and decided
+// last) moves the timestamps one tick on, not by a wrapped difference.
+func TestSimulcastSwitchBehindTheClock(t *testing.T) {
+	low := &encoding{index: 0, seq: 100, ts: 5000, frame: 1, keyEvery: 4}
+	high := &encoding{index: 1, seq: 900, ts: 777, frame: 50, keyEvery: 4}
+	r := NewReplica()
+	f, ts := low.next()
+	if _, v := r.DecideEncoding(&f, 0, ts, EncodingTarget(0, AllTargets), 1, 2e9); v != Send {
+		t.Fatalf("the low encoding's key frame: %v", v)
+	}
+	f, ts = high.next()
+	out, v := r.DecideEncoding(&f, 1, ts, EncodingTarget(1, AllTargets), 1, 2e9-5e6) // 5 ms behind
+	if v != Send || r.Sim.Encoding != 1 || out.TS != 5000+1 {
+		t.Errorf("moved to %d (%v) with timestamp %d, want 1 with %d", r.Sim.Encoding, v, out.TS, 5000+1)
+	}
+}
