@@ -2,6 +2,7 @@
 # `make demo` and `make test` each install what a fresh machine lacks first (root).
 GO ?= go
 BIN := bin/ebrtc
+SHELL := /bin/bash
 
 .PHONY: all build deps generate check-generate vet test test-pion fuzz soak demo clean
 
@@ -28,8 +29,9 @@ vet:
 
 # Privileged tests (BPF, namespaces) need root. -p 1: one testbed at a time on a small machine.
 # Short fuzz and churn budgets; make fuzz and make soak run the long ones.
+# The output is go test's without -v, then the ten slowest tests.
 test: deps vet test-pion
-	$(GO) test -count=1 -p 1 -timeout 25m ./...
+	set -o pipefail; $(GO) test -json -count=1 -p 1 -timeout 25m ./... | $(GO) run ./scripts/testreport
 
 # The packages our patched copy of pion/turn changes (third_party/pion-turn/PATCHES.md).
 # Skipped: TestClientWithSTUN needs the Internet; TestChannelBindReset (timing) and

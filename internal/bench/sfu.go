@@ -25,8 +25,8 @@ import (
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 )
 
 // SFU is one SFU under test, started in the server namespace with its

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 )
 
 // RoomResult is one large meeting on ebrtc sfu's eBPF data plane:

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 )
 
 // SFUReceivers is how many synthetic participants receive the demo's one

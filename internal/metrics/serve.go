@@ -1,3 +1,7 @@
+// Package metrics serves Prometheus metrics, with the collectors and
+// helpers the commands share. It is a leaf: each domain keeps its own
+// collector beside it (offload.Collector, admin.UserCollector,
+// sfu.Collector, afxdp.Collector), as Cilium's pkg/metrics does.
 package metrics
 
 import (

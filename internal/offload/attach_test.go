@@ -3,6 +3,8 @@ package offload
 import (
 	"strings"
 	"testing"
+
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // Auto puts XDP where XDP frames are delivered (a veth whose peer runs XDP)
@@ -10,7 +12,7 @@ import (
 // choice through the interface table.
 func TestAutoModeFollowsTheVethPeer(t *testing.T) {
 	r := newRig(t)
-	must(t, r.ns.Do(func() error {
+	testenv.Must(t, r.ns.Do(func() error {
 		pass, err := AttachPass("cli1")
 		if err != nil {
 			return err

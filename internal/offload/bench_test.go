@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // BenchmarkFastPath times one packet through the XDP program in the kernel
@@ -61,11 +62,11 @@ func benchmarkFastPath(b *testing.B, tc bool) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			for _, ch := range tc.chans {
-				must(b, r.engine.AddChannel(ch))
+				testenv.Must(b, r.engine.AddChannel(ch))
 			}
 			defer func() {
 				for _, ch := range tc.chans {
-					must(b, r.engine.RemoveChannel(ch))
+					testenv.Must(b, r.engine.RemoveChannel(ch))
 				}
 			}()
 			b.ReportMetric(r.kernelNsPerRun(b, prog, tc.ingress, tc.frame(tc.chans)), "ns/packet")
@@ -77,7 +78,7 @@ func benchmarkFastPath(b *testing.B, tc bool) {
 			b.Skip("the harness is timed with XDP only")
 		}
 		var objs xdppassObjects
-		must(b, loadXdppassObjects(&objs, nil))
+		testenv.Must(b, loadXdppassObjects(&objs, nil))
 		defer objs.Close()
 		b.ReportMetric(r.kernelNsPerRun(b, objs.XdpPass, "cli0", make([]byte, 64)), "ns/packet")
 	})
@@ -107,12 +108,12 @@ func (r *rig) kernelNsPerRunOf(b *testing.B, prog *ebpf.Program, ingress string,
 	// The kernel's per-program statistics time the program alone (its
 	// helpers included), without the test-run harness around it.
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-	must(b, err)
+	testenv.Must(b, err)
 	defer stats.Close()
 	before, err := prog.Stats()
-	must(b, err)
+	testenv.Must(b, err)
 	var total uint64
-	must(b, r.ns.Do(func() error {
+	testenv.Must(b, r.ns.Do(func() error {
 		b.ResetTimer()
 		for i := range b.N {
 			in := frames[i%len(frames)]
@@ -134,7 +135,7 @@ func (r *rig) kernelNsPerRunOf(b *testing.B, prog *ebpf.Program, ingress string,
 		return nil
 	}))
 	after, err := prog.Stats()
-	must(b, err)
+	testenv.Must(b, err)
 	if runs := after.RunCount - before.RunCount; runs > 0 {
 		b.ReportMetric(float64(after.Runtime-before.Runtime)/float64(runs), "prog-ns/packet")
 	}
@@ -158,7 +159,7 @@ func BenchmarkFastPathRateLimited(b *testing.B) {
 	r := newRigWith(b, func(c *Config) { c.RateLimit = mustLimit(b, 100_000_000_000) })
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4000)
-	must(b, r.engine.AddChannel(ch))
+	testenv.Must(b, r.engine.AddChannel(ch))
 	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(160, 12), 0, 0)})
 	b.ReportMetric(r.kernelNsPerRun(b, r.engine.Program(), "cli0", in), "ns/packet")
 }
@@ -180,7 +181,7 @@ func BenchmarkFastPathScaling(b *testing.B) {
 				Peer:   netip.AddrPortFrom(v4.peer.Addr(), uint16(1024+i)),
 				Number: uint16(0x4000 + i%0x4000),
 			}
-			must(b, r.engine.AddChannel(chans[i]))
+			testenv.Must(b, r.engine.AddChannel(chans[i]))
 		}
 		data := payload(160, 12)
 		for _, active := range []int{1, 8, 64} {
@@ -196,6 +197,6 @@ func BenchmarkFastPathScaling(b *testing.B) {
 				b.ReportMetric(r.kernelNsPerRunOf(b, r.engine.Program(), "cli0", frames), "ns/packet")
 			})
 		}
-		must(b, r.engine.Close())
+		testenv.Must(b, r.engine.Close())
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // The BPF fuzz harness: the XDP program and the TC snooper are fed random
@@ -99,12 +100,12 @@ func runFuzzWorld(t *testing.T, rng *rand.Rand, frames int, tc bool) fuzzStats {
 	w := &fuzzWorld{r: r, rng: rng, limited: limited}
 	w.installRandomChannels(t, 10+rng.IntN(40))
 	reader, err := r.engine.SnoopReader()
-	must(t, err)
+	testenv.Must(t, err)
 	defer reader.Close()
 
 	before := r.outcomes()
 	var st fuzzStats
-	must(t, r.ns.Do(func() error {
+	testenv.Must(t, r.ns.Do(func() error {
 		// One thread in the namespace, one CPU, for the whole world.
 		var cpus unix.CPUSet
 		cpus.Set(0)
@@ -223,7 +224,7 @@ func (w *fuzzWorld) installRandomChannels(t *testing.T, n int) {
 			continue
 		}
 		clientKeys[ck], peerKeys[pk] = true, true
-		must(t, w.r.engine.AddChannel(ch))
+		testenv.Must(t, w.r.engine.AddChannel(ch))
 		w.channels = append(w.channels, ch)
 	}
 }
@@ -537,7 +538,7 @@ func (w *fuzzWorld) checkCounters(t *testing.T, before map[Outcome]Counter, st f
 	var flows uint64
 	for _, ch := range w.channels {
 		p, c, err := w.r.engine.ChannelStats(ch)
-		must(t, err)
+		testenv.Must(t, err)
 		flows += p.Packets + c.Packets
 	}
 	hairpin := after[FastHairpin].Packets - before[FastHairpin].Packets

@@ -76,19 +76,19 @@ func newRigWith(t testing.TB, adjust func(*Config)) *rig {
 	r := &rig{t: t, ns: ns, ifs: map[string]rigIface{}}
 	for _, name := range []string{"cli0", "peer0", "far0"} {
 		far := name[:len(name)-1] + "1"
-		must(t, ns.IP("link", "add", name, "address", serverMAC[name], "type", "veth", "peer", "name", far))
-		must(t, ns.IP("link", "set", name, "up"))
-		must(t, ns.IP("link", "set", far, "up"))
+		testenv.Must(t, ns.IP("link", "add", name, "address", serverMAC[name], "type", "veth", "peer", "name", far))
+		testenv.Must(t, ns.IP("link", "set", name, "up"))
+		testenv.Must(t, ns.IP("link", "set", far, "up"))
 		for _, a := range rigAddrs[name] {
-			must(t, ns.IP("addr", "add", a, "dev", name, "nodad"))
+			testenv.Must(t, ns.IP("addr", "add", a, "dev", name, "nodad"))
 		}
 		for _, n := range rigNeighs[name] {
-			must(t, ns.IP("neigh", "replace", n, "lladdr", neighMAC[name], "dev", name, "nud", "permanent"))
+			testenv.Must(t, ns.IP("neigh", "replace", n, "lladdr", neighMAC[name], "dev", name, "nud", "permanent"))
 		}
 	}
-	must(t, ns.IP("link", "set", "peer0", "mtu", fmt.Sprint(peerMTU)))
+	testenv.Must(t, ns.IP("link", "set", "peer0", "mtu", fmt.Sprint(peerMTU)))
 
-	must(t, ns.Do(func() error {
+	testenv.Must(t, ns.Do(func() error {
 		for _, name := range []string{"cli0", "peer0", "far0"} {
 			iface, err := net.InterfaceByName(name)
 			if err != nil {
@@ -121,13 +121,6 @@ func newRigWith(t testing.TB, adjust func(*Config)) *rig {
 	}))
 	t.Cleanup(func() { _ = r.engine.Close() })
 	return r
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // xdpMD is struct xdp_md as BPF_PROG_TEST_RUN takes it.
@@ -165,7 +158,7 @@ func (r *rig) run(ingress string, in []byte) (uint32, []byte) {
 	r.t.Helper()
 	var ret uint32
 	out := make([]byte, len(in)+512)
-	must(r.t, r.ns.Do(func() error {
+	testenv.Must(r.t, r.ns.Do(func() error {
 		// One CPU for every run, so per-CPU state (spill, next hops) is one.
 		var cpus unix.CPUSet
 		cpus.Set(0)
@@ -196,7 +189,7 @@ func (r *rig) run(ingress string, in []byte) (uint32, []byte) {
 func (r *rig) outcomes() map[Outcome]Counter {
 	r.t.Helper()
 	o, err := r.engine.Outcomes()
-	must(r.t, err)
+	testenv.Must(r.t, err)
 	return o
 }
 
@@ -244,7 +237,7 @@ func (r *rig) toward(iface string, u frame.UDP) []byte {
 func (r *rig) register(t testing.TB, iface string, a Attachment, mac []byte) {
 	t.Helper()
 	a.Index = r.ifs[iface].index
-	must(t, r.engine.registerIface(a, mac))
+	testenv.Must(t, r.engine.registerIface(a, mac))
 }
 
 // from builds a frame arriving on iface from a neighbour.

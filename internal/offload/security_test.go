@@ -9,6 +9,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // The spoofing matrix: frames the kernel would drop (martian sources,
@@ -19,9 +20,9 @@ func TestSpoofedSourcesTakeTheKernelPath(t *testing.T) {
 		v4, v6 := families["v4"], families["v6"]
 		// Two hairpinned clients per family, as two relay-only browsers.
 		for _, f := range []testFamily{v4, v6} {
-			must(t, r.engine.AddChannel(Channel{Client: f.client, Server: f.server, Relay: f.relay, Peer: f.relayB, Number: 0x4000}))
-			must(t, r.engine.AddChannel(Channel{Client: f.clientB, Server: f.server, Relay: f.relayB, Peer: f.relay, Number: 0x4001}))
-			must(t, r.engine.AddChannel(channelFor(f, f, 0x4002)))
+			testenv.Must(t, r.engine.AddChannel(Channel{Client: f.client, Server: f.server, Relay: f.relay, Peer: f.relayB, Number: 0x4000}))
+			testenv.Must(t, r.engine.AddChannel(Channel{Client: f.clientB, Server: f.server, Relay: f.relayB, Peer: f.relay, Number: 0x4001}))
+			testenv.Must(t, r.engine.AddChannel(channelFor(f, f, 0x4002)))
 		}
 		// Peers the policy refuses (our own listening address, special ranges),
 		// installed here to show that the data plane refuses their sources on its own.
@@ -32,7 +33,7 @@ func TestSpoofedSourcesTakeTheKernelPath(t *testing.T) {
 			if p.Addr().Is6() {
 				f = v6
 			}
-			must(t, r.engine.AddChannel(Channel{Client: f.client, Server: f.server, Relay: f.relay, Peer: p, Number: uint16(0x4100 + i)}))
+			testenv.Must(t, r.engine.AddChannel(Channel{Client: f.client, Server: f.server, Relay: f.relay, Peer: p, Number: uint16(0x4100 + i)}))
 		}
 
 		data := payload(64, 21)
@@ -112,8 +113,8 @@ func TestFramesForOtherHostsTakeTheKernelPath(t *testing.T) {
 	forEachHook(t, func(t *testing.T, r *rig) {
 		v4 := families["v4"]
 		ch := channelFor(v4, v4, 0x4500)
-		must(t, r.engine.AddChannel(ch))
-		must(t, r.engine.registerIface(Attachment{Index: r.ifs["peer0"].index, XDP: !r.tc, TC: r.tc, XDPEgress: !r.tc}, r.ifs["peer0"].mac))
+		testenv.Must(t, r.engine.AddChannel(ch))
+		testenv.Must(t, r.engine.registerIface(Attachment{Index: r.ifs["peer0"].index, XDP: !r.tc, TC: r.tc, XDPEgress: !r.tc}, r.ifs["peer0"].mac))
 		in := r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, Payload: payload(20, 26)})
 		r.expectOutcome(FastPeerToClient, func() { r.run("peer0", in) })
 		other := bytes.Clone(in)
@@ -132,12 +133,12 @@ func TestSourceVerdictFollowsRoutes(t *testing.T) {
 	r := newRig(t)
 	v4 := families["v4"]
 	peer := ap("10.10.9.9:60000") // routed out of far0 at first
-	must(t, r.ns.IP("route", "add", "10.10.9.0/24", "via", "10.10.3.2", "dev", "far0"))
-	must(t, r.engine.AddChannel(Channel{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: peer, Number: 0x4200}))
+	testenv.Must(t, r.ns.IP("route", "add", "10.10.9.0/24", "via", "10.10.3.2", "dev", "far0"))
+	testenv.Must(t, r.engine.AddChannel(Channel{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: peer, Number: 0x4200}))
 	in := r.from("peer0", frame.UDP{Src: peer, Dst: v4.relay, Payload: payload(32, 22)})
 	r.expectOutcome(SlowReversePath, func() { r.run("peer0", in) })
 
-	must(t, r.ns.IP("route", "replace", "10.10.9.0/24", "via", "10.10.2.2", "dev", "peer0"))
+	testenv.Must(t, r.ns.IP("route", "replace", "10.10.9.0/24", "via", "10.10.2.2", "dev", "peer0"))
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		before := r.outcomes()[FastPeerToClient].Packets
@@ -158,11 +159,11 @@ func TestIPv4Identification(t *testing.T) {
 	forEachHook(t, func(t *testing.T, r *rig) {
 		v4 := families["v4"]
 		ch := channelFor(v4, v4, 0x4300)
-		must(t, r.engine.AddChannel(ch))
+		testenv.Must(t, r.engine.AddChannel(ch))
 		id := func(df bool) uint16 {
 			_, out := r.run("peer0", r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, DF: df, Payload: payload(20, 23)}))
 			got, err := frame.Parse(out)
-			must(t, err)
+			testenv.Must(t, err)
 			if got.DF != df {
 				t.Fatalf("DF %v, sent %v", got.DF, df)
 			}
@@ -180,7 +181,7 @@ func TestIPv4Identification(t *testing.T) {
 		// Another route counts on its own, from its own start.
 		other := channelFor(v4, v4, 0x4301)
 		other.Peer = ap("10.10.2.2:60001")
-		must(t, r.engine.AddChannel(other))
+		testenv.Must(t, r.engine.AddChannel(other))
 		_, out := r.run("peer0", r.from("peer0", frame.UDP{Src: other.Peer, Dst: other.Relay, Payload: payload(20, 23)}))
 		if got, err := frame.Parse(out); err != nil || got.ID == first+6 {
 			t.Errorf("second route: %v, id %#x continues the first route's sequence", err, got.ID)
@@ -197,8 +198,8 @@ func TestBandwidthLimit(t *testing.T) {
 	a := channelFor(v4, v4, 0x4400)
 	b := a
 	b.Number, b.Peer = 0x4401, ap("10.10.2.2:60001")
-	must(t, r.engine.AddChannel(a))
-	must(t, r.engine.AddChannel(b))
+	testenv.Must(t, r.engine.AddChannel(a))
+	testenv.Must(t, r.engine.AddChannel(b))
 	toPeer := func(ch Channel) []byte {
 		return r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(1000, 24), 0, 0)})
 	}
@@ -233,12 +234,12 @@ func TestBandwidthLimit(t *testing.T) {
 	// A new allocation (another client port) starts with a full bucket.
 	c := a
 	c.Client = v4.clientB
-	must(t, r.engine.AddChannel(c))
+	testenv.Must(t, r.engine.AddChannel(c))
 	r.expectOutcome(FastClientToPeer, func() { r.run("cli0", toPeer(c)) })
 	// Removing the last channel frees the buckets; a re-added one is full again.
-	must(t, r.engine.RemoveChannel(a))
-	must(t, r.engine.RemoveChannel(b))
-	must(t, r.engine.AddChannel(a))
+	testenv.Must(t, r.engine.RemoveChannel(a))
+	testenv.Must(t, r.engine.RemoveChannel(b))
+	testenv.Must(t, r.engine.AddChannel(a))
 	for range 3 {
 		r.expectOutcome(FastClientToPeer, func() { r.run("cli0", toPeer(a)) })
 	}
@@ -246,6 +247,6 @@ func TestBandwidthLimit(t *testing.T) {
 
 func mustLimit(t testing.TB, bps uint64) ratelimit.Limit {
 	l, err := ratelimit.FromBitrate(bps)
-	must(t, err)
+	testenv.Must(t, err)
 	return l
 }

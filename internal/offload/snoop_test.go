@@ -11,6 +11,7 @@ import (
 	"github.com/pion/stun/v4"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 type attrSetter func(*stun.Message) error
@@ -48,7 +49,7 @@ func readSnoop(t *testing.T, r *SnoopReader) (SnoopEvent, bool) {
 func TestSnoopParsesControlMessages(t *testing.T) {
 	r := newRigWith(t, func(c *Config) { c.Snoop = true })
 	reader, err := r.engine.SnoopReader()
-	must(t, err)
+	testenv.Must(t, err)
 	defer reader.Close()
 	client, server := ap("10.10.1.2:40000"), ap("10.10.1.1:3478")
 	peer := ap("203.0.113.9:6000")
@@ -106,7 +107,7 @@ func TestSnoopParsesControlMessages(t *testing.T) {
 // runEgress feeds a frame to the TC egress snooper.
 func (r *rig) runEgress(in []byte) {
 	r.t.Helper()
-	must(r.t, r.ns.Do(func() error {
+	testenv.Must(r.t, r.ns.Do(func() error {
 		_, err := r.engine.objs.TurnSnoopEgress.Run(&ebpf.RunOptions{Data: in})
 		return err
 	}))

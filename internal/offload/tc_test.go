@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // Where XDP runs in front of TC, a datagram whose egress takes no XDP frames
@@ -18,7 +19,7 @@ func TestXDPHandsUnsendableToTC(t *testing.T) {
 	r := newRig(t)
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4600)
-	must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch))
 	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(100, 27), 0, 0)})
 	register := func(iface string, a Attachment) { r.register(t, iface, a, r.ifs[iface].mac) }
 	register("peer0", Attachment{TC: true}) // a veth whose peer runs no XDP
@@ -63,11 +64,11 @@ func TestTCLeavesSegmentedSkbsToTheKernel(t *testing.T) {
 	r.tc = true
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4601)
-	must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch))
 	in := r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, Payload: payload(1000, 28)})
 	idx := uint32(r.ifs["peer0"].index)
 	r.expectOutcome(SlowGSO, func() {
-		must(t, r.ns.Do(func() error {
+		testenv.Must(t, r.ns.Do(func() error {
 			out := make([]byte, len(in)+64)
 			opts := &ebpf.RunOptions{Data: in, DataOut: out,
 				Context: skBuff{IngressIfindex: idx, Ifindex: idx, GSOSegs: 2, GSOSize: 500}}
@@ -90,12 +91,12 @@ func TestXDPLeavesPartialChecksumsToTC(t *testing.T) {
 	for _, name := range []string{"v4", "v6"} {
 		f := families[name]
 		ch := channelFor(f, f, 0x4602)
-		must(t, r.engine.AddChannel(ch))
+		testenv.Must(t, r.engine.AddChannel(ch))
 		in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, PartialChecksum: true,
 			Payload: frame.ChannelData(ch.Number, payload(300, 29), 0, 0)})
 		register := func(a Attachment) {
 			a.Index = r.ifs["cli0"].index
-			must(t, r.engine.registerIface(a, r.ifs["cli0"].mac))
+			testenv.Must(t, r.engine.registerIface(a, r.ifs["cli0"].mac))
 		}
 		register(Attachment{XDP: true, XDPEgress: true}) // no TC behind XDP
 		r.expectOutcome(SlowChecksumOffload, func() {
@@ -115,7 +116,7 @@ func TestXDPLeavesPartialChecksumsToTC(t *testing.T) {
 				t.Errorf("%s: XDP counted %v for a datagram it handed to TC", name, o)
 			}
 		}
-		must(t, r.engine.RemoveChannel(ch))
+		testenv.Must(t, r.engine.RemoveChannel(ch))
 	}
 }
 
@@ -127,7 +128,7 @@ func TestCachedPathFollowsInterfaceChanges(t *testing.T) {
 	r := newRig(t)
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4602)
-	must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch))
 	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(100, 29), 0, 0)})
 	register := func(iface string, a Attachment, mac []byte) { r.register(t, iface, a, mac) }
 	register("cli0", Attachment{XDP: true, XDPEgress: true}, r.ifs["cli0"].mac)

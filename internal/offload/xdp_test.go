@@ -62,7 +62,7 @@ func TestClientToPeer(t *testing.T) {
 		for _, cf := range []string{"v4", "v6"} {
 			for _, pf := range []string{"v4", "v6"} {
 				ch := channelFor(families[cf], families[pf], 0x4001)
-				must(t, r.engine.AddChannel(ch))
+				testenv.Must(t, r.engine.AddChannel(ch))
 				for _, n := range dataLens {
 					for pad := 0; pad <= frame.PadTo4(n); pad += max(1, frame.PadTo4(n)) {
 						t.Run(fmt.Sprintf("%s-to-%s/len%d/pad%d", cf, pf, n, pad), func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestClientToPeer(t *testing.T) {
 						})
 					}
 				}
-				must(t, r.engine.RemoveChannel(ch))
+				testenv.Must(t, r.engine.RemoveChannel(ch))
 			}
 		}
 	})
@@ -85,7 +85,7 @@ func TestPeerToClient(t *testing.T) {
 		for _, cf := range []string{"v4", "v6"} {
 			for _, pf := range []string{"v4", "v6"} {
 				ch := channelFor(families[cf], families[pf], 0x4ffe)
-				must(t, r.engine.AddChannel(ch))
+				testenv.Must(t, r.engine.AddChannel(ch))
 				for _, n := range dataLens {
 					t.Run(fmt.Sprintf("%s-from-%s/len%d", cf, pf, n), func(t *testing.T) {
 						data := payload(n, 2)
@@ -96,7 +96,7 @@ func TestPeerToClient(t *testing.T) {
 						r.expectFast(t, FastPeerToClient, xdpRedirect, "peer0", in, want)
 					})
 				}
-				must(t, r.engine.RemoveChannel(ch))
+				testenv.Must(t, r.engine.RemoveChannel(ch))
 			}
 		}
 	})
@@ -108,7 +108,7 @@ func TestHairpinStaysInXDP(t *testing.T) {
 			f := families[name]
 			a := Channel{Client: f.client, Server: f.server, Relay: f.relay, Peer: f.relayB, Number: 0x4000}
 			b := Channel{Client: f.clientB, Server: f.server, Relay: f.relayB, Peer: f.relay, Number: 0x4123}
-			must(t, r.engine.AddChannel(a))
+			testenv.Must(t, r.engine.AddChannel(a))
 			data := payload(333, 3)
 			in := r.from("cli0", frame.UDP{Src: a.Client, Dst: a.Server, Payload: frame.ChannelData(a.Number, data, 3, 0x55)})
 
@@ -118,20 +118,20 @@ func TestHairpinStaysInXDP(t *testing.T) {
 					t.Fatalf("%s: hairpin without return channel: action %d, frame changed: %v", name, ret, string(out) != string(in))
 				}
 			})
-			must(t, r.engine.AddChannel(b))
+			testenv.Must(t, r.engine.AddChannel(b))
 			want := r.toward("cli0", frame.UDP{Src: b.Server, Dst: b.Client, TTL: defaultTTL, DF: name == "v6",
 				Payload: frame.ChannelData(b.Number, data, frame.PadTo4(len(data)), 0)})
 			r.expectFast(t, FastHairpin, xdpTX, "cli0", in, want) // same interface: XDP_TX
 
 			toPeer, _, err := r.engine.ChannelStats(a)
-			must(t, err)
+			testenv.Must(t, err)
 			_, toClient, err := r.engine.ChannelStats(b)
-			must(t, err)
+			testenv.Must(t, err)
 			if toPeer.Packets != 1 || toClient.Packets != 1 || toPeer.Bytes != 333 || toClient.Bytes != 333 {
 				t.Errorf("%s: hairpin counters a->peer %+v, b->client %+v; want 1 packet, 333 bytes each", name, toPeer, toClient)
 			}
-			must(t, r.engine.RemoveChannel(a))
-			must(t, r.engine.RemoveChannel(b))
+			testenv.Must(t, r.engine.RemoveChannel(a))
+			testenv.Must(t, r.engine.RemoveChannel(b))
 		}
 	})
 }
@@ -142,7 +142,7 @@ func TestZeroUDPChecksumIPv4(t *testing.T) {
 
 		// IPv4 to IPv4: the datagram leaves without a checksum, as it came.
 		ch := channelFor(v4, v4, 0x4002)
-		must(t, r.engine.AddChannel(ch))
+		testenv.Must(t, r.engine.AddChannel(ch))
 		data := payload(301, 4)
 		in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, NoChecksum: true, Payload: frame.ChannelData(ch.Number, data, 3, 0xff)})
 		want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TTL: defaultTTL, NoChecksum: true, Payload: data})
@@ -155,7 +155,7 @@ func TestZeroUDPChecksumIPv4(t *testing.T) {
 		// IPv4 to IPv6: IPv6 needs a checksum, computed over the whole data.
 		for _, n := range []int{0, 1, 63, 64, 65, 130, 901} {
 			ch := channelFor(v4, v6, 0x4003)
-			must(t, r.engine.AddChannel(ch))
+			testenv.Must(t, r.engine.AddChannel(ch))
 			data := payload(n, 5)
 			in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, NoChecksum: true, Payload: frame.ChannelData(ch.Number, data, frame.PadTo4(n), 0x77)})
 			want := r.toward("peer0", frame.UDP{Src: ch.Relay, Dst: ch.Peer, TTL: defaultTTL, DF: true, Payload: data})
@@ -167,15 +167,15 @@ func TestZeroUDPChecksumIPv4(t *testing.T) {
 
 			// And back: a peer's checksum-less IPv4 datagram to an IPv6 client.
 			back := Channel{Client: v6.client, Server: v6.server, Relay: v4.relay, Peer: v4.peer, Number: 0x4004}
-			must(t, r.engine.AddChannel(back))
+			testenv.Must(t, r.engine.AddChannel(back))
 			in = r.from("peer0", frame.UDP{Src: back.Peer, Dst: back.Relay, NoChecksum: true, Payload: data})
 			want = r.toward("cli0", frame.UDP{Src: back.Server, Dst: back.Client, TTL: defaultTTL, Payload: frame.ChannelData(back.Number, data, frame.PadTo4(n), 0)})
 			if ret, out = r.run("peer0", in); ret != xdpRedirect {
 				t.Fatalf("v4 peer -> v6 client len %d action %d", n, ret)
 			}
 			requireFrame(t, out, want)
-			must(t, r.engine.RemoveChannel(ch))
-			must(t, r.engine.RemoveChannel(back))
+			testenv.Must(t, r.engine.RemoveChannel(ch))
+			testenv.Must(t, r.engine.RemoveChannel(back))
 		}
 	})
 }
@@ -186,7 +186,7 @@ func TestEthernetTrailerIsDropped(t *testing.T) {
 	forEachHook(t, func(t *testing.T, r *rig) {
 		v4 := families["v4"]
 		ch := channelFor(v4, v4, 0x4005)
-		must(t, r.engine.AddChannel(ch))
+		testenv.Must(t, r.engine.AddChannel(ch))
 		trailer := []byte{0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a}
 
 		data := []byte{1, 2, 3}
@@ -211,8 +211,8 @@ func TestChannelCountersAndRemoval(t *testing.T) {
 	r := newRig(t)
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4006)
-	must(t, r.engine.AddChannel(ch))
-	must(t, r.engine.AddChannel(ch)) // a refresh is a no-op
+	testenv.Must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch)) // a refresh is a no-op
 	toPeerFrame := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(100, 6), 0, 0)})
 	toClientFrame := r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, Payload: payload(50, 7)})
 	for range 3 {
@@ -220,7 +220,7 @@ func TestChannelCountersAndRemoval(t *testing.T) {
 	}
 	r.run("peer0", toClientFrame)
 	toPeer, toClient, err := r.engine.ChannelStats(ch)
-	must(t, err)
+	testenv.Must(t, err)
 	if toPeer.Packets != 3 || toPeer.Bytes != 300 || toClient.Packets != 1 || toClient.Bytes != 50 {
 		t.Fatalf("counters to peer %+v, to client %+v", toPeer, toClient)
 	}
@@ -228,7 +228,7 @@ func TestChannelCountersAndRemoval(t *testing.T) {
 		t.Error("last seen not set")
 	}
 
-	must(t, r.engine.RemoveChannel(ch))
+	testenv.Must(t, r.engine.RemoveChannel(ch))
 	r.expectOutcome(SlowUnknownChannel, func() {
 		if ret, out := r.run("cli0", toPeerFrame); ret != xdpPass || string(out) != string(toPeerFrame) {
 			t.Error("removed channel still relayed")
@@ -237,7 +237,7 @@ func TestChannelCountersAndRemoval(t *testing.T) {
 	r.expectOutcome(SlowUnknownPeer, func() { r.run("peer0", toClientFrame) })
 
 	// A reused counter slot starts from zero.
-	must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch))
 	if toPeer, _, _ := r.engine.ChannelStats(ch); toPeer.Packets != 0 {
 		t.Fatalf("re-added channel starts with %d packets", toPeer.Packets)
 	}
@@ -253,7 +253,7 @@ func TestSlowPathLeavesPacketUntouched(t *testing.T) {
 		noRoute := Channel{Client: v4.client, Server: v4.server, Relay: v4.relay, Peer: ap("192.0.2.1:9"), Number: 0x4012}
 		notEgress := Channel{Client: v4.client, Server: v4.server, Relay: ap("10.10.3.1:50000"), Peer: ap("10.10.3.2:9"), Number: 0x4013}
 		for _, ch := range []Channel{ch4, ch6, noNeigh, noRoute, notEgress} {
-			must(t, r.engine.AddChannel(ch))
+			testenv.Must(t, r.engine.AddChannel(ch))
 		}
 		cd4 := frame.UDP{Src: ch4.Client, Dst: ch4.Server, Payload: frame.ChannelData(ch4.Number, payload(40, 8), 0, 0)}
 		cd6 := frame.UDP{Src: ch6.Client, Dst: ch6.Server, Payload: frame.ChannelData(ch6.Number, payload(40, 8), 0, 0)}
@@ -324,7 +324,7 @@ func TestSlowPathLeavesPacketUntouched(t *testing.T) {
 
 func TestOutcomeListMatchesBPF(t *testing.T) {
 	spec, err := loadTurn()
-	must(t, err)
+	testenv.Must(t, err)
 	if got := spec.Maps["outcomes"].MaxEntries; got != uint32(numOutcomes) {
 		t.Fatalf("bpf has %d outcomes, Go lists %d", got, numOutcomes)
 	}
@@ -409,7 +409,7 @@ func TestNextHopCacheExpires(t *testing.T) {
 	r := newRig(t)
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4020)
-	must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch))
 	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, []byte("hello"), 3, 0)})
 	dstMAC := func() string {
 		_, out := r.run("cli0", in)
@@ -418,7 +418,7 @@ func TestNextHopCacheExpires(t *testing.T) {
 	if got := dstMAC(); got != "02 00 00 00 02 02" {
 		t.Fatalf("first: dst MAC %s", got)
 	}
-	must(t, r.ns.IP("neigh", "replace", "10.10.2.2", "lladdr", "02:00:00:00:02:99", "dev", "peer0", "nud", "permanent"))
+	testenv.Must(t, r.ns.IP("neigh", "replace", "10.10.2.2", "lladdr", "02:00:00:00:02:99", "dev", "peer0", "nud", "permanent"))
 	deadline := time.Now().Add(3 * time.Second)
 	for dstMAC() != "02 00 00 00 02 99" {
 		if time.Now().After(deadline) {
@@ -434,7 +434,7 @@ func TestSpillEvery(t *testing.T) {
 	r := newRigWith(t, func(c *Config) { c.SpillEvery = 4 })
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4030)
-	must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch))
 	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, payload(40, 13), 0, 0)})
 	for i := 1; i <= 8; i++ {
 		want := FastClientToPeer
@@ -459,7 +459,7 @@ func TestSpillInterval(t *testing.T) {
 	r := newRigWith(t, func(c *Config) { c.SpillInterval = interval })
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4031)
-	must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch))
 	in := r.from("peer0", frame.UDP{Src: ch.Peer, Dst: ch.Relay, Payload: payload(40, 14)})
 	r.expectOutcome(SlowSpill, func() { r.run("peer0", in) }) // the first one: the server hears of the flow at once
 	for range 5 {
@@ -470,7 +470,7 @@ func TestSpillInterval(t *testing.T) {
 // sinceBoot is the clock the BPF program reads (bpf_ktime_get_coarse_ns).
 func sinceBoot(t *testing.T) time.Duration {
 	var ts unix.Timespec
-	must(t, unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts))
+	testenv.Must(t, unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts))
 	return time.Duration(ts.Nano())
 }
 
@@ -483,10 +483,10 @@ func TestPinnedStateSurvivesReload(t *testing.T) {
 	r := newRigWith(t, func(c *Config) { c.PinDir = pins })
 	v4 := families["v4"]
 	ch := channelFor(v4, v4, 0x4040)
-	must(t, r.engine.AddChannel(ch))
+	testenv.Must(t, r.engine.AddChannel(ch))
 	in := r.from("cli0", frame.UDP{Src: ch.Client, Dst: ch.Server, Payload: frame.ChannelData(ch.Number, []byte("persist"), 1, 0)})
 	r.expectOutcome(FastClientToPeer, func() { r.run("cli0", in) })
-	must(t, r.engine.Close())
+	testenv.Must(t, r.engine.Close())
 
 	// The restarted engine: same pins.
 	r2 := newRigWith(t, func(c *Config) { c.PinDir = pins })
@@ -495,19 +495,19 @@ func TestPinnedStateSurvivesReload(t *testing.T) {
 	}
 	r2.expectOutcome(FastClientToPeer, func() { r2.run("cli0", in) })
 	toPeer, _, err := r2.engine.ChannelStats(ch)
-	must(t, err)
+	testenv.Must(t, err)
 	if toPeer.Packets != 2 {
 		t.Errorf("counters across the restart: %d packets, want 2", toPeer.Packets)
 	}
 	// A new channel does not reuse the restored channel's counter slots.
 	other := channelFor(v4, v4, 0x4041)
-	must(t, r2.engine.AddChannel(other))
+	testenv.Must(t, r2.engine.AddChannel(other))
 	if p, _, _ := r2.engine.ChannelStats(other); p.Packets != 0 {
 		t.Errorf("new channel shares a counter slot (%d packets)", p.Packets)
 	}
-	must(t, r2.engine.RemoveChannel(ch))
+	testenv.Must(t, r2.engine.RemoveChannel(ch))
 	r2.expectOutcome(SlowUnknownChannel, func() { r2.run("cli0", in) })
-	must(t, r2.engine.Unpin())
+	testenv.Must(t, r2.engine.Unpin())
 	if entries, _ := os.ReadDir(pins); len(entries) != 0 {
 		t.Errorf("pins left after Unpin: %v", entries)
 	}
@@ -516,7 +516,7 @@ func TestPinnedStateSurvivesReload(t *testing.T) {
 // An interface whose XDP belongs to someone else is refused, never stacked.
 func TestAttachRefusesOccupiedInterface(t *testing.T) {
 	r := newRig(t)
-	must(t, r.ns.Do(func() error {
+	testenv.Must(t, r.ns.Do(func() error {
 		if _, err := r.engine.Attach("cli1", ModeXDP, true); err != nil {
 			return err
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/pion/rtp"
 
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 )
 
 var (
@@ -28,13 +28,13 @@ var (
 // RTP: Opus and AV1 with the dependency descriptor, 12 s) as an rtpdump
 // file, the stream the synthetic senders replay. Run it with
 //
-//	sudo go test -count=1 -run TestCaptureChromiumStream ./internal/sfu -capture internal/sfu/synth/testdata/chromium-av1.rtpdump
+//	sudo go test -count=1 -run TestCaptureChromiumStream ./internal/sfu -capture internal/testbed/synth/testdata/chromium-av1.rtpdump
 //
 // The stream of structure changes the dependency descriptor tests read
 // (the encoder switched between scalability modes and resolutions, video
 // only) is recorded with
 //
-//	sudo go test -count=1 -run TestCaptureChromiumStream ./internal/sfu -capture internal/sfu/synth/testdata/chromium-av1-switching.rtpdump \
+//	sudo go test -count=1 -run TestCaptureChromiumStream ./internal/sfu -capture internal/testbed/synth/testdata/chromium-av1-switching.rtpdump \
 //		-capture-seconds 24 -capture-schedule L1T3,L1T2,L1T3,L1T1,L1T3,L1T3/2 -capture-video-only
 //
 // The capture ends with the meeting, after the captured participant's

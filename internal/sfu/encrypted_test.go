@@ -32,6 +32,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
 	"github.com/ebrtc/ebrtc/internal/sfu/web"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // plainMarker starts every payload the participants send: found in a
@@ -235,7 +236,7 @@ func (s *encryptedSFU) join(t *testing.T, name string, profiles []dtls.SRTPProte
 		p.rewrite = rewrite[0]
 	}
 	t.Cleanup(p.leave)
-	must(t, p.send(map[string]string{"type": "join", "token": testbed.SFUToken("encrypted", name)}))
+	testenv.Must(t, p.send(map[string]string{"type": "join", "token": testbed.SFUToken("encrypted", name)}))
 	joined := p.expect("joined")
 	p.id = joined.ID
 	if joined.Media != "encrypted" {
@@ -247,9 +248,9 @@ func (s *encryptedSFU) join(t *testing.T, name string, profiles []dtls.SRTPProte
 	for _, kind := range []string{"audio", "video"} {
 		mime := map[string]string{"audio": webrtc.MimeTypeOpus, "video": webrtc.MimeTypeVP8}[kind]
 		tr, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: mime}, kind, name)
-		must(t, err)
+		testenv.Must(t, err)
 		_, err = p.pub.AddTransceiverFromTrack(tr, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
-		must(t, err)
+		testenv.Must(t, err)
 		if kind == "audio" {
 			p.audio = tr
 		} else {
@@ -257,7 +258,7 @@ func (s *encryptedSFU) join(t *testing.T, name string, profiles []dtls.SRTPProte
 		}
 	}
 	offer := p.describe(p.pub, func() (webrtc.SessionDescription, error) { return p.pub.CreateOffer(nil) })
-	must(t, p.send(map[string]string{"type": "publish", "sdp": p.rewrite(offer)}))
+	testenv.Must(t, p.send(map[string]string{"type": "publish", "sdp": p.rewrite(offer)}))
 	go p.signaling()
 	return p
 }
@@ -368,9 +369,9 @@ func (p *participant) receive(publisher, offer string) {
 
 func (p *participant) describe(pc *webrtc.PeerConnection, create func() (webrtc.SessionDescription, error)) string {
 	d, err := create()
-	must(p.t, err)
+	testenv.Must(p.t, err)
 	gathered := webrtc.GatheringCompletePromise(pc)
-	must(p.t, pc.SetLocalDescription(d))
+	testenv.Must(p.t, pc.SetLocalDescription(d))
 	select {
 	case <-gathered:
 	case <-time.After(10 * time.Second):
@@ -625,13 +626,6 @@ func (tp *tap) lastSRTP() []byte {
 func (tp *tap) inject(b []byte, to netip.AddrPort) {
 	if _, err := tp.UDPConn.WriteToUDPAddrPort(b, to); err != nil {
 		panic(err)
-	}
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/sfu/access"
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 )
 
 // A red team at the door of an encrypted meeting in progress (a

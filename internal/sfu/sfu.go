@@ -233,7 +233,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if cfg.MetricsListen != "" {
-		m, err := metrics.Serve(cfg.MetricsListen, metrics.NewSFUCollector(cfg.Dataplane, plane, ctrl), metrics.NewAFXDPCollector(sockets.rx),
+		m, err := metrics.Serve(cfg.MetricsListen, NewCollector(cfg.Dataplane, plane, ctrl), afxdp.NewCollector(sockets.rx),
 			leg.NewCollector(legs, cfg.MetricsLabels), gate)
 		if err != nil {
 			return fmt.Errorf("sfu: %w", err)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 

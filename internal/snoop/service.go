@@ -228,7 +228,7 @@ func (s *Service) sweep() {
 }
 
 func (s *Service) serveMetrics(addr string) error {
-	m, err := metrics.Serve(addr, metrics.NewTURNCollector(s.engine, nil, s.Learner.Counts))
+	m, err := metrics.Serve(addr, offload.NewCollector(s.engine, nil, s.Learner.Counts))
 	if err != nil {
 		return err
 	}

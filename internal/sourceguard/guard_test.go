@@ -28,10 +28,10 @@ func TestGuard(t *testing.T) {
 		{"link", "set", "g0", "up"}, {"link", "set", "g1", "up"},
 		{"addr", "add", "fd42::1/64", "dev", "g0", "nodad"},
 	} {
-		must(t, ns.IP(args...))
+		testenv.Must(t, ns.IP(args...))
 	}
 
-	must(t, ns.Do(func() error {
+	testenv.Must(t, ns.Do(func() error {
 		g, err := Load()
 		if err != nil {
 			return err
@@ -48,7 +48,7 @@ func TestGuard(t *testing.T) {
 		if err := ns.IP("route", "add", "local", "10.77.0.0/16", "dev", "lo"); err != nil {
 			return err
 		}
-		must(t, g.Sync())
+		testenv.Must(t, g.Sync())
 		for _, a := range []string{"10.42.0.1", "10.42.0.255", "10.77.1.2"} {
 			if !g.has(a) {
 				t.Errorf("%s missing from the map after Sync", a)
@@ -110,11 +110,4 @@ func (g *Guard) has(s string) bool {
 	a := netip.MustParseAddr(s)
 	var v uint8
 	return g.objs.HostAddrs.Lookup(key(netip.PrefixFrom(a, a.BitLen())), &v) == nil
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 	"github.com/ebrtc/ebrtc/internal/turnclient"
 )
 
@@ -21,7 +22,7 @@ func TestPathsAgreeOnPermissionExpiry(t *testing.T) {
 			r := startRelay(t, tb, "--offload", mode, "--permission-lifetime", "2s", "--channel-lifetime", "1h")
 			c := minimalClient(t, tb, false)
 			peer := newPeer(t, tb, testbed.PeerIP4)
-			must(t, c.ChannelBind(peerAddr(peer), 0x4000))
+			testenv.Must(t, c.ChannelBind(peerAddr(peer), 0x4000))
 			bound := time.Now()
 			waitRelayed(t, func() error { return c.SendChannelData(0x4000, []byte("to-peer")) }, peer)
 			waitRelayed(t, func() error {
@@ -36,7 +37,7 @@ func TestPathsAgreeOnPermissionExpiry(t *testing.T) {
 			}
 			marker := []byte("after-permission-expiry")
 			for range 10 {
-				must(t, c.SendChannelData(0x4000, marker))
+				testenv.Must(t, c.SendChannelData(0x4000, marker))
 				if _, err := peer.WriteTo(marker, net.UDPAddrFromAddrPort(c.Relay)); err != nil {
 					t.Fatal(err)
 				}
@@ -60,7 +61,7 @@ func TestPathsAgreeOnChannelDataLength(t *testing.T) {
 			r := startRelay(t, tb, "--offload", mode)
 			c := minimalClient(t, tb, false)
 			peer := newPeer(t, tb, testbed.PeerIP4)
-			must(t, c.ChannelBind(peerAddr(peer), 0x4000))
+			testenv.Must(t, c.ChannelBind(peerAddr(peer), 0x4000))
 			waitRelayed(t, func() error { return c.SendChannelData(0x4000, []byte("to-peer")) }, peer)
 			if mode == "xdp" {
 				waitMetric(t, r, "the channel in the fast path", func(m testbed.Metrics) bool { return m["ebrtc_xdp_channels"] == 1 })

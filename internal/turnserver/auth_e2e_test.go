@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 	"github.com/ebrtc/ebrtc/internal/turnclient"
 )
 
@@ -27,7 +28,7 @@ func TestAuthRefusalsCounted(t *testing.T) {
 	}
 	allocate := func(o turnclient.Options) (*turnclient.Client, error) {
 		conn, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
-		must(t, err)
+		testenv.Must(t, err)
 		t.Cleanup(func() { conn.Close() })
 		return turnclient.AllocateWith(conn, server4, o)
 	}
@@ -57,9 +58,9 @@ func TestAuthRefusalsCounted(t *testing.T) {
 	}
 
 	c, err := allocate(turnclient.Options{User: user, Password: pass})
-	must(t, err)
+	testenv.Must(t, err)
 	c.KeepNonce = true
-	must(t, c.Refresh(time.Minute)) // the nonce is fresh
+	testenv.Must(t, c.Refresh(time.Minute)) // the nonce is fresh
 	time.Sleep(4 * time.Second)
 	if err := c.Refresh(time.Minute); turnclient.Code(err) != 438 {
 		t.Fatalf("refresh with a 4 s old nonce (lifetime 3 s): %v, want 438 Stale Nonce", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/pion/turn/v5"
 
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // Floods of malformed datagrams and of Allocate requests at the listener,
@@ -34,7 +35,7 @@ func TestFloodsWhileStreaming(t *testing.T) {
 			// Responsive: a new client completes an allocation mid-flood, on
 			// the flooded listener (from another address and account: the
 			// flooding ones are at their limits).
-			must(t, tb.Client.IP("addr", "add", "10.201.1.3/24", "dev", testbed.ClientIface, "nodad"))
+			testenv.Must(t, tb.Client.IP("addr", "add", "10.201.1.3/24", "dev", testbed.ClientIface, "nodad"))
 			late := newClientOver(t, tb, testbed.ClientOptions{Server: server4, Local: netip.MustParseAddr("10.201.1.3"),
 				User: "bob", Pass: "bobs-password"})
 			late.Close()
@@ -106,7 +107,7 @@ func startFlood(t *testing.T, tb *testbed.Testbed, kind floodKind) *flood {
 	var conns []*net.UDPConn
 	for range 64 {
 		conn, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
-		must(t, err)
+		testenv.Must(t, err)
 		t.Cleanup(func() { conn.Close() })
 		conns = append(conns, conn)
 	}
@@ -176,28 +177,28 @@ func malformed(rng *rand.Rand) []byte {
 func authenticatedAllocate(t *testing.T, tb *testbed.Testbed) []byte {
 	t.Helper()
 	conn, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
-	must(t, err)
+	testenv.Must(t, err)
 	defer conn.Close()
 	// The 401 to an unauthenticated request brings realm and nonce.
 	m, err := stun.Build(stun.TransactionID, stun.NewType(stun.MethodAllocate, stun.ClassRequest),
 		stun.RawAttribute{Type: stun.AttrRequestedTransport, Value: []byte{17, 0, 0, 0}})
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = conn.WriteTo(m.Raw, net.UDPAddrFromAddrPort(server4))
-	must(t, err)
+	testenv.Must(t, err)
 	buf := make([]byte, 1500)
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	n, _, err := conn.ReadFrom(buf)
-	must(t, err)
+	testenv.Must(t, err)
 	res := &stun.Message{Raw: buf[:n]}
-	must(t, res.Decode())
+	testenv.Must(t, res.Decode())
 	var realm stun.Realm
 	var nonce stun.Nonce
-	must(t, realm.GetFrom(res))
-	must(t, nonce.GetFrom(res))
+	testenv.Must(t, realm.GetFrom(res))
+	testenv.Must(t, nonce.GetFrom(res))
 	req, err := stun.Build(stun.TransactionID, stun.NewType(stun.MethodAllocate, stun.ClassRequest),
 		stun.RawAttribute{Type: stun.AttrRequestedTransport, Value: []byte{17, 0, 0, 0}},
 		stun.NewUsername(user), realm, nonce)
-	must(t, err)
+	testenv.Must(t, err)
 	return req.Raw
 }
 
@@ -225,10 +226,10 @@ func withNewTransaction(raw []byte, rng *rand.Rand) []byte {
 func TestKillDuringTraffic(t *testing.T) {
 	tb := newTestbed(t)
 	r, err := tb.StartRelay(ebrtcBin, testbed.TURNArgs(user+":"+pass)...)
-	must(t, err)
+	testenv.Must(t, err)
 	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{Server: server4, Local: testbed.ClientIP4,
 		User: user, Pass: pass, Realm: "ebrtc.test"})
-	must(t, err)
+	testenv.Must(t, err)
 	defer c.Close()
 	peer := newPeer(t, tb, testbed.PeerIP4)
 	bindChannel(t, r, c, peer, 1)
@@ -239,7 +240,7 @@ func TestKillDuringTraffic(t *testing.T) {
 		sent <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
-	must(t, syscall.Kill(r.Pid(), syscall.SIGKILL))
+	testenv.Must(t, syscall.Kill(r.Pid(), syscall.SIGKILL))
 	<-sent
 	_ = r.Stop(time.Second)
 
@@ -268,7 +269,7 @@ func TestKillDuringTraffic(t *testing.T) {
 		t.Errorf("after the restart %v of 2000 on the fast path", fast)
 	}
 	entries, err := testbed.XDPMapEntries(tb.Server, testbed.ServerCliIface)
-	must(t, err)
+	testenv.Must(t, err)
 	if entries["client_routes_v"] != 1 || entries["peer_routes_v4"] != 1 {
 		t.Errorf("after the restart the maps hold %v, want exactly the one live channel", entries)
 	}

@@ -72,7 +72,7 @@ func stopAtCleanup(t *testing.T, r *testbed.Relay, err error) *testbed.Relay {
 func restCredentials(t *testing.T, id string) (string, string) {
 	t.Helper()
 	user, pass, err := turn.GenerateLongTermTURNRESTCredentials(fleetSecret, id, time.Hour)
-	must(t, err)
+	testenv.Must(t, err)
 	return user, pass
 }
 
@@ -122,7 +122,7 @@ func requireUclientFollows(t *testing.T, tb *testbed.Testbed, r1, r2 *testbed.Re
 	testenv.RequireCommand(t, "turnutils_uclient")
 	testenv.RequireCommand(t, "turnutils_peer")
 	peer, err := tb.StartTurnutilsPeer()
-	must(t, err)
+	testenv.Must(t, err)
 	t.Cleanup(func() { _ = peer.Stop(2 * time.Second) })
 	before1, before2 := metrics(t, r1), metrics(t, r2)
 	user, pass := restCredentials(t, "uclient")
@@ -156,7 +156,7 @@ func rawAllocate(t *testing.T, tb *testbed.Testbed, server netip.AddrPort, user,
 		local = testbed.ClientIP6
 	}
 	conn, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(local, 0))
-	must(t, err)
+	testenv.Must(t, err)
 	t.Cleanup(func() { conn.Close() })
 	transport := stun.RawAttribute{Type: stun.AttrRequestedTransport, Value: []byte{17, 0, 0, 0}}
 	allocate := []stun.Setter{stun.TransactionID, stun.NewType(stun.MethodAllocate, stun.ClassRequest), transport}
@@ -176,8 +176,8 @@ func roundTrip(t *testing.T, conn *net.UDPConn, server netip.AddrPort, setters .
 	buf := make([]byte, 1500)
 	for range 3 {
 		_, err := conn.WriteToUDPAddrPort(req.Raw, server)
-		must(t, err)
-		must(t, conn.SetReadDeadline(time.Now().Add(time.Second)))
+		testenv.Must(t, err)
+		testenv.Must(t, conn.SetReadDeadline(time.Now().Add(time.Second)))
 		n, err := conn.Read(buf)
 		if err != nil {
 			continue
@@ -208,7 +208,7 @@ func requireTryAlternate(t *testing.T, res *stun.Message, user, pass string, wan
 	for _, a := range res.Attributes {
 		if a.Type == stun.AttrAlternateServer {
 			var alt stun.AlternateServer
-			must(t, alt.GetFrom(&stun.Message{Attributes: stun.Attributes{a}}))
+			testenv.Must(t, alt.GetFrom(&stun.Message{Attributes: stun.Attributes{a}}))
 			ip, _ := netip.AddrFromSlice(alt.IP)
 			got = append(got, netip.AddrPortFrom(ip.Unmap(), uint16(alt.Port)))
 		}
@@ -232,27 +232,27 @@ func TestFleetSheddingKeepsAllocations(t *testing.T) {
 	r := startShedding(t, tb)
 	user1, pass1 := restCredentials(t, "first")
 	conn, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
-	must(t, err)
+	testenv.Must(t, err)
 	t.Cleanup(func() { conn.Close() })
 	held, err := turnclient.Allocate(conn, server4, user1, pass1, false)
-	must(t, err)
+	testenv.Must(t, err)
 
 	user2, pass2 := restCredentials(t, "second")
 	peer := newPeer(t, tb, testbed.PeerIP4)
 	peerAddr := netip.MustParseAddrPort(peer.LocalAddr().String())
 	for range 3 {
 		requireTryAlternate(t, rawAllocate(t, tb, server4, user2, pass2), user2, pass2, alternate4, alternate6)
-		must(t, held.Refresh(10*time.Minute))
-		must(t, held.CreatePermission(peerAddr))
-		must(t, held.ChannelBind(peerAddr, 0x4000)) // a refresh after the first
-		must(t, held.Send(peerAddr, []byte("still relayed")))
+		testenv.Must(t, held.Refresh(10*time.Minute))
+		testenv.Must(t, held.CreatePermission(peerAddr))
+		testenv.Must(t, held.ChannelBind(peerAddr, 0x4000)) // a refresh after the first
+		testenv.Must(t, held.Send(peerAddr, []byte("still relayed")))
 		requireReceived(t, peer, "still relayed")
 	}
 	if got := metrics(t, r)["ebrtc_turn_allocate_redirects_total"]; got != 3 {
 		t.Errorf("%v redirects counted, want 3", got)
 	}
 
-	must(t, held.Release())
+	testenv.Must(t, held.Release())
 	waitMetric(t, r, "the allocation's removal", func(m testbed.Metrics) bool { return m["ebrtc_turn_allocations"] == 0 })
 	newClientOver(t, tb, testbed.ClientOptions{Server: server4, User: user2, Pass: pass2})
 }
@@ -260,7 +260,7 @@ func TestFleetSheddingKeepsAllocations(t *testing.T) {
 func requireReceived(t *testing.T, c *net.UDPConn, want string) {
 	t.Helper()
 	buf := make([]byte, 1500)
-	must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+	testenv.Must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
 	n, err := c.Read(buf)
 	if err != nil || string(buf[:n]) != want {
 		t.Fatalf("peer read %q, %v; want %q", buf[:n], err, want)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // A permission for our own relay address (which the hairpin needs) lets
@@ -18,11 +19,11 @@ func TestHostServicesCannotReachClients(t *testing.T) {
 	r := startRelay(t, tb, "--listen", "tcp://10.201.1.1:3478")
 	a, b := minimalClient(t, tb, false), minimalClient(t, tb, false)
 	relayIP := netip.AddrPortFrom(testbed.ServerPeerIP4, 0)
-	must(t, a.CreatePermission(relayIP))
-	must(t, b.CreatePermission(relayIP))
+	testenv.Must(t, a.CreatePermission(relayIP))
+	testenv.Must(t, b.CreatePermission(relayIP))
 
 	service, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(testbed.ServerPeerIP4, 9997))
-	must(t, err)
+	testenv.Must(t, err)
 	defer service.Close()
 	for range 10 {
 		if _, err := service.WriteTo([]byte("service-reply"), net.UDPAddrFromAddrPort(a.Relay)); err != nil {
@@ -33,17 +34,17 @@ func TestHostServicesCannotReachClients(t *testing.T) {
 		t.Errorf("client received %d datagrams from a host service at the relay address", n)
 	}
 	// The control: another allocation's relay socket at the same address.
-	must(t, b.Send(a.Relay, []byte("hairpin-send")))
+	testenv.Must(t, b.Send(a.Relay, []byte("hairpin-send")))
 	if n := countMarked(a.conn, []byte("hairpin-send")); n != 1 {
 		t.Errorf("client received %d hairpinned datagrams, want 1: the test proves nothing", n)
 	}
 
 	// RFC 6062: a connection from a host socket to a TCP allocation.
 	tcp := allocateOver(t, tb, "tcp", false, true)
-	must(t, tcp.CreatePermission(relayIP))
+	testenv.Must(t, tcp.CreatePermission(relayIP))
 	before := metrics(t, r)[`ebrtc_turn_dropped_total{reason="refused_peer"}`]
 	var conn net.Conn
-	must(t, tb.Server.Do(func() error {
+	testenv.Must(t, tb.Server.Do(func() error {
 		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(testbed.ServerPeerIP4, 9995)), Timeout: 2 * time.Second}
 		var err error
 		conn, err = d.Dial("tcp", tcp.Relay.String())
@@ -68,9 +69,9 @@ func TestBandwidthLimitNotDrainedByStrangers(t *testing.T) {
 	_, _, c, peer := streamingRelayIn(t, tb, "off", "--max-bps", "800000")
 	// The client's first datagram to the peer creates its permission.
 	waitRelayed(t, func() error { _, err := c.Relay.WriteTo([]byte("hello-peer"), peer.LocalAddr()); return err }, peer)
-	must(t, tb.Peer.IP("addr", "add", "10.201.2.3/24", "dev", testbed.PeerIface, "nodad"))
+	testenv.Must(t, tb.Peer.IP("addr", "add", "10.201.2.3/24", "dev", testbed.PeerIface, "nodad"))
 	stranger, err := testbed.ListenUDP(tb.Peer, netip.MustParseAddrPort("10.201.2.3:0"))
-	must(t, err)
+	testenv.Must(t, err)
 	defer stranger.Close()
 	stop := make(chan struct{})
 	done := make(chan struct{})

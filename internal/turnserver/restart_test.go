@@ -145,7 +145,7 @@ func TestUpgradeLosesNothing(t *testing.T) {
 func requireNewPeerAndClient(t *testing.T, tb *testbed.Testbed, c *testbed.TURNClient) {
 	t.Helper()
 	peerIP2 := netip.MustParseAddr("10.201.2.3")
-	must(t, tb.Peer.IP("addr", "add", peerIP2.String()+"/24", "dev", testbed.PeerIface))
+	testenv.Must(t, tb.Peer.IP("addr", "add", peerIP2.String()+"/24", "dev", testbed.PeerIface))
 	peer2 := newPeer(t, tb, peerIP2)
 	res, err := testbed.Exchange(c.Relay, peer2.LocalAddr(), peer2, 100, 100)
 	requireExchange(t, "client to a new peer after the restart", res, err)

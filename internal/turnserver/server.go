@@ -440,10 +440,10 @@ func (srv *Server) serveMetrics() error {
 		guardDropped = srv.guard.Dropped
 	}
 	cs := append(srv.events.Collectors(),
-		metrics.NewTURNCollector(srv.engine, srv.slowCounters, srv.allocs.counts), metrics.NewSourceGuardCollector(guardDropped),
-		metrics.NewSocketDropsCollector(srv.socketKind), metrics.NewAFXDPCollector(srv.afxdpConns))
+		offload.NewCollector(srv.engine, srv.slowCounters, srv.allocs.counts), metrics.NewSourceGuardCollector(guardDropped),
+		metrics.NewSocketDropsCollector(srv.socketKind), afxdp.NewCollector(srv.afxdpConns))
 	if labels := srv.settings.MetricsLabels; labels != "none" {
-		cs = append(cs, metrics.NewUserCollector(srv.Status, labels == "allocation"))
+		cs = append(cs, admin.NewUserCollector(srv.Status, labels == "allocation"))
 	}
 	m, err := metrics.Serve(srv.settings.MetricsListen, cs...)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 	"github.com/ebrtc/ebrtc/internal/turnclient"
 )
 
@@ -61,7 +62,7 @@ func runSpoofCases(t *testing.T, mode string, outcomes map[string]float64) map[s
 	c := minimalClient(t, tb, false)
 	bindPair(t, a4, d4)
 	bindPair(t, a6, d6)
-	must(t, c.ChannelBind(peerAddr(peer), 0x4001))
+	testenv.Must(t, c.ChannelBind(peerAddr(peer), 0x4001))
 	waitRelayed(t, func() error { return c.SendChannelData(0x4001, []byte("hello-peer")) }, peer)
 	if mode == "xdp" {
 		waitMetric(t, r, "five channels in the fast path", func(m testbed.Metrics) bool { return m["ebrtc_xdp_channels"] >= 5 })
@@ -97,7 +98,7 @@ func runSpoofCases(t *testing.T, mode string, outcomes map[string]float64) map[s
 	// Another client's channel number from a client of the server's own:
 	// the channel belongs to c's 5-tuple, not d4's.
 	for range spoofTries {
-		must(t, d4.SendChannelData(0x4001, marker))
+		testenv.Must(t, d4.SendChannelData(0x4001, marker))
 	}
 	got["other client's channel"] = countMarked(peer, marker)
 
@@ -123,10 +124,10 @@ func (c spoofClient) local() netip.AddrPort { return addrPortOf(c.conn.LocalAddr
 func minimalClient(t *testing.T, tb *testbed.Testbed, v6relay bool) spoofClient {
 	t.Helper()
 	conn, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
-	must(t, err)
+	testenv.Must(t, err)
 	t.Cleanup(func() { conn.Close() })
 	c, err := turnclient.AllocateWith(conn, server4, turnclient.Options{User: user, Password: pass, V6: v6relay})
-	must(t, err)
+	testenv.Must(t, err)
 	return spoofClient{Client: c, conn: conn}
 }
 
@@ -134,8 +135,8 @@ func minimalClient(t *testing.T, tb *testbed.Testbed, v6relay bool) spoofClient 
 // and waits until data goes through both ways.
 func bindPair(t *testing.T, a, b spoofClient) {
 	t.Helper()
-	must(t, a.ChannelBind(b.Relay, 0x4000))
-	must(t, b.ChannelBind(a.Relay, 0x4000))
+	testenv.Must(t, a.ChannelBind(b.Relay, 0x4000))
+	testenv.Must(t, b.ChannelBind(a.Relay, 0x4000))
 	waitRelayed(t, func() error { return a.SendChannelData(0x4000, []byte("hello-b")) }, b.conn)
 	waitRelayed(t, func() error { return b.SendChannelData(0x4000, []byte("hello-a")) }, a.conn)
 }
@@ -145,7 +146,7 @@ func waitRelayed(t *testing.T, send func() error, recv net.PacketConn) {
 	t.Helper()
 	buf := make([]byte, 2048)
 	for range 50 {
-		must(t, send())
+		testenv.Must(t, send())
 		_ = recv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		if _, _, err := recv.ReadFrom(buf); err == nil {
 			drain(recv)
@@ -186,11 +187,4 @@ func peerAddr(c *net.UDPConn) netip.AddrPort { return addrPortOf(c.LocalAddr()) 
 func addrPortOf(a net.Addr) netip.AddrPort {
 	ap := netip.MustParseAddrPort(a.String())
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

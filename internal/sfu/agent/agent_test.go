@@ -12,13 +12,6 @@ import (
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func addr(c *net.UDPConn) netip.AddrPort { return unmap(c.LocalAddr().(*net.UDPAddr).AddrPort()) }
 
 func read(t *testing.T, c *net.UDPConn) ([]byte, netip.AddrPort) {
@@ -53,18 +46,18 @@ func TestAgentHandlesTheMediaSocket(t *testing.T) {
 	bound := make(chan Binding, 4)
 	r := &router{}
 	a, err := New(NewICE(ICEConfig{}), r, nil)
-	must(t, err)
+	testenv.Must(t, err)
 	s := sess
 	s.OnBinding = func(b Binding) { bound <- b }
-	must(t, a.ICE.Add(s))
-	must(t, a.Handle(check(t, "sfu1:brws", sess.LocalPwd, true), addr(browser), sfu))
+	testenv.Must(t, a.ICE.Add(s))
+	testenv.Must(t, a.Handle(check(t, "sfu1:brws", sess.LocalPwd, true), addr(browser), sfu))
 	resp, from := read(t, browser)
 	m := &stun.Message{Raw: resp}
 	if m.Decode() != nil || m.Type != stun.BindingSuccess || from != addr(sfu) {
 		t.Fatalf("answer %v from %v", m, from)
 	}
 	nack, _ := rtcp.Marshal([]rtcp.Packet{&rtcp.TransportLayerNack{SenderSSRC: 2, MediaSSRC: 1, Nacks: []rtcp.NackPair{{PacketID: 5}}}})
-	must(t, a.Handle(nack, addr(browser), sfu))
+	testenv.Must(t, a.Handle(nack, addr(browser), sfu))
 	if r.from != addr(browser) || len(r.pkts) != 1 {
 		t.Fatalf("routed %v from %v", r.pkts, r.from)
 	}
@@ -99,17 +92,17 @@ func TestAgentHandsDTLSOn(t *testing.T) {
 	ice := NewICE(ICEConfig{Now: func() time.Time { return now }})
 	d := &dtlsSink{}
 	a, err := New(ice, &router{}, d)
-	must(t, err)
-	must(t, ice.Add(sess))
+	testenv.Must(t, err)
+	testenv.Must(t, ice.Add(sess))
 	if _, ok := ice.SessionAt(addr(browser)); ok {
 		t.Fatal("a session for an address before its check")
 	}
-	must(t, a.Handle(check(t, "sfu1:brws", sess.LocalPwd, true), addr(browser), sfu))
+	testenv.Must(t, a.Handle(check(t, "sfu1:brws", sess.LocalPwd, true), addr(browser), sfu))
 	if u, ok := ice.SessionAt(addr(browser)); !ok || u != sess.LocalUfrag {
 		t.Fatalf("session at the checked address: %q %v", u, ok)
 	}
 	for _, first := range []byte{20, 22, 23, 63} {
-		must(t, a.Handle([]byte{first, 0xfe, 0xfd, 0}, addr(browser), sfu))
+		testenv.Must(t, a.Handle([]byte{first, 0xfe, 0xfd, 0}, addr(browser), sfu))
 	}
 	if d.n != 4 || d.from != addr(browser) {
 		t.Errorf("DTLS handed on %d times, from %v", d.n, d.from)
@@ -124,7 +117,7 @@ func TestAgentHandsDTLSOn(t *testing.T) {
 	if _, ok := ice.SessionAt(addr(browser)); ok {
 		t.Error("a session for an address whose consent lapsed")
 	}
-	must(t, a.Handle(check(t, "sfu1:brws", sess.LocalPwd, true), addr(browser), sfu))
+	testenv.Must(t, a.Handle(check(t, "sfu1:brws", sess.LocalPwd, true), addr(browser), sfu))
 	ice.Remove(sess.LocalUfrag)
 	if _, ok := ice.SessionAt(addr(browser)); ok {
 		t.Error("a session for an address after the session went")

@@ -21,7 +21,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/leg"
 	"github.com/ebrtc/ebrtc/internal/sfu/signaling"
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 

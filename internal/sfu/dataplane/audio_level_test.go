@@ -40,7 +40,7 @@ func TestAudioLevelAgreesWithBPF(t *testing.T) {
 	r := newRig(t)
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
 	const audioSSRC, videoSSRC, levelID = 0x1234abcd, 0x5678, 5
-	must(t, r.dp.SetStream(from, []Source{{SSRC: audioSSRC, LevelExt: levelID}, {SSRC: videoSSRC, Video: VP8, LevelExt: levelID}}, r.receivers(false, 1)))
+	testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: audioSSRC, LevelExt: levelID}, {SSRC: videoSSRC, Video: VP8, LevelExt: levelID}}, r.receivers(false, 1)))
 	var want AudioLevels
 	seq := uint16(100)
 	send := func(p []byte) {
@@ -71,7 +71,7 @@ func TestAudioLevelAgreesWithBPF(t *testing.T) {
 	seq++
 	send(audioWithLevel(videoSSRC, seq, levelID, 0x80, false)) // video
 	got, err := r.dp.AudioLevels(from)
-	must(t, err)
+	testenv.Must(t, err)
 	if got != want {
 		t.Errorf("the program's levels %+v, want %+v", got, want)
 	}
@@ -92,10 +92,10 @@ func TestAudioLevelAgreesWithBPF(t *testing.T) {
 func TestUserPlaneAudioLevels(t *testing.T) {
 	sfu, sender, rcv := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{sfu}})
-	must(t, err)
+	testenv.Must(t, err)
 	defer u.Close()
 	const ssrc, id = 7, 5
-	must(t, u.SetStream(addrOf(sender), []Source{{SSRC: ssrc, LevelExt: id}}, []Receiver{{From: addrOf(sfu), To: addrOf(rcv)}}))
+	testenv.Must(t, u.SetStream(addrOf(sender), []Source{{SSRC: ssrc, LevelExt: id}}, []Receiver{{From: addrOf(sfu), To: addrOf(rcv)}}))
 	var want AudioLevels
 	for i, b := range []byte{0x80 | 20, 100, 0x80} {
 		if _, err := sender.WriteToUDP(audioWithLevel(ssrc, uint16(i), id, b, i%2 == 1), net.UDPAddrFromAddrPort(addrOf(sfu))); err != nil {
@@ -109,7 +109,7 @@ func TestUserPlaneAudioLevels(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		got, err := u.AudioLevels(addrOf(sender))
-		must(t, err)
+		testenv.Must(t, err)
 		if got == want {
 			return
 		}

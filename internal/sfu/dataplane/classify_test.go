@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ebrtc/ebrtc/internal/frame"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // The user-space data plane and the eBPF one judge every payload alike:
@@ -16,7 +17,7 @@ func TestClassifyAgreesWithBPF(t *testing.T) {
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
 	// Every SSRC the mutations can produce would be unknown: a known one
 	// shows as a redirect, so install the ones of the seeds.
-	must(t, r.dp.SetStream(from, audio(0x1234abcd), r.receivers(false, 1)))
+	testenv.Must(t, r.dp.SetStream(from, audio(0x1234abcd), r.receivers(false, 1)))
 	seeds := [][]byte{rtpPacket(0x1234abcd, 1, 30), senderSR(0x1234abcd), {0x81, 205, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1},
 		{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42}, {0xa0, 96, 0, 1, 0, 0, 0, 1, 0x12, 0x34, 0xab, 0xcd, 9, 9, 9, 3}}
 	rng := rand.New(rand.NewPCG(9, 10))

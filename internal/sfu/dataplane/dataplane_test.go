@@ -45,20 +45,20 @@ func newRig(t testing.TB) *rig {
 	}
 	t.Cleanup(func() { _ = ns.Delete() })
 	for _, pair := range [][2]string{{"in0", "in1"}, {"out0", "out1"}} {
-		must(t, ns.IP("link", "add", pair[0], "type", "veth", "peer", "name", pair[1]))
-		must(t, ns.IP("link", "set", pair[0], "up"))
-		must(t, ns.IP("link", "set", pair[1], "up"))
+		testenv.Must(t, ns.IP("link", "add", pair[0], "type", "veth", "peer", "name", pair[1]))
+		testenv.Must(t, ns.IP("link", "set", pair[0], "up"))
+		testenv.Must(t, ns.IP("link", "set", pair[1], "up"))
 	}
 	// Senders (10.20.0.0/24, fd20::/64) are routed back through in0, so
 	// their datagrams pass the source checks there.
 	for _, a := range []string{"10.20.0.1/24", "fd20::1/64"} {
-		must(t, ns.IP("addr", "add", a, "dev", "in0", "nodad"))
+		testenv.Must(t, ns.IP("addr", "add", a, "dev", "in0", "nodad"))
 	}
 	for _, a := range []string{"10.20.2.1/24", "fd20:2::1/64"} {
-		must(t, ns.IP("addr", "add", a, "dev", "out0", "nodad"))
+		testenv.Must(t, ns.IP("addr", "add", a, "dev", "out0", "nodad"))
 	}
 	r := &rig{t: t, ns: ns, port: mediaPort}
-	must(t, ns.Do(func() error {
+	testenv.Must(t, ns.Do(func() error {
 		var err error
 		if r.in, err = net.InterfaceByName("in0"); err != nil {
 			return err
@@ -95,7 +95,7 @@ func (r *rig) receivers(v6 bool, n int) []Receiver {
 			from, to = netip.AddrPortFrom(sfuV6, mediaPort), netip.MustParseAddrPort(fmt.Sprintf("[fd20:2::%x]:%d", 10+i, 50000+i))
 		}
 		// The receiver is a neighbour on out0.
-		must(r.t, r.ns.IP("neigh", "replace", to.Addr().String(), "lladdr", receiverMAC(i).String(), "dev", "out0", "nud", "permanent"))
+		testenv.Must(r.t, r.ns.IP("neigh", "replace", to.Addr().String(), "lladdr", receiverMAC(i).String(), "dev", "out0", "nud", "permanent"))
 		out = append(out, Receiver{From: from, To: to, TTL: 64})
 	}
 	return out
@@ -147,7 +147,7 @@ func (r *rig) runOn(ingress *net.Interface, in []byte, capture bool) (uint32, []
 	var ret uint32
 	out := make([]byte, len(in)+256)
 	var got [][]byte
-	must(r.t, r.ns.Do(func() error {
+	testenv.Must(r.t, r.ns.Do(func() error {
 		opts := &ebpf.RunOptions{Data: in, DataOut: out,
 			Context: skBuff{IngressIfindex: uint32(ingress.Index), Ifindex: uint32(ingress.Index)}}
 		if !capture {
@@ -230,7 +230,7 @@ func TestReplicatesToEveryReceiver(t *testing.T) {
 			}
 			const ssrc = 0x1234abcd
 			rcv := r.receivers(v6, 5)
-			must(t, r.dp.SetStream(from, audio(ssrc, ssrc+1), rcv))
+			testenv.Must(t, r.dp.SetStream(from, audio(ssrc, ssrc+1), rcv))
 			for name, payload := range map[string][]byte{
 				"rtp": rtpPacket(ssrc, 7, 160), "rtp-odd": rtpPacket(ssrc+1, 8, 41), "sr": senderSR(ssrc),
 			} {
@@ -258,7 +258,7 @@ func TestReplicatesToEveryReceiver(t *testing.T) {
 func TestPassesWhatIsNotJoinedMedia(t *testing.T) {
 	r := newRig(t)
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
-	must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
+	testenv.Must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
 	stun := []byte{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
 	shortExt := rtpPacket(1, 1, 0)[:16]                          // X set, the extension header cut off
 	longExt := append(rtpPacket(1, 1, 0)[:20], 0xbe, 0xde, 0, 9) // 9 words announced, none there
@@ -333,8 +333,8 @@ func TestRefusesWhatTheKernelWould(t *testing.T) {
 	r := newRig(t)
 	sfu := netip.AddrPortFrom(sfuV4, mediaPort)
 	from, martian := netip.MustParseAddrPort("10.20.0.5:61000"), netip.MustParseAddrPort("127.0.0.1:61000")
-	must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
-	must(t, r.dp.SetStream(martian, audio(1), r.receivers(false, 2)))
+	testenv.Must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
+	testenv.Must(t, r.dp.SetStream(martian, audio(1), r.receivers(false, 2)))
 	for _, c := range []struct {
 		name    string
 		ingress *net.Interface
@@ -365,7 +365,7 @@ func TestSkipsReceiversWithoutRoute(t *testing.T) {
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
 	rcv := r.receivers(false, 2)
 	lost := Receiver{From: rcv[0].From, To: netip.MustParseAddrPort("10.99.0.1:5000"), TTL: 64} // no route
-	must(t, r.dp.SetStream(from, audio(1), []Receiver{rcv[0], lost, rcv[1]}))
+	testenv.Must(t, r.dp.SetStream(from, audio(1), []Receiver{rcv[0], lost, rcv[1]}))
 	payload := rtpPacket(1, 1, 40)
 	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: payload}.Marshal()
 	before := r.outcomes()
@@ -385,12 +385,12 @@ func TestSkipsReceiversWithoutRoute(t *testing.T) {
 func TestLeavesSegmentedSkbsToTheStack(t *testing.T) {
 	r := newRig(t)
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
-	must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
+	testenv.Must(t, r.dp.SetStream(from, audio(1), r.receivers(false, 2)))
 	in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: rtpPacket(1, 1, 600)}.Marshal()
 	before := r.outcomes()
 	var ret uint32
 	out := make([]byte, len(in)+64)
-	must(t, r.ns.Do(func() error {
+	testenv.Must(t, r.ns.Do(func() error {
 		opts := &ebpf.RunOptions{Data: in, DataOut: out, Context: skBuff{IngressIfindex: uint32(r.in.Index),
 			Ifindex: uint32(r.in.Index), GSOSegs: 2, GSOSize: 300}}
 		var err error
@@ -412,8 +412,8 @@ func TestStreamLifecycle(t *testing.T) {
 	from := netip.MustParseAddrPort("10.20.0.5:61000")
 	sfu := netip.AddrPortFrom(sfuV4, mediaPort)
 	rcv := r.receivers(false, 3)
-	must(t, r.dp.SetStream(from, audio(1, 2), rcv))
-	must(t, r.dp.SetStream(from, audio(2), rcv[:1])) // one SSRC and one receiver left
+	testenv.Must(t, r.dp.SetStream(from, audio(1, 2), rcv))
+	testenv.Must(t, r.dp.SetStream(from, audio(2), rcv[:1])) // one SSRC and one receiver left
 	send := func(ssrc uint32) (uint32, int) {
 		in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: rtpPacket(ssrc, 1, 20)}.Marshal()
 		ret, _, clones := r.run(in)
@@ -425,7 +425,7 @@ func TestStreamLifecycle(t *testing.T) {
 	if ret, n := send(2); ret != tcActRedirect || n != 0 {
 		t.Errorf("one receiver left: verdict %d, %d clones", ret, n)
 	}
-	must(t, r.dp.RemoveStream(from))
+	testenv.Must(t, r.dp.RemoveStream(from))
 	if ret, n := send(2); ret != tcActUnspec || n != 0 {
 		t.Errorf("after removal: verdict %d, %d clones", ret, n)
 	}
@@ -445,7 +445,7 @@ func TestStreamLifecycle(t *testing.T) {
 		t.Error("more receivers than a fanout holds were accepted")
 	}
 	var n int
-	must(t, r.ns.Do(func() error {
+	testenv.Must(t, r.ns.Do(func() error {
 		it := r.dp.objs.SendersV4.Iterate()
 		var k sfuSenderKeyV4
 		var v sfuSender
@@ -462,7 +462,7 @@ func TestStreamLifecycle(t *testing.T) {
 func (r *rig) outcomes() map[Outcome]Counter {
 	r.t.Helper()
 	o, err := r.dp.Outcomes()
-	must(r.t, err)
+	testenv.Must(r.t, err)
 	return o
 }
 
@@ -473,13 +473,6 @@ func requireFrame(t *testing.T, what string, got, want []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs\n got % x\nwant % x", what, got, want)
-	}
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -43,11 +43,11 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 	}
 	var dp Plane
 	inSock, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(sfuIn, mediaPort))
-	must(t, err)
+	testenv.Must(t, err)
 	outSock, err := testbed.ListenUDP(tb.Server, netip.AddrPortFrom(sfuOut, mediaPort))
-	must(t, err)
+	testenv.Must(t, err)
 	if plane == "ebpf" {
-		must(t, tb.Server.Do(func() error {
+		testenv.Must(t, tb.Server.Do(func() error {
 			d, err := Load(Config{Media: []netip.AddrPort{netip.AddrPortFrom(sfuIn, mediaPort)}, Conns: []*net.UDPConn{inSock, outSock}})
 			if err != nil {
 				return err
@@ -57,31 +57,31 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 		}))
 	} else {
 		dp, err = NewUser(UserConfig{Conns: []*net.UDPConn{inSock, outSock}})
-		must(t, err)
+		testenv.Must(t, err)
 	}
 	t.Cleanup(func() { _ = dp.Close() })
 
 	sender, err := testbed.ListenUDP(tb.Client, netip.AddrPortFrom(clientIP, 0))
-	must(t, err)
+	testenv.Must(t, err)
 	defer sender.Close()
 	// The receivers' host is a known neighbour (as the agent's answers to its
 	// connectivity checks would have made it).
 	peerIface, err := ifaceIn(tb.Peer, testbed.PeerIface)
-	must(t, err)
-	must(t, tb.Server.IP("neigh", "replace", peerIP.String(), "lladdr", peerIface.HardwareAddr.String(),
+	testenv.Must(t, err)
+	testenv.Must(t, tb.Server.IP("neigh", "replace", peerIP.String(), "lladdr", peerIface.HardwareAddr.String(),
 		"dev", testbed.ServerPeerIface, "nud", "permanent"))
 	var socks []*net.UDPConn
 	var rcv []Receiver
 	for range 3 {
 		c, err := testbed.ListenUDP(tb.Peer, netip.AddrPortFrom(peerIP, 0))
-		must(t, err)
+		testenv.Must(t, err)
 		defer c.Close()
 		socks = append(socks, c)
 		rcv = append(rcv, Receiver{From: netip.AddrPortFrom(sfuOut, mediaPort), To: c.LocalAddr().(*net.UDPAddr).AddrPort(), TTL: 64})
 	}
 	const ssrc, packets, fragmented = 0x5eed, 200, 10
 	from := sender.LocalAddr().(*net.UDPAddr).AddrPort()
-	must(t, dp.SetStream(netip.AddrPortFrom(clientIP, from.Port()), audio(ssrc), rcv))
+	testenv.Must(t, dp.SetStream(netip.AddrPortFrom(clientIP, from.Port()), audio(ssrc), rcv))
 	sfu := net.UDPAddrFromAddrPort(netip.AddrPortFrom(sfuIn, mediaPort))
 	var sent [][]byte
 	for i := range packets {
@@ -101,7 +101,7 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 	for i, c := range socks {
 		buf := make([]byte, 4096)
 		for n := range packets {
-			must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+			testenv.Must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
 			l, src, err := c.ReadFromUDP(buf)
 			if err != nil {
 				t.Fatalf("receiver %d: %d of %d datagrams, then %v", i, n, packets, err)
@@ -113,7 +113,7 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 		}
 	}
 	st, err := dp.StreamStats(netip.AddrPortFrom(clientIP, from.Port()))
-	must(t, err)
+	testenv.Must(t, err)
 	in, out := st.In, st.Out
 	if in.Packets != packets || len(out) != len(rcv) {
 		t.Errorf("stream stats: %d in, %d receivers", in.Packets, len(out))
@@ -124,7 +124,7 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 		}
 	}
 	o, err := dp.Outcomes()
-	must(t, err)
+	testenv.Must(t, err)
 	if d, ok := dp.(*DataPlane); ok {
 		if slow := d.slow[Replicated].load().Packets; slow != fragmented {
 			t.Errorf("the slow path forwarded %d datagrams, want the %d in fragments", slow, fragmented)

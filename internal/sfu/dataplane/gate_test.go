@@ -75,7 +75,7 @@ func gating(t *testing.T, p Plane, from netip.AddrPort, rcv []Receiver, send fun
 	t.Helper()
 	sources := []Source{{SSRC: 1}, {SSRC: 2, Video: AV1}}
 	inter, key := []byte{0x10, 1, 2, 3, 4, 5, 6, 7}, []byte{0x18, 1, 2, 3, 4, 5, 6, 7}
-	must(t, p.SetStream(from, sources, rcv[:2]))
+	testenv.Must(t, p.SetStream(from, sources, rcv[:2]))
 	waiting := func(want int) {
 		t.Helper()
 		if st, err := p.StreamStats(from); err != nil || st.Waiting() != want {
@@ -92,7 +92,7 @@ func gating(t *testing.T, p Plane, from netip.AddrPort, rcv []Receiver, send fun
 	send(rtpWith(2, 3, inter))
 	settle([]uint64{4, 4})
 	waiting(0)
-	must(t, p.SetStream(from, sources, rcv)) // a third receiver joins
+	testenv.Must(t, p.SetStream(from, sources, rcv)) // a third receiver joins
 	waiting(1)
 	send(rtpWith(2, 4, inter))
 	send(rtpWith(1, 2, inter))
@@ -121,7 +121,7 @@ func TestNewReceiversWaitForAKeyFrame(t *testing.T) {
 
 func (r *rig) replicas(from netip.AddrPort) []uint64 {
 	st, err := r.dp.StreamStats(from)
-	must(r.t, err)
+	testenv.Must(r.t, err)
 	n := make([]uint64, len(st.Out))
 	for i, c := range st.Out {
 		n[i] = c.Packets
@@ -150,7 +150,7 @@ func TestUserPlaneNewReceiversWaitForAKeyFrame(t *testing.T) {
 		var got []uint64
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 			st, err := u.StreamStats(from)
-			must(t, err)
+			testenv.Must(t, err)
 			got = got[:0]
 			for _, c := range st.Out {
 				got = append(got, c.Packets)
@@ -179,8 +179,8 @@ func TestKeyFrameStartAgreesWithBPF(t *testing.T) {
 				p = p[:rng.IntN(len(p)+1)]
 			}
 			// A fresh receiver waits; a key frame's start lets it in.
-			must(t, r.dp.SetStream(from, []Source{{SSRC: 2, Video: c.codec}}, rcv[i%2:i%2+1]))
-			must(t, r.dp.SetStream(from, []Source{{SSRC: 2, Video: c.codec}}, rcv[1-i%2:2-i%2]))
+			testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: 2, Video: c.codec}}, rcv[i%2:i%2+1]))
+			testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: 2, Video: c.codec}}, rcv[1-i%2:2-i%2]))
 			r.verdict(frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: rtpWith(2, 1, p)}.Marshal())
 			if got := r.replicas(from)[0] == 1; got != KeyFrameStart(c.codec, p) {
 				t.Errorf("%v % x: BPF lets the new receiver in: %v, Go: %v", c.codec, p, got, !got)

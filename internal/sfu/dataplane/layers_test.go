@@ -16,7 +16,8 @@ import (
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 const ddExt = synth.DDExtensionID
@@ -37,7 +38,7 @@ func capturedVideo(t *testing.T, first uint16) [][]byte {
 // capturedChannel. The capture is video only, read from its file: package
 // synth does not embed it.
 func capturedSwitching(t *testing.T, first uint16) [][]byte {
-	f, err := os.Open("../synth/testdata/chromium-av1-switching.rtpdump")
+	f, err := os.Open("../../testbed/synth/testdata/chromium-av1-switching.rtpdump")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func switchingPackets(t *testing.T, first uint16) (out [][]byte, structures []in
 				}
 				h := rtp.Header{Version: 2, PayloadType: 45, SequenceNumber: seq, Timestamp: uint32(frameNo) * 3000, SSRC: 0x5eed,
 					Extension: true, ExtensionProfile: 0x1000}
-				must(t, h.SetExtension(ddExt, b))
+				testenv.Must(t, h.SetExtension(ddExt, b))
 				payload := make([]byte, 100+int(seq)%50)
 				if f == 0 && i == 0 {
 					payload[0] = 0x08 // AV1's N: a new coded video sequence, a key frame
@@ -329,9 +330,9 @@ func layersAgree(t *testing.T, name string, stream func(*testing.T, uint16) [][]
 	pkts := stream(t, 65200)
 	ssrc := binary.BigEndian.Uint32(pkts[0][8:])
 	rcv := r.receivers(false, 6)
-	must(t, r.dp.SetStream(from, []Source{{SSRC: ssrc, Video: AV1, DDExt: ddExt}}, rcv))
+	testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: ssrc, Video: AV1, DDExt: ddExt}}, rcv))
 	for i := range rcv { // no key frame wait: the streams start mid-way
-		must(t, r.dp.objs.ReplicaGates.Put(r.dp.streams[from].legs[i].slot, uint32(0)))
+		testenv.Must(t, r.dp.objs.ReplicaGates.Put(r.dp.streams[from].legs[i].slot, uint32(0)))
 	}
 	var targets []uint8
 	ref := newReference(len(rcv))
@@ -342,7 +343,7 @@ func layersAgree(t *testing.T, name string, stream func(*testing.T, uint16) [][]
 	for k, p := range pkts {
 		targets = agreementTargets(targets, k, len(pkts))
 		for i, tg := range targets {
-			must(t, r.leg(from, rcv[i].To).SetTarget(targetOf(tg)))
+			testenv.Must(t, r.leg(from, rcv[i].To).SetTarget(targetOf(tg)))
 		}
 		_, _, want := ref.step(p, targets, coarseNow())
 		in := frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: p}.Marshal()
@@ -378,7 +379,7 @@ func layersAgree(t *testing.T, name string, stream func(*testing.T, uint16) [][]
 		}
 	}
 	ls, err := r.dp.Layers(from)
-	must(t, err)
+	testenv.Must(t, err)
 	if ls.Targets != int(ref.templates.Targets) || ls.Bytes[0] == 0 || ls.Bytes[len(ls.Bytes)-1] <= ls.Bytes[0] {
 		t.Errorf("layers: %+v", ls)
 	}
@@ -396,11 +397,11 @@ func layersAgree(t *testing.T, name string, stream func(*testing.T, uint16) [][]
 // (on lo), as Load's Conns would, for runSlow; out0 finishes checksums in
 // software so that the capture verifies them.
 func (r *rig) slowPath(t testing.TB, sfu netip.AddrPort) *mediaConn {
-	must(t, r.ns.IP("addr", "add", sfu.Addr().String()+"/32", "dev", "lo"))
+	testenv.Must(t, r.ns.IP("addr", "add", sfu.Addr().String()+"/32", "dev", "lo"))
 	_, err := r.ns.Output("ethtool", "-K", "out0", "tx", "off")
-	must(t, err)
+	testenv.Must(t, err)
 	var c *net.UDPConn
-	must(t, r.ns.Do(func() error {
+	testenv.Must(t, r.ns.Do(func() error {
 		var err error
 		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(sfu))
 		return err
@@ -423,7 +424,7 @@ func (r *rig) runSlow(t *testing.T, fd int, c *mediaConn, p []byte, from netip.A
 // capture is a packet socket on out1 for the replicas.
 func (r *rig) capture(t *testing.T) int {
 	var fd int
-	must(t, r.ns.Do(func() error {
+	testenv.Must(t, r.ns.Do(func() error {
 		var err error
 		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK, int(htons(unix.ETH_P_ALL))); err != nil {
 			return err
@@ -491,7 +492,7 @@ func (r *rig) collect(t *testing.T, fd int, rcv []Receiver, padded chan [2]int, 
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		must(t, err)
+		testenv.Must(t, err)
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue
 		}
@@ -509,7 +510,7 @@ func (r *rig) awaitTemplates(t *testing.T, from netip.AddrPort, want sfuLayerTem
 	id := r.dp.streams[from].id
 	for range 200 {
 		var have sfuLayerTemplates
-		must(t, r.dp.objs.SenderTemplates.Lookup(id, &have))
+		testenv.Must(t, r.dp.objs.SenderTemplates.Lookup(id, &have))
 		if have == want {
 			return
 		}

@@ -103,13 +103,13 @@ func TestUserPlaneEncrypted(t *testing.T) {
 	from := addrOf(sfu)
 	keys := map[netip.AddrPort]*keyPair{addrOf(sender): newKeyPair(t), addrOf(rcv[0]): newKeyPair(t), addrOf(rcv[1]): newKeyPair(t)}
 	for a, k := range keys {
-		must(t, u.Protect(a, k.sfu))
+		testenv.Must(t, u.Protect(a, k.sfu))
 	}
 	var receivers []Receiver
 	for _, c := range rcv {
 		receivers = append(receivers, Receiver{From: from, To: addrOf(c)})
 	}
-	must(t, u.SetStream(addrOf(sender), audio(7), receivers))
+	testenv.Must(t, u.SetStream(addrOf(sender), audio(7), receivers))
 	send := func(c *net.UDPConn, p []byte) {
 		if _, err := c.WriteToUDPAddrPort(p, from); err != nil {
 			t.Fatal(err)
@@ -117,14 +117,14 @@ func TestUserPlaneEncrypted(t *testing.T) {
 	}
 	plain := rtpPacket(7, 1, 300)
 	sealed, err := keys[addrOf(sender)].browserOut.EncryptRTP(nil, plain, nil)
-	must(t, err)
+	testenv.Must(t, err)
 	send(sender, sealed)
 	var got [2][]byte
 	for i := range 2 {
 		buf := make([]byte, 1500)
-		must(t, rcv[i].SetReadDeadline(time.Now().Add(2*time.Second)))
+		testenv.Must(t, rcv[i].SetReadDeadline(time.Now().Add(2*time.Second)))
 		n, _, err := rcv[i].ReadFromUDP(buf)
-		must(t, err)
+		testenv.Must(t, err)
 		got[i] = buf[:n]
 		if bytes.Contains(got[i], plain[12:]) {
 			t.Fatalf("receiver %d got the payload in the clear", i)
@@ -137,17 +137,17 @@ func TestUserPlaneEncrypted(t *testing.T) {
 	if _, err := keys[addrOf(rcv[1])].browserIn.DecryptRTP(nil, got[0], nil); err == nil {
 		t.Error("receiver 1's keys open receiver 0's replica")
 	}
-	must(t, rcv[2].SetReadDeadline(time.Now().Add(200*time.Millisecond)))
+	testenv.Must(t, rcv[2].SetReadDeadline(time.Now().Add(200*time.Millisecond)))
 	if n, _, err := rcv[2].ReadFromUDP(make([]byte, 1500)); err == nil {
 		t.Errorf("the receiver without keys got %d bytes", n)
 	}
 	// The SFU's own packets: sealed for their receiver, refused without keys.
 	pli := []byte{0x81, 206, 0, 2, 0, 0, 0, 1, 0, 0, 0, 7}
-	must(t, u.Send(pli, from, addrOf(sender)))
+	testenv.Must(t, u.Send(pli, from, addrOf(sender)))
 	buf := make([]byte, 1500)
-	must(t, sender.SetReadDeadline(time.Now().Add(2*time.Second)))
+	testenv.Must(t, sender.SetReadDeadline(time.Now().Add(2*time.Second)))
 	n, _, err := sender.ReadFromUDP(buf)
-	must(t, err)
+	testenv.Must(t, err)
 	senderIn := keys[addrOf(sender)].browserIn
 	if opened, err := senderIn.DecryptRTCP(nil, buf[:n], nil); err != nil || !bytes.Equal(opened, pli) {
 		t.Errorf("the SFU's PLI: %v", err)
@@ -180,7 +180,7 @@ func TestUserPlaneEncrypted(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for i := range 2 {
-		must(t, rcv[i].SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+		testenv.Must(t, rcv[i].SetReadDeadline(time.Now().Add(100*time.Millisecond)))
 		if n, _, err := rcv[i].ReadFromUDP(make([]byte, 1500)); err == nil {
 			t.Errorf("receiver %d got %d more bytes", i, n)
 		}
@@ -232,13 +232,13 @@ func FuzzEncryptedDemux(f *testing.F) {
 	defer u.Close()
 	from := netip.MustParseAddrPort("127.0.0.1:9")
 	k := newKeyPair(f)
-	must(f, u.Protect(from, k.sfu))
-	must(f, u.SetStream(from, audio(7), []Receiver{{From: addrOf(sfu), To: addrOf(rcv)}}))
+	testenv.Must(f, u.Protect(from, k.sfu))
+	testenv.Must(f, u.SetStream(from, audio(7), []Receiver{{From: addrOf(sfu), To: addrOf(rcv)}}))
 	c := u.fwd.conns[addrOf(sfu)]
 	b := newReplicaBatch(true)
 	for seq := uint16(1); seq < 4; seq++ {
 		sealed, err := k.browserOut.EncryptRTP(nil, rtpPacket(7, seq, 40*int(seq)), nil)
-		must(f, err)
+		testenv.Must(f, err)
 		u.handle(c, bytes.Clone(sealed), from, b) // received once: replays from now on
 		f.Add(sealed)
 	}
@@ -279,13 +279,13 @@ func BenchmarkForward(b *testing.B) {
 				c := testenv.LoopbackUDP(b) // nobody reads: the kernel drops what overflows its buffer
 				rs = append(rs, Receiver{From: addrOf(sfu), To: addrOf(c)})
 				if encrypted {
-					must(b, u.Protect(addrOf(c), newKeyPair(b).sfu))
+					testenv.Must(b, u.Protect(addrOf(c), newKeyPair(b).sfu))
 				}
 			}
 			if encrypted {
-				must(b, u.Protect(from, k.sfu))
+				testenv.Must(b, u.Protect(from, k.sfu))
 			}
-			must(b, u.SetStream(from, audio(7), rs))
+			testenv.Must(b, u.SetStream(from, audio(7), rs))
 			c, batch := u.fwd.conns[addrOf(sfu)], newReplicaBatch(encrypted)
 			p := rtpPacket(7, 1, 1100)
 			if encrypted {

@@ -42,10 +42,10 @@ func twccPacket(ssrc uint32, seq, twcc uint16, pre, payloadLen int) []byte {
 // replica.
 func withTWCC(t *testing.T, p []byte, seq uint16) []byte {
 	var pkt rtp.Packet
-	must(t, pkt.Unmarshal(bytes.Clone(p)))
-	must(t, pkt.SetExtension(twccExt, binary.BigEndian.AppendUint16(nil, seq)))
+	testenv.Must(t, pkt.Unmarshal(bytes.Clone(p)))
+	testenv.Must(t, pkt.SetExtension(twccExt, binary.BigEndian.AppendUint16(nil, seq)))
 	b, err := pkt.Marshal()
-	must(t, err)
+	testenv.Must(t, err)
 	return b
 }
 
@@ -59,7 +59,7 @@ func TestTransportWideNumbersPerLeg(t *testing.T) {
 	const ssrc = 0x7cc
 	rcv := r.receivers(false, 4)
 	rcv[0].TWCC, rcv[2].TWCC = true, true
-	must(t, r.dp.SetStream(from, []Source{{SSRC: ssrc, TWCCExt: twccExt}}, rcv))
+	testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: ssrc, TWCCExt: twccExt}}, rcv))
 	r.dp.twcc.leg(r.dp.streams[from].legs[2].twcc - 1).next.Store(65530) // across the wrap
 	start := monoNow()
 	for k := range 12 {
@@ -94,7 +94,7 @@ func TestLegSendTakesTheLegsNumbers(t *testing.T) {
 	from := netip.MustParseAddrPort("10.20.0.5:61000")
 	rcv := r.receivers(false, 1)
 	rcv[0].TWCC = true
-	must(t, r.dp.SetStream(from, []Source{{SSRC: 1, TWCCExt: twccExt}}, rcv))
+	testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: 1, TWCCExt: twccExt}}, rcv))
 	leg := r.leg(from, rcv[0].To)
 	p := twccPacket(1, 5, 0, 2, 10)
 	off := twccOffset(p, len(p)-10, twccExt)
@@ -109,7 +109,7 @@ func TestLegSendTakesTheLegsNumbers(t *testing.T) {
 	if s, ok := leg.Sent(0); !ok || s.Size != len(p) {
 		t.Errorf("logged %+v %v", s, ok)
 	}
-	must(t, r.dp.SetStream(from, []Source{{SSRC: 1, TWCCExt: twccExt}}, nil))
+	testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: 1, TWCCExt: twccExt}}, nil))
 	if leg.Send(p, off) == nil || leg.SetTarget(0) == nil {
 		t.Error("a removed leg still sends")
 	}
@@ -125,7 +125,7 @@ func TestHistoryKeepsAndDeduplicates(t *testing.T) {
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
 	const ssrc = 0x415
 	rcv := r.receivers(false, 2)
-	must(t, r.dp.SetStream(from, []Source{{SSRC: ssrc, History: true}}, rcv))
+	testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: ssrc, History: true}}, rcv))
 	in := func(p []byte) []byte {
 		return frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: p}.Marshal()
 	}
@@ -163,7 +163,7 @@ func TestHistoryKeepsAndDeduplicates(t *testing.T) {
 	if _, ok := r.dp.Packet(from, 8); ok {
 		t.Errorf("a %d-byte packet kept", len(long))
 	}
-	must(t, r.dp.RemoveStream(from))
+	testenv.Must(t, r.dp.RemoveStream(from))
 	if _, ok := r.dp.Packet(from, 7+HistorySlots); ok {
 		t.Error("history left after the stream went")
 	}
@@ -180,10 +180,10 @@ func TestUserPlaneHistoryAndTransportWideNumbers(t *testing.T) {
 	sfu, sender := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	rcv := []*net.UDPConn{testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)}
 	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{sfu}})
-	must(t, err)
+	testenv.Must(t, err)
 	defer u.Close()
 	const ssrc = 0x77
-	must(t, u.SetStream(addrOf(sender), []Source{{SSRC: ssrc, TWCCExt: twccExt, History: true}},
+	testenv.Must(t, u.SetStream(addrOf(sender), []Source{{SSRC: ssrc, TWCCExt: twccExt, History: true}},
 		[]Receiver{{From: addrOf(sfu), To: addrOf(rcv[0]), TWCC: true}, {From: addrOf(sfu), To: addrOf(rcv[1])}}))
 	send := func(p []byte) {
 		if _, err := sender.WriteToUDP(p, net.UDPAddrFromAddrPort(addrOf(sfu))); err != nil {
@@ -204,13 +204,13 @@ func TestUserPlaneHistoryAndTransportWideNumbers(t *testing.T) {
 				want = withTWCC(t, p, uint16(k))
 			}
 			buf := make([]byte, 1500)
-			must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+			testenv.Must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
 			n, err := c.Read(buf)
 			if err != nil || !bytes.Equal(buf[:n], want) {
 				t.Fatalf("receiver %d, packet %d: %v\n got % x\nwant % x", i, k, err, buf[:n], want)
 			}
 		}
-		must(t, c.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+		testenv.Must(t, c.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
 		if n, err := c.Read(make([]byte, 1500)); err == nil {
 			t.Errorf("receiver %d got a %d-byte duplicate", i, n)
 		}
@@ -223,7 +223,7 @@ func TestUserPlaneHistoryAndTransportWideNumbers(t *testing.T) {
 		t.Errorf("duplicates counted %d, want 1", o[Duplicate].Packets)
 	}
 	leg, err := u.Leg(addrOf(sender), addrOf(rcv[0]))
-	must(t, err)
+	testenv.Must(t, err)
 	if s, ok := leg.Sent(4); !ok || s.Size != len(sent[4]) {
 		t.Errorf("leg log: %+v %v", s, ok)
 	}

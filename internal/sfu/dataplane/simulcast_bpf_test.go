@@ -15,6 +15,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/netorder"
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // simReference is the Go reference of the eBPF plane's simulcast: each
@@ -134,7 +135,7 @@ func (r *rig) simCollect(t *testing.T, fd int, rcv []Receiver, padded chan padde
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		must(t, err)
+		testenv.Must(t, err)
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue
 		}
@@ -197,7 +198,7 @@ func simulcastAgrees(t *testing.T, noDD bool) {
 	slowConn := r.slowPath(t, sfu)
 	sim := &Simulcast{RIDExt: ridExt, RIDs: []string{"q", "h", "f"}, SSRC: 0x5151}
 	rcv := r.receivers(false, 4)
-	must(t, r.dp.SetStream(from, []Source{{SSRC: 7}, {Video: AV1, DDExt: ddExt, History: true, Simulcast: sim}}, rcv))
+	testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: 7}, {Video: AV1, DDExt: ddExt, History: true, Simulcast: sim}}, rcv))
 	encs := []*simulcastEncoding{
 		{index: 0, rid: "q", ssrc: 1111, seq: 65300, frame: 30000, ts: 5000, keyEvery: 10, noDD: noDD},
 		{index: 1, rid: "h", ssrc: 2222, seq: 100, frame: 65500, ts: 4e9, keyEvery: 12, noDD: noDD},
@@ -277,7 +278,7 @@ func simulcastAgrees(t *testing.T, noDD bool) {
 	heldEnc := uint8(0)
 	for round := range 60 {
 		for i, target := range simTargets(round) {
-			must(t, r.leg(from, rcv[i].To).SetTarget(target))
+			testenv.Must(t, r.leg(from, rcv[i].To).SetTarget(target))
 		}
 		if round == 40 {
 			time.Sleep(time.Duration(liveFor) + 300*time.Millisecond) // f stops: its receivers move to h
@@ -402,7 +403,7 @@ func programReplicas(b *testing.B, kind string) {
 	if kind == "simulcast" {
 		src = Source{Video: AV1, DDExt: ddExt, Simulcast: &Simulcast{RIDExt: ridExt, RIDs: []string{"q"}, SSRC: 0x5151}}
 	}
-	must(b, r.dp.SetStream(from, []Source{src}, rcv))
+	testenv.Must(b, r.dp.SetStream(from, []Source{src}, rcv))
 	udp := func(p []byte) []byte {
 		return frame.UDP{SrcMAC: senderMAC, DstMAC: r.in.HardwareAddr, Src: from, Dst: sfu, TTL: 57, DF: true, Payload: p}.Marshal()
 	}
@@ -414,9 +415,9 @@ func programReplicas(b *testing.B, kind string) {
 	}
 	delta := udp(enc.nextFrame(b)[0]) // T0: every receiver's
 	for _, l := range r.dp.streams[from].legs {
-		must(b, r.dp.objs.ReplicaGates.Put(l.slot, uint32(0)))
+		testenv.Must(b, r.dp.objs.ReplicaGates.Put(l.slot, uint32(0)))
 		if kind == "renumbered" {
-			must(b, l.SetTarget(1))
+			testenv.Must(b, l.SetTarget(1))
 		}
 	}
 	for range 3 { // decided once: the run repeats a packet the receivers had
@@ -425,7 +426,7 @@ func programReplicas(b *testing.B, kind string) {
 	before := r.outcomes()[Replica].Packets
 	out := make([]byte, len(delta)+256)
 	b.ResetTimer()
-	must(b, r.ns.Do(func() error { // (a repeated run would take the packet as the last replica left it)
+	testenv.Must(b, r.ns.Do(func() error { // (a repeated run would take the packet as the last replica left it)
 		for range b.N {
 			opts := &ebpf.RunOptions{Data: delta, DataOut: out, Context: skBuff{IngressIfindex: uint32(r.in.Index), Ifindex: uint32(r.in.Index)}}
 			if _, err := r.dp.Program().Run(opts); err != nil {
@@ -451,7 +452,7 @@ func TestSimulcastDescriptionChanges(t *testing.T) {
 	slowConn := r.slowPath(t, sfu)
 	rcv := r.receivers(false, 1)
 	video := func(sim *Simulcast) []Source { return []Source{{Video: AV1, DDExt: ddExt, Simulcast: sim}} }
-	must(t, r.dp.SetStream(from, video(&Simulcast{RIDExt: ridExt, RIDs: []string{"q", "h"}, SSRC: 0x5151}), rcv))
+	testenv.Must(t, r.dp.SetStream(from, video(&Simulcast{RIDExt: ridExt, RIDs: []string{"q", "h"}, SSRC: 0x5151}), rcv))
 	batch := newReplicaBatch(false)
 	for _, e := range []*simulcastEncoding{{index: 0, rid: "q", ssrc: 1111, keyEvery: 10}, {index: 1, rid: "h", ssrc: 2222, keyEvery: 10}} {
 		r.dp.handle(slowConn, e.nextFrame(t)[0], from, batch) // learnt, and a key frame
@@ -464,7 +465,7 @@ func TestSimulcastDescriptionChanges(t *testing.T) {
 	hSlot := r.dp.streams[from].enc[1].slot
 	r.dp.mu.Unlock()
 
-	must(t, r.dp.SetStream(from, video(&Simulcast{RIDExt: ridExt, RIDs: []string{"a", "b", "c"}, SSRC: 0x6161}), rcv))
+	testenv.Must(t, r.dp.SetStream(from, video(&Simulcast{RIDExt: ridExt, RIDs: []string{"a", "b", "c"}, SSRC: 0x6161}), rcv))
 	leg := r.leg(from, rcv[0].To)
 	if st, err := leg.State(); leg == old || err != nil || st.EncodingSSRC != 0 {
 		t.Errorf("after: the same leg %v, on %d (%v); want a fresh leg on no encoding", leg == old, st.EncodingSSRC, err)

@@ -59,9 +59,9 @@ func (e *simulcastEncoding) nextFrame(t testing.TB) [][]byte {
 		h := rtp.Header{Version: 2, PayloadType: 45, SequenceNumber: e.seq, Timestamp: e.ts, SSRC: e.ssrc, Marker: i == 1,
 			Extension: true, ExtensionProfile: 0x1000}
 		if !e.noDD {
-			must(t, h.SetExtension(ddExt, b))
+			testenv.Must(t, h.SetExtension(ddExt, b))
 		}
-		must(t, h.SetExtension(ridExt, []byte(e.rid)))
+		testenv.Must(t, h.SetExtension(ridExt, []byte(e.rid)))
 		payload := make([]byte, 60+40*int(e.index))
 		payload[1] = e.index
 		if key && i == 0 {
@@ -82,9 +82,9 @@ func (e *simulcastEncoding) nextFrame(t testing.TB) [][]byte {
 func (e *simulcastEncoding) probe(t *testing.T) []byte {
 	h := rtp.Header{Version: 2, PayloadType: 45, SequenceNumber: e.seq, Timestamp: e.ts, SSRC: e.ssrc, Padding: true,
 		Extension: true, ExtensionProfile: 0x1000}
-	must(t, h.SetExtension(ridExt, []byte(e.rid)))
+	testenv.Must(t, h.SetExtension(ridExt, []byte(e.rid)))
 	b, err := h.Marshal()
-	must(t, err)
+	testenv.Must(t, err)
 	e.seq++
 	return append(b, 0, 0, 0, 0, 0, 0, 0, 8)
 }
@@ -107,7 +107,7 @@ func TestUserPlaneSimulcast(t *testing.T) {
 	sources := []Source{{SSRC: 7}, {Video: AV1, DDExt: ddExt, History: true, Simulcast: sim}}
 	from := addrOf(sender)
 	receivers := []Receiver{{From: addrOf(sfu), To: addrOf(rcv[0])}, {From: addrOf(sfu), To: addrOf(rcv[1])}}
-	must(t, u.SetStream(from, sources, receivers))
+	testenv.Must(t, u.SetStream(from, sources, receivers))
 	encs := []*simulcastEncoding{
 		{index: 0, rid: "q", ssrc: 1111, seq: 65000, frame: 30000, ts: 5000, keyEvery: 10},
 		{index: 1, rid: "f", ssrc: 2222, seq: 100, frame: 65530, ts: 4e9, keyEvery: 15},
@@ -139,8 +139,8 @@ func TestUserPlaneSimulcast(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(t, legs[0].SetTarget(3)) // f
-	must(t, legs[1].SetTarget(2)) // q, every layer
+	testenv.Must(t, legs[0].SetTarget(3)) // f
+	testenv.Must(t, legs[1].SetTarget(2)) // q, every layer
 	for range 20 {
 		round()
 	}
@@ -151,7 +151,7 @@ func TestUserPlaneSimulcast(t *testing.T) {
 	binary.BigEndian.PutUint32(sr[16:], 4e9+123)
 	for i := range 40 {
 		if i == 10 {
-			must(t, legs[1].SetTarget(3)) // up to f
+			testenv.Must(t, legs[1].SetTarget(3)) // up to f
 			send(sr)
 		}
 		round()
@@ -175,7 +175,7 @@ func TestUserPlaneSimulcast(t *testing.T) {
 				continue
 			}
 			var p rtp.Packet
-			must(t, p.Unmarshal(b))
+			testenv.Must(t, p.Unmarshal(b))
 			if p.SSRC != sim.SSRC {
 				t.Fatalf("receiver %d: SSRC %#x, want the SFU's %#x", i, p.SSRC, sim.SSRC)
 			}
@@ -224,7 +224,7 @@ func readAll(t *testing.T, c *net.UDPConn) [][]byte {
 	var out [][]byte
 	for {
 		buf := make([]byte, 1500)
-		must(t, c.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
+		testenv.Must(t, c.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
 		n, err := c.Read(buf)
 		if err != nil {
 			return out

@@ -31,7 +31,7 @@ func TestUserPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	must(t, u.SetStream(addrOf(sender), audio(7), []Receiver{{From: addrOf(sfu), To: addrOf(rcv[0])}, {From: addrOf(sfu), To: addrOf(rcv[1])}}))
+	testenv.Must(t, u.SetStream(addrOf(sender), audio(7), []Receiver{{From: addrOf(sfu), To: addrOf(rcv[0])}, {From: addrOf(sfu), To: addrOf(rcv[1])}}))
 	if u.SetStream(addrOf(sender), audio(7), []Receiver{{From: netip.MustParseAddrPort("127.0.0.1:1"), To: addrOf(rcv[0])}}) == nil {
 		t.Error("a receiver from an address with no socket was accepted")
 	}
@@ -44,7 +44,7 @@ func TestUserPlane(t *testing.T) {
 	send(media)
 	for i, c := range rcv {
 		buf := make([]byte, 1500)
-		must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+		testenv.Must(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
 		n, from, err := c.ReadFromUDP(buf)
 		if err != nil || !bytes.Equal(buf[:n], media) || from.AddrPort() != addrOf(sfu) {
 			t.Fatalf("receiver %d: %v, from %v, same bytes %v", i, err, from, bytes.Equal(buf[:n], media))
@@ -55,7 +55,7 @@ func TestUserPlane(t *testing.T) {
 	send(rtpPacket(8, 1, 10))                             // unknown SSRC
 	send([]byte{0x80, 96, 0, 1})                          // short
 	send([]byte{0x81, 205, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1}) // feedback
-	must(t, u.RemoveStream(addrOf(sender)))
+	testenv.Must(t, u.RemoveStream(addrOf(sender)))
 	send(media)
 	want := map[Outcome]uint64{Replicated: 1, Replica: 2, Stun: 1, UnknownSender: 2, Malformed: 1, RTCPToAgent: 1}
 	deadline := time.Now().Add(2 * time.Second)
@@ -86,7 +86,7 @@ func TestUserPlane(t *testing.T) {
 // each sender's datagrams go to one.
 func TestUserPlaneWorkers(t *testing.T) {
 	group, err := ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 2)
-	must(t, err)
+	testenv.Must(t, err)
 	sfu := group[0]
 	if addrOf(group[1]) != addrOf(sfu) {
 		t.Fatalf("a group on %v and %v", addrOf(sfu), addrOf(group[1]))
@@ -99,19 +99,19 @@ func TestUserPlaneWorkers(t *testing.T) {
 		t.Error("a second group bound the address the first holds")
 	}
 	u, err := NewUser(UserConfig{Conns: []*net.UDPConn{sfu}, Workers: map[*net.UDPConn][]*net.UDPConn{sfu: group[1:]}})
-	must(t, err)
+	testenv.Must(t, err)
 	defer u.Close()
 	rcv := []*net.UDPConn{testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)}
 	var receivers []Receiver
 	for _, r := range rcv {
-		must(t, r.SetReadBuffer(4<<20))
+		testenv.Must(t, r.SetReadBuffer(4<<20))
 		receivers = append(receivers, Receiver{From: addrOf(sfu), To: addrOf(r)})
 	}
 	const senders, packets = 16, 50
 	snd := make([]*net.UDPConn, senders)
 	for i := range snd {
 		snd[i] = testenv.LoopbackUDP(t)
-		must(t, u.SetStream(addrOf(snd[i]), audio(uint32(100+i)), receivers))
+		testenv.Must(t, u.SetStream(addrOf(snd[i]), audio(uint32(100+i)), receivers))
 	}
 	for seq := range packets {
 		for i, c := range snd {
@@ -125,7 +125,7 @@ func TestUserPlaneWorkers(t *testing.T) {
 		next := map[uint32]uint16{}
 		buf := make([]byte, 1500)
 		for range senders * packets {
-			must(t, r.SetReadDeadline(time.Now().Add(2*time.Second)))
+			testenv.Must(t, r.SetReadDeadline(time.Now().Add(2*time.Second)))
 			n, err := r.Read(buf)
 			if err != nil {
 				t.Fatalf("receiver %d: %v after %v", k, err, next)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pion/rtp"
 
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 )
 
 // capturedDescriptors are the dependency descriptors of the captured
@@ -28,7 +28,7 @@ func capturedDescriptors(t testing.TB) [][]byte {
 // went through switchingSchedule, 4 s a step (TestCaptureChromiumStream in
 // internal/sfu recorded it with -capture-video-only). It is read from the
 // file, not embedded in package synth, which the product links.
-const switchingCapture = "../synth/testdata/chromium-av1-switching.rtpdump"
+const switchingCapture = "../../testbed/synth/testdata/chromium-av1-switching.rtpdump"
 
 // switchingSchedule is the capture's meeting.mjs SCHEDULE.
 const switchingSchedule = "L1T3,L1T2,L1T3,L1T1,L1T3,L1T3/2"

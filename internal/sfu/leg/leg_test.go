@@ -16,6 +16,7 @@ import (
 
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/sfu/ratecontrol"
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // fakePlane is a data plane that records: what each leg was sent, what
@@ -232,17 +233,17 @@ func TestNACKsAnsweredFromTheHistory(t *testing.T) {
 	legA.original = func(n uint16) (uint16, bool) { return n + 50, n != 52 }
 	routes := table.cfg.Routes
 	*now += time.Second
-	must(t, routes.Feedback(recvA, nack(50, 52, 53, 70)))
+	testenv.Must(t, routes.Feedback(recvA, nack(50, 52, 53, 70)))
 	sent := legA.packets()
 	if len(sent) != 2 {
 		t.Fatalf("A got %d retransmissions, want 2 (50 and 53)", len(sent))
 	}
 	for i, n := range []uint16{50, 53} {
 		var p rtp.Packet
-		must(t, p.Unmarshal(sent[i]))
+		testenv.Must(t, p.Unmarshal(sent[i]))
 		orig := plane.history[n+50]
 		var o rtp.Packet
-		must(t, o.Unmarshal(orig))
+		testenv.Must(t, o.Unmarshal(orig))
 		if p.PayloadType != 46 || p.SSRC != 0xa7a7 || p.Timestamp != o.Timestamp || p.Marker != o.Marker ||
 			binary.BigEndian.Uint16(p.Payload) != n || !bytes.Equal(p.Payload[2:], o.Payload) {
 			t.Errorf("RTX for %d: %+v", n, p.Header)
@@ -258,7 +259,7 @@ func TestNACKsAnsweredFromTheHistory(t *testing.T) {
 		t.Error("B got A's retransmissions")
 	}
 	// 70 is the sender's 120: never got; B asks for it too (its own 120).
-	must(t, routes.Feedback(recvB, nack(120, 105)))
+	testenv.Must(t, routes.Feedback(recvB, nack(120, 105)))
 	if got := legB.packets(); len(got) != 1 || !bytes.Equal(got[0][:2], plane.history[105][:2]) ||
 		binary.BigEndian.Uint16(got[0][2:]) != 105 || !bytes.Equal(got[0][12:], plane.history[105][12:]) {
 		t.Errorf("B (no RTX): %d packets", len(got))
@@ -266,7 +267,7 @@ func TestNACKsAnsweredFromTheHistory(t *testing.T) {
 	asked := 0
 	for _, b := range plane.toSender {
 		pkts, err := rtcp.Unmarshal(b)
-		must(t, err)
+		testenv.Must(t, err)
 		if n, ok := pkts[0].(*rtcp.TransportLayerNack); ok {
 			asked++
 			var seqs []uint16
@@ -281,7 +282,7 @@ func TestNACKsAnsweredFromTheHistory(t *testing.T) {
 	if asked != 1 {
 		t.Errorf("the sender was asked %d times for a packet two receivers NACKed", asked)
 	}
-	must(t, routes.Feedback(recvA, nack(50)))
+	testenv.Must(t, routes.Feedback(recvA, nack(50)))
 	if len(legA.packets()) != 2 {
 		t.Error("50 resent again within the round trip")
 	}
@@ -300,21 +301,21 @@ func TestNACKForADroppedLayerGetsPadding(t *testing.T) {
 	s.cfg.Sources[0].DDExt = ddID
 	for seq := uint16(100); seq < 104; seq++ {
 		h := rtp.Header{Version: 2, PayloadType: 45, SequenceNumber: seq, Timestamp: 3000, SSRC: videoSSRC, Extension: true, ExtensionProfile: 0xBEDE}
-		must(t, h.SetExtension(ddID, []byte{0x80, 0x01, byte(seq)})) // frame 0x0100 + seq
+		testenv.Must(t, h.SetExtension(ddID, []byte{0x80, 0x01, byte(seq)})) // frame 0x0100 + seq
 		b, err := (&rtp.Packet{Header: h, Payload: bytes.Repeat([]byte{1}, 200)}).Marshal()
-		must(t, err)
+		testenv.Must(t, err)
 		plane.history[seq] = b
 	}
 	legA := plane.legs[recvA]
 	legA.dropped = map[uint16]bool{0x0100 + 102: true}
 	*now += time.Second
-	must(t, table.cfg.Routes.Feedback(recvA, nack(101, 102)))
+	testenv.Must(t, table.cfg.Routes.Feedback(recvA, nack(101, 102)))
 	sent := legA.packets()
 	if len(sent) != 2 {
 		t.Fatalf("A got %d packets, want 2", len(sent))
 	}
 	var pad rtp.Packet
-	must(t, pad.Unmarshal(sent[1]))
+	testenv.Must(t, pad.Unmarshal(sent[1]))
 	if pad.SequenceNumber != 102 || pad.SSRC != videoSSRC || !pad.Padding || len(pad.Payload) != 0 || len(sent[1]) != 16 {
 		t.Errorf("102 (a dropped layer's) answered with %d bytes: %+v", len(sent[1]), pad.Header)
 	}
@@ -331,13 +332,13 @@ func TestKeyFramesAskedOncePerInterval(t *testing.T) {
 	plane.toSender = nil
 	*now += time.Second
 	pli := []rtcp.Packet{&rtcp.PictureLossIndication{SenderSSRC: 1, MediaSSRC: videoSSRC}}
-	must(t, table.cfg.Routes.Feedback(recvA, pli))
-	must(t, table.cfg.Routes.Feedback(recvB, []rtcp.Packet{&rtcp.FullIntraRequest{FIR: []rtcp.FIREntry{{SSRC: videoSSRC}}}}))
+	testenv.Must(t, table.cfg.Routes.Feedback(recvA, pli))
+	testenv.Must(t, table.cfg.Routes.Feedback(recvB, []rtcp.Packet{&rtcp.FullIntraRequest{FIR: []rtcp.FIREntry{{SSRC: videoSSRC}}}}))
 	if len(plane.toSender) != 1 {
 		t.Fatalf("%d key frame requests for two receivers in a moment, want 1", len(plane.toSender))
 	}
 	*now += time.Second
-	must(t, table.cfg.Routes.Feedback(recvB, pli))
+	testenv.Must(t, table.cfg.Routes.Feedback(recvB, pli))
 	if len(plane.toSender) != 2 {
 		t.Errorf("no key frame request a second later")
 	}
@@ -351,7 +352,7 @@ func TestKeyFramesAskedOncePerInterval(t *testing.T) {
 func TestLegCloses(t *testing.T) {
 	table, plane, s, _ := newTable(t)
 	a := s.Legs()[0]
-	must(t, a.Close())
+	testenv.Must(t, a.Close())
 	if rs := plane.streams[pubAddr]; len(rs) != 1 || rs[0].To != recvB {
 		t.Errorf("stream goes to %v", rs)
 	}
@@ -361,7 +362,7 @@ func TestLegCloses(t *testing.T) {
 	if _, ok := table.links["A"]; ok {
 		t.Error("A's link outlived its last leg")
 	}
-	must(t, s.Close())
+	testenv.Must(t, s.Close())
 	if _, ok := plane.streams[pubAddr]; ok || len(table.links) != 0 || len(table.senders) != 0 {
 		t.Error("the sender left something")
 	}
@@ -388,13 +389,6 @@ func FuzzFeedback(f *testing.F) {
 	})
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A burst of NACKs larger than the link's retransmission budget is not
 // refused: what has no room waits and goes, oldest first, as the budget
 // refills, each packet once however often the receiver NACKs it again;
@@ -411,7 +405,7 @@ func TestRepairsWaitForRoom(t *testing.T) {
 	// B's link (no transport-cc): 16 kbit/s by its REMB; nothing else
 	// sent, so its retransmission budget is all of it (a bucket of 1,500
 	// bytes, 2,000 more a second).
-	must(t, routes.Feedback(recvB, []rtcp.Packet{&rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: 16e3, SSRCs: []uint32{videoSSRC}}}))
+	testenv.Must(t, routes.Feedback(recvB, []rtcp.Packet{&rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: 16e3, SSRCs: []uint32{videoSSRC}}}))
 	table.Round()
 	*now += time.Second // the budget fills
 	legB := plane.legs[recvB]
@@ -439,7 +433,7 @@ func TestRepairsWaitForRoom(t *testing.T) {
 		return n
 	}
 	before := plis() // (one when the legs were added)
-	must(t, routes.Feedback(recvB, nack(burst...)))
+	testenv.Must(t, routes.Feedback(recvB, nack(burst...)))
 	first := len(legB.packets())
 	if first == 0 || first >= len(burst) {
 		t.Fatalf("%d of %d sent at once, want what a 1,500-byte budget holds", first, len(burst))
@@ -448,7 +442,7 @@ func TestRepairsWaitForRoom(t *testing.T) {
 		*now += 5 * time.Millisecond
 		table.Pace()
 		if *now%(50*time.Millisecond) == 0 {
-			must(t, routes.Feedback(recvB, nack(burst...)))
+			testenv.Must(t, routes.Feedback(recvB, nack(burst...)))
 		}
 	}
 	sent := legB.packets()
@@ -472,7 +466,7 @@ func TestRepairsWaitForRoom(t *testing.T) {
 		t.Fatalf("overdue: %d key frame requests, counts %+v; want one request, the rest superseded", plis()-before, st)
 	}
 	after := len(legB.packets())
-	must(t, routes.Feedback(recvB, nack(burst...))) // the receiver goes on NACKing until the key frame comes
+	testenv.Must(t, routes.Feedback(recvB, nack(burst...))) // the receiver goes on NACKing until the key frame comes
 	for range 100 {
 		*now += 5 * time.Millisecond
 		table.Pace()
@@ -512,14 +506,14 @@ func TestPausedLegNACKsGetPadding(t *testing.T) {
 	}
 	a.apply(ratecontrol.Decision{Target: ratecontrol.Paused, Reason: "test"})
 	asked := len(plane.toSender)
-	must(t, table.cfg.Routes.Feedback(recvA, nack(100, 103, 120)))
+	testenv.Must(t, table.cfg.Routes.Feedback(recvA, nack(100, 103, 120)))
 	sent := plane.legs[recvA].packets()
 	if len(sent) != 2 {
 		t.Fatalf("paused A got %d packets for 3 NACKed numbers (one never got), want 2", len(sent))
 	}
 	for i, n := range []uint16{100, 103} {
 		var p rtp.Packet
-		must(t, p.Unmarshal(sent[i]))
+		testenv.Must(t, p.Unmarshal(sent[i]))
 		if p.SequenceNumber != n || p.SSRC != videoSSRC || !p.Padding || len(p.Payload) != 0 {
 			t.Errorf("paused A's answer to %d: %+v, %d bytes of payload; want padding under %d", n, p.Header, len(p.Payload), n)
 		}
@@ -560,7 +554,7 @@ func TestEncryptedLegNeverReusesANumber(t *testing.T) {
 				}
 				legs = append(legs, cfg)
 			}
-			must(t, s.SetLegs(legs))
+			testenv.Must(t, s.SetLegs(legs))
 			var a *Leg
 			for _, l := range s.Legs() {
 				if l.cfg.Receiver == "A" {
@@ -570,7 +564,7 @@ func TestEncryptedLegNeverReusesANumber(t *testing.T) {
 			if c.paused {
 				a.apply(ratecontrol.Decision{Target: ratecontrol.Paused, Reason: "test"})
 			}
-			must(t, table.cfg.Routes.Feedback(recvA, nack(100, 103)))
+			testenv.Must(t, table.cfg.Routes.Feedback(recvA, nack(100, 103)))
 			time.Sleep(50 * time.Millisecond)
 			sent := plane.legs[recvA].packets()
 			if len(sent) != c.want {
@@ -578,7 +572,7 @@ func TestEncryptedLegNeverReusesANumber(t *testing.T) {
 			}
 			for i, b := range sent {
 				var p rtp.Packet
-				must(t, p.Unmarshal(b))
+				testenv.Must(t, p.Unmarshal(b))
 				if p.SSRC == videoSSRC {
 					t.Errorf("a retransmission under the media SSRC %d, number %d", p.SSRC, p.SequenceNumber)
 				}
@@ -632,7 +626,7 @@ func TestReferenceTimeAnswered(t *testing.T) {
 	table, plane, _, now := newTable(t)
 	const ntp = 0xe8a1b2c3d4e5f607
 	*now += time.Second
-	must(t, table.cfg.Routes.Feedback(recvA, []rtcp.Packet{
+	testenv.Must(t, table.cfg.Routes.Feedback(recvA, []rtcp.Packet{
 		&rtcp.ReceiverReport{SSRC: 9},
 		&rtcp.ExtendedReport{SenderSSRC: 9, Reports: []rtcp.ReportBlock{&rtcp.ReceiverReferenceTimeReportBlock{NTPTimestamp: ntp}}},
 	}))
@@ -644,7 +638,7 @@ func TestReferenceTimeAnswered(t *testing.T) {
 		t.Fatalf("A got %d packets, want one XR", len(sent))
 	}
 	pkts, err := rtcp.Unmarshal(sent[0])
-	must(t, err)
+	testenv.Must(t, err)
 	xr, ok := pkts[0].(*rtcp.ExtendedReport)
 	if !ok || len(pkts) != 1 || len(xr.Reports) != 1 {
 		t.Fatalf("A got %v, want one XR with one block", pkts)
@@ -658,7 +652,7 @@ func TestReferenceTimeAnswered(t *testing.T) {
 	}
 	// A report without RRTR (a receiver that did not negotiate it) gets
 	// nothing.
-	must(t, table.cfg.Routes.Feedback(recvA, []rtcp.Packet{&rtcp.ReceiverReport{SSRC: 9}}))
+	testenv.Must(t, table.cfg.Routes.Feedback(recvA, []rtcp.Packet{&rtcp.ReceiverReport{SSRC: 9}}))
 	if len(plane.legs[recvA].packets()) != 1 {
 		t.Error("a receiver report alone was answered")
 	}
@@ -671,7 +665,7 @@ func TestReferenceTimeAnswered(t *testing.T) {
 func TestSenderToldOfALastingLimit(t *testing.T) {
 	table, plane, s, now := newTable(t)
 	// B alone: its link (by its REMB) is the sender's best downlink.
-	must(t, s.SetLegs([]LegConfig{{Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
+	testenv.Must(t, s.SetLegs([]LegConfig{{Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
 	rembs := func() (n int, last float32) {
 		for _, b := range plane.toSender {
 			if pkts, err := rtcp.Unmarshal(b); err == nil {
@@ -685,7 +679,7 @@ func TestSenderToldOfALastingLimit(t *testing.T) {
 	round := func(d time.Duration, remb float32) {
 		for end := *now + d; *now < end; *now += 100 * time.Millisecond {
 			if remb > 0 {
-				must(t, table.cfg.Routes.Feedback(recvB, []rtcp.Packet{&rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: remb, SSRCs: []uint32{videoSSRC}}}))
+				testenv.Must(t, table.cfg.Routes.Feedback(recvB, []rtcp.Packet{&rtcp.ReceiverEstimatedMaximumBitrate{Bitrate: remb, SSRCs: []uint32{videoSSRC}}}))
 			}
 			table.Round()
 		}
@@ -717,7 +711,7 @@ func TestRetransmissionsDoubledOnARandomlyLossyLink(t *testing.T) {
 	legA.original = func(n uint16) (uint16, bool) { return n + 50, true }
 	*now += time.Second
 	routes := table.cfg.Routes
-	must(t, routes.Feedback(recvA, nack(50)))
+	testenv.Must(t, routes.Feedback(recvA, nack(50)))
 	table.Pace()
 	*now += 20 * time.Millisecond
 	table.Pace()
@@ -733,7 +727,7 @@ func TestRetransmissionsDoubledOnARandomlyLossyLink(t *testing.T) {
 	link.mu.Lock()
 	link.lossSeen, link.lost = *now, true // (as its estimator's feedback would)
 	link.mu.Unlock()
-	must(t, routes.Feedback(recvA, nack(51)))
+	testenv.Must(t, routes.Feedback(recvA, nack(51)))
 	*now += repeatAfter / 2
 	table.Pace()
 	if n := len(legA.packets()); n != 2 {
@@ -746,8 +740,8 @@ func TestRetransmissionsDoubledOnARandomlyLossyLink(t *testing.T) {
 		t.Fatalf("a randomly lossy link: %d packets, want the retransmission of 51 twice (3 in all)", len(sent))
 	}
 	var first, second rtp.Packet
-	must(t, first.Unmarshal(sent[1]))
-	must(t, second.Unmarshal(sent[2]))
+	testenv.Must(t, first.Unmarshal(sent[1]))
+	testenv.Must(t, second.Unmarshal(sent[2]))
 	if second.SSRC != 0xa7a7 || second.SequenceNumber != first.SequenceNumber+1 ||
 		binary.BigEndian.Uint16(second.Payload) != 51 || !bytes.Equal(second.Payload, first.Payload) {
 		t.Errorf("second copy %+v (payload %x), first %+v", second.Header, second.Payload[:2], first.Header)
@@ -758,7 +752,7 @@ func TestRetransmissionsDoubledOnARandomlyLossyLink(t *testing.T) {
 	}
 	// Lossy lately, but not for lossyFor: once again.
 	*now += lossyFor
-	must(t, routes.Feedback(recvA, nack(52)))
+	testenv.Must(t, routes.Feedback(recvA, nack(52)))
 	*now += 2 * repeatAfter
 	table.Pace()
 	if n := len(legA.packets()); n != 4 {
@@ -771,7 +765,7 @@ func TestRetransmissionsDoubledOnARandomlyLossyLink(t *testing.T) {
 // comes; video that is not adapted (no layers) is never silent.
 func TestSilentVideo(t *testing.T) {
 	table, plane, s, now := newTable(t)
-	must(t, s.SetLegs([]LegConfig{{Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
+	testenv.Must(t, s.SetLegs([]LegConfig{{Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
 	l := s.Legs()[0]
 	var sent uint64
 	layered := true
@@ -831,7 +825,7 @@ func TestLastN(t *testing.T) {
 			}
 			told = append(told, room+"/"+s)
 		}})
-	must(t, err)
+	testenv.Must(t, err)
 	ids := []string{"a", "b", "c"}
 	from, to := map[string]netip.AddrPort{}, map[string]netip.AddrPort{}
 	notices := map[string][]string{}
@@ -840,8 +834,8 @@ func TestLastN(t *testing.T) {
 		to[id] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 2, 1}), uint16(6000+i))
 		s, err := table.AddSender(SenderConfig{Room: "r", ID: id, From: from[id], Via: sfuAddr, VideoSSRC: uint32(100 + i),
 			Sources: []dataplane.Source{{SSRC: uint32(200 + i), LevelExt: 1}, {SSRC: uint32(100 + i), Video: dataplane.AV1}}})
-		must(t, err)
-		must(t, s.SetLegs([]LegConfig{{Receiver: "x", From: sfuAddr, To: to[id], TTL: 64, Notify: func(paused bool, why string) {
+		testenv.Must(t, err)
+		testenv.Must(t, s.SetLegs([]LegConfig{{Receiver: "x", From: sfuAddr, To: to[id], TTL: 64, Notify: func(paused bool, why string) {
 			notices[id] = append(notices[id], fmt.Sprintf("%v %s", paused, why))
 		}}}))
 	}
@@ -898,7 +892,7 @@ func TestLastN(t *testing.T) {
 	b := table.senders[from["b"]]
 	table.mu.Unlock()
 	closing = true
-	must(t, b.Close())
+	testenv.Must(t, b.Close())
 	closing = false
 	speak(time.Second, map[string]float64{"a": 0, "b": 110, "c": 0})
 	if !slices.Equal(told, []string{"r/a", "r/b", "r/"}) || table.Dominant("r") != "" || table.rooms["r"].Len() != 2 {
@@ -913,7 +907,7 @@ func TestSimulcastNackOfTheReceiversEncoding(t *testing.T) {
 	table, plane := newSimulcastTable(t)
 	plane.legs[recvA].state = dataplane.ReceiverLayers{EncodingSSRC: 2222}
 	plane.toSender = nil
-	must(t, table.cfg.Routes.Feedback(recvA, nack(7)))
+	testenv.Must(t, table.cfg.Routes.Feedback(recvA, nack(7)))
 	var got []string
 	for _, p := range toSender(t, plane) {
 		if n, ok := p.(*rtcp.TransportLayerNack); ok {
@@ -932,12 +926,12 @@ func newSimulcastTable(t *testing.T) (*Table, *fakePlane) {
 	*now = time.Hour
 	plane := newFakePlane()
 	table, err := NewTable(Config{Plane: plane, Routes: NewRoutes(), Adapt: true, Now: func() time.Duration { return *now }})
-	must(t, err)
+	testenv.Must(t, err)
 	sim := &dataplane.Simulcast{RIDExt: 10, RIDs: []string{"q", "f"}, SSRC: videoSSRC}
 	s, err := table.AddSender(SenderConfig{Room: "r", ID: "pub", From: pubAddr, Via: sfuAddr, VideoSSRC: videoSSRC,
 		Sources: []dataplane.Source{{Video: dataplane.AV1, History: true, Simulcast: sim}}})
-	must(t, err)
-	must(t, s.SetLegs([]LegConfig{{Receiver: "A", From: sfuAddr, To: recvA, TTL: 64}, {Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
+	testenv.Must(t, err)
+	testenv.Must(t, s.SetLegs([]LegConfig{{Receiver: "A", From: sfuAddr, To: recvA, TTL: 64}, {Receiver: "B", From: sfuAddr, To: recvB, TTL: 64}}))
 	return table, plane
 }
 
@@ -946,7 +940,7 @@ func toSender(t *testing.T, plane *fakePlane) []rtcp.Packet {
 	var out []rtcp.Packet
 	for _, b := range plane.toSender {
 		pkts, err := rtcp.Unmarshal(b)
-		must(t, err)
+		testenv.Must(t, err)
 		out = append(out, pkts...)
 	}
 	return out

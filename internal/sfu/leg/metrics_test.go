@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
 // The legs' metrics are summed by default (a meeting of n has n(n-1)
@@ -17,7 +19,7 @@ func TestCollector(t *testing.T) {
 	}
 	plane.legs[recvA].original = func(n uint16) (uint16, bool) { return n + 50, n != 52 }
 	*now += time.Second
-	must(t, table.cfg.Routes.Feedback(recvA, nack(50, 52, 53)))
+	testenv.Must(t, table.cfg.Routes.Feedback(recvA, nack(50, 52, 53)))
 
 	summed := `
 # HELP ebrtc_sfu_retransmissions_total Packets receivers NACKed, by what became of them: sent (from the SFU's history), asked (the sender, for what the SFU never got), not_owed (a layer the receiver does not get), paced (waited for room in its link's budget), repeated (NACKed again while waiting or within the round trip), superseded (given up for a key frame asked of the sender), doubled (of sent, sent a second time on a link losing packets at random); paced and repeated also count packets later sent or superseded.

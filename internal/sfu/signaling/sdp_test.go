@@ -10,7 +10,7 @@ import (
 	"github.com/pion/sdp/v3"
 
 	"github.com/ebrtc/ebrtc/internal/sfu/secure"
-	"github.com/ebrtc/ebrtc/internal/sfu/synth"
+	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 )
 
 // chromiumOffer is Chromium 156's offer for a send-only PeerConnection

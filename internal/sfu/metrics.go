@@ -1,4 +1,4 @@
-package metrics
+package sfu
 
 import (
 	"strconv"
@@ -32,27 +32,27 @@ var (
 		"Datagrams each of the user data plane's reading goroutines took (a media socket, or a worker's socket of its SO_REUSEPORT group: --workers).", []string{"worker"}, nil)
 )
 
-// SFUCollector reads the SFU's rooms from the controller and its counters
+// Collector reads the SFU's rooms from the controller and its counters
 // from the data plane at scrape time.
-type SFUCollector struct {
+type Collector struct {
 	mode  string
 	plane dataplane.Plane
 	ctrl  *controller.Controller
 }
 
-// NewSFUCollector builds the collector; mode names the data plane.
-func NewSFUCollector(mode string, plane dataplane.Plane, ctrl *controller.Controller) *SFUCollector {
-	return &SFUCollector{mode: mode, plane: plane, ctrl: ctrl}
+// NewCollector builds the collector; mode names the data plane.
+func NewCollector(mode string, plane dataplane.Plane, ctrl *controller.Controller) *Collector {
+	return &Collector{mode: mode, plane: plane, ctrl: ctrl}
 }
 
-func (c *SFUCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{sfuPlaneDesc, sfuRoomsDesc, sfuParticipantsDesc, sfuDatagramsDesc, sfuBytesDesc,
 		sfuSenderPacketsDesc, sfuSenderBytesDesc, sfuReceiverPacketsDesc, sfuReceiverBytesDesc, sfuWaitingDesc, sfuWorkerDatagramsDesc} {
 		ch <- d
 	}
 }
 
-func (c *SFUCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sfuPlaneDesc, prometheus.GaugeValue, 1, c.mode)
 	rooms := c.ctrl.Rooms()
 	ch <- prometheus.MustNewConstMetric(sfuRoomsDesc, prometheus.GaugeValue, float64(len(rooms)))

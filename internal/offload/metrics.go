@@ -1,11 +1,13 @@
-// Package metrics exports relay counters to Prometheus.
-package metrics
+package offload
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ebrtc/ebrtc/internal/offload"
+	"github.com/ebrtc/ebrtc/internal/metrics"
 )
+
+// The TURN relay's counters for Prometheus: both paths, the fast path's
+// outcomes, its interfaces.
 
 var (
 	packetsDesc = prometheus.NewDesc("ebrtc_turn_packets_total",
@@ -25,50 +27,45 @@ var (
 		"Frames sent from XDP (XDP_TX, redirect) that the interface did not take; one that takes none gets no more.", []string{"iface"}, nil)
 )
 
-const (
-	clientToPeer = "client_to_peer"
-	peerToClient = "peer_to_client"
-)
-
-// TURNCollector reads the fast path's BPF counters and the slow path's
+// Collector reads the fast path's BPF counters and the slow path's
 // counters at scrape time.
-type TURNCollector struct {
-	engine *offload.Engine // nil: user space only
-	slow   func() (toPeer, toClient offload.Counter)
+type Collector struct {
+	engine *Engine // nil: user space only
+	slow   func() (toPeer, toClient Counter)
 	counts func() (allocations, channels int)
 }
 
-// NewTURNCollector builds the collector; engine may be nil (no fast path),
-// and slow may be nil (a snooped server whose user-space relaying is unseen).
-func NewTURNCollector(engine *offload.Engine, slow func() (toPeer, toClient offload.Counter), counts func() (int, int)) *TURNCollector {
-	return &TURNCollector{engine: engine, slow: slow, counts: counts}
+// NewCollector builds the collector; engine may be nil (no fast path), and
+// slow may be nil (a snooped server whose user-space relaying is unseen).
+func NewCollector(engine *Engine, slow func() (toPeer, toClient Counter), counts func() (int, int)) *Collector {
+	return &Collector{engine: engine, slow: slow, counts: counts}
 }
 
-func (c *TURNCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packetsDesc, bytesDesc, slowReasonDesc, xdpDesc, allocationsDesc, channelsDesc, offloadedDesc, attachedDesc, xmitFailuresDesc} {
 		ch <- d
 	}
 }
 
-func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	allocs, chans := c.counts()
 	ch <- prometheus.MustNewConstMetric(allocationsDesc, prometheus.GaugeValue, float64(allocs))
 	ch <- prometheus.MustNewConstMetric(channelsDesc, prometheus.GaugeValue, float64(chans))
 
 	if c.slow != nil {
 		toPeer, toClient := c.slow()
-		emitPair(ch, "slow", clientToPeer, toPeer)
-		emitPair(ch, "slow", peerToClient, toClient)
+		emitPair(ch, "slow", metrics.ClientToPeer, toPeer)
+		emitPair(ch, "slow", metrics.PeerToClient, toClient)
 	}
 
-	var fastToPeer, fastToClient offload.Counter
+	var fastToPeer, fastToClient Counter
 	if c.engine != nil {
 		outcomes, err := c.engine.Outcomes()
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(xdpDesc, err)
 			return
 		}
-		fastToPeer, fastToClient = offload.FastByDirection(outcomes)
+		fastToPeer, fastToClient = FastByDirection(outcomes)
 		// What XDP sent but the egress refused was not relayed.
 		failedToPeer, failedToClient := c.engine.XmitFailed()
 		fastToPeer.Packets -= min(failedToPeer, fastToPeer.Packets)
@@ -85,11 +82,11 @@ func (c *TURNCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	emitPair(ch, "fast", clientToPeer, fastToPeer)
-	emitPair(ch, "fast", peerToClient, fastToClient)
+	emitPair(ch, "fast", metrics.ClientToPeer, fastToPeer)
+	emitPair(ch, "fast", metrics.PeerToClient, fastToClient)
 }
 
-func emitPair(ch chan<- prometheus.Metric, path, direction string, n offload.Counter) {
+func emitPair(ch chan<- prometheus.Metric, path, direction string, n Counter) {
 	ch <- prometheus.MustNewConstMetric(packetsDesc, prometheus.CounterValue, float64(n.Packets), path, direction)
 	ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.CounterValue, float64(n.Bytes), path, direction)
 }

@@ -1,4 +1,4 @@
-package metrics
+package main
 
 import (
 	"encoding/json"
@@ -9,14 +9,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ebrtc/ebrtc/internal/admin"
+	"github.com/ebrtc/ebrtc/internal/metrics"
+	"github.com/ebrtc/ebrtc/internal/offload"
+	"github.com/ebrtc/ebrtc/internal/sfu"
 	"github.com/ebrtc/ebrtc/internal/sfu/access"
+	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
 // exported is every metric the commands export, with its labels, from the
 // collectors' descriptions.
 func exported() map[string]map[string]bool {
-	cs := append(NewEvents().Collectors(), NewTURNCollector(nil, nil, nil), NewSourceGuardCollector(nil),
-		NewSocketDropsCollector(nil), NewAFXDPCollector(nil), NewSFUCollector("", nil, nil), NewUserCollector(nil, true), joinGate())
+	cs := append(metrics.NewEvents().Collectors(), offload.NewCollector(nil, nil, nil), metrics.NewSourceGuardCollector(nil),
+		metrics.NewSocketDropsCollector(nil), afxdp.NewCollector(nil), sfu.NewCollector("", nil, nil), admin.NewUserCollector(nil, true), joinGate())
 	ch := make(chan *prometheus.Desc, 256)
 	for _, c := range cs {
 		c.Describe(ch)

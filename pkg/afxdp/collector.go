@@ -1,10 +1,6 @@
-package metrics
+package afxdp
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ebrtc/ebrtc/pkg/afxdp"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 var (
 	afxdpDatagramsDesc = prometheus.NewDesc("ebrtc_afxdp_datagrams_total",
@@ -21,22 +17,22 @@ var (
 		[]string{"addr", "path"}, nil)
 )
 
-// AFXDPCollector exports the counters of AF_XDP conns.
-type AFXDPCollector struct {
-	conns []*afxdp.Conn
+// Collector exports the counters of AF_XDP conns to Prometheus.
+type Collector struct {
+	conns []*Conn
 }
 
-// NewAFXDPCollector exports conns' counters.
-func NewAFXDPCollector(conns []*afxdp.Conn) *AFXDPCollector { return &AFXDPCollector{conns: conns} }
+// NewCollector exports conns' counters.
+func NewCollector(conns []*Conn) *Collector { return &Collector{conns: conns} }
 
-func (c *AFXDPCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- afxdpDatagramsDesc
 	ch <- afxdpDroppedDesc
 	ch <- afxdpOutcomesDesc
 	ch <- afxdpSentDesc
 }
 
-func (c *AFXDPCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, conn := range c.conns {
 		st, err := conn.Stats()
 		if err != nil {

@@ -1,4 +1,4 @@
-package metrics
+package offload
 
 import (
 	"strings"
@@ -6,26 +6,24 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/ebrtc/ebrtc/internal/offload"
 )
 
 func TestFastByDirectionCountsHairpinBothWays(t *testing.T) {
-	toPeer, toClient := offload.FastByDirection(map[offload.Outcome]offload.Counter{
-		offload.FastClientToPeer: {Packets: 10, Bytes: 100},
-		offload.FastPeerToClient: {Packets: 5, Bytes: 50},
-		offload.FastHairpin:      {Packets: 2, Bytes: 20},
+	toPeer, toClient := FastByDirection(map[Outcome]Counter{
+		FastClientToPeer: {Packets: 10, Bytes: 100},
+		FastPeerToClient: {Packets: 5, Bytes: 50},
+		FastHairpin:      {Packets: 2, Bytes: 20},
 	})
-	if toPeer != (offload.Counter{Packets: 12, Bytes: 120}) || toClient != (offload.Counter{Packets: 7, Bytes: 70}) {
+	if toPeer != (Counter{Packets: 12, Bytes: 120}) || toClient != (Counter{Packets: 7, Bytes: 70}) {
 		t.Fatalf("to peer %+v, to client %+v", toPeer, toClient)
 	}
 }
 
 // Without a fast path, the slow path's counters and the gauges still export.
 func TestCollectorUserSpaceOnly(t *testing.T) {
-	c := NewTURNCollector(nil,
-		func() (offload.Counter, offload.Counter) {
-			return offload.Counter{Packets: 3, Bytes: 30}, offload.Counter{Packets: 4, Bytes: 40}
+	c := NewCollector(nil,
+		func() (Counter, Counter) {
+			return Counter{Packets: 3, Bytes: 30}, Counter{Packets: 4, Bytes: 40}
 		},
 		func() (int, int) { return 2, 5 })
 	reg := prometheus.NewPedanticRegistry()

@@ -1,9 +1,9 @@
-package metrics
+package admin
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ebrtc/ebrtc/internal/admin"
+	"github.com/ebrtc/ebrtc/internal/metrics"
 )
 
 // Per-user and per-allocation traffic, on both paths (the fast path's read
@@ -27,12 +27,12 @@ var (
 // UserCollector exports a server's per-user (and with perAllocation, also
 // per-allocation) traffic from its admin status.
 type UserCollector struct {
-	status        func() admin.Status
+	status        func() Status
 	perAllocation bool
 }
 
 // NewUserCollector builds the collector.
-func NewUserCollector(status func() admin.Status, perAllocation bool) *UserCollector {
+func NewUserCollector(status func() Status, perAllocation bool) *UserCollector {
 	return &UserCollector{status: status, perAllocation: perAllocation}
 }
 
@@ -58,9 +58,9 @@ func (c *UserCollector) Collect(ch chan<- prometheus.Metric) {
 
 // emitFlows emits both paths and directions; labels come first, then path
 // and direction.
-func emitFlows(ch chan<- prometheus.Metric, packets, bytes *prometheus.Desc, fast, slow admin.Flow, labels ...string) {
-	for path, f := range map[string]admin.Flow{"fast": fast, "slow": slow} {
-		for direction, n := range map[string]admin.Counter{clientToPeer: f.ToPeer, peerToClient: f.ToClient} {
+func emitFlows(ch chan<- prometheus.Metric, packets, bytes *prometheus.Desc, fast, slow Flow, labels ...string) {
+	for path, f := range map[string]Flow{"fast": fast, "slow": slow} {
+		for direction, n := range map[string]Counter{metrics.ClientToPeer: f.ToPeer, metrics.PeerToClient: f.ToClient} {
 			l := append(append([]string{}, labels...), path, direction)
 			ch <- prometheus.MustNewConstMetric(packets, prometheus.CounterValue, float64(n.Packets), l...)
 			ch <- prometheus.MustNewConstMetric(bytes, prometheus.CounterValue, float64(n.Bytes), l...)
