@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,8 +15,7 @@ import (
 )
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench", stderr)
 	relays := fs.String("relays", "all", "comma-separated: ebrtc-xdp, ebrtc-tc, ebrtc-user-1, ebrtc-user-N, coturn, coturn+ebrtc-offload, baseline, or all")
 	quick := fs.Bool("quick", false, "one size, 1 s trials: under 3 minutes for all relays")
 	clients := fs.Int("clients", 0, "TURN clients (default 8)")
@@ -39,11 +37,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: ebrtc bench [flags]\n\nMeasures TURN relays on a namespace testbed (needs root): the highest loss-free\nrate (RFC 2544 search), latency, jitter and CPU per packet, all in one run.\nWith --sfu, ebrtc sfu's two data planes and Janus instead: cost per replica, loss-free\nreplicas/s, replica skew and participants per core (docs/sfu.md). With --afxdp, an\nendpoint's receive time through AF_XDP and through a kernel socket (docs/afxdp.md).\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	bin, err := os.Executable()
 	if err != nil {
@@ -191,15 +186,14 @@ func runReport(stdout, stderr io.Writer, jsonPath, plotPath string, run func(con
 }
 
 func runTXProbe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tx-probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("tx-probe", stderr)
 	tx := fs.String("tx", "sendmmsg", "transmit path: sendmmsg, gso or afxdp")
 	from := fs.String("from", "", "UDP address IP:PORT to send from")
 	to := fs.String("to", "", "UDP address IP:PORT to send to")
 	size := fs.Int("size", 1200, "datagram payload bytes")
 	d := fs.Duration("duration", time.Second, "how long to send")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if err := bench.TXProbe(*tx, *from, *to, *size, *d, stdout); err != nil {
 		fmt.Fprintln(stderr, "ebrtc tx-probe:", err)
@@ -209,8 +203,7 @@ func runTXProbe(args []string, stdout, stderr io.Writer) int {
 }
 
 func runRXProbe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rx-probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("rx-probe", stderr)
 	rx := fs.String("rx", "kernel", "receive path: kernel or afxdp")
 	listen := fs.String("listen", "", "UDP address IP:PORT")
 	pingFrom := fs.String("ping-from", "", "network namespace to send ping datagrams from")
@@ -219,8 +212,8 @@ func runRXProbe(args []string, stdout, stderr io.Writer) int {
 	offer := fs.String("pion-offer", "", "a pion peer answers the offer in this file (JSON) instead, and receives a data channel and RTP")
 	pionBytes := fs.Int("pion-bytes", 0, "with --pion-offer: data channel bytes to receive")
 	pionPackets := fs.Int("pion-packets", 0, "with --pion-offer: RTP packets to receive")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	run := func() error { return bench.RXProbe(*rx, *listen, *pingFrom, *pings, *batch, stdout) }
 	if *offer != "" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +11,7 @@ import (
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	o := demo.DefaultOptions
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("demo", stderr)
 	fs.IntVar(&o.Clients, "clients", o.Clients, "TURN clients")
 	fs.IntVar(&o.Packets, "packets", o.Packets, "datagrams per client and direction")
 	fs.IntVar(&o.Size, "size", o.Size, "datagram size in bytes (16-1400)")
@@ -24,11 +22,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: ebrtc demo [flags]\n\nBuilds a namespace testbed (needs root), runs ebrtc turn with and without the XDP\nfast path and prints what each relayed; then ebrtc sfu with its eBPF and its\nuser-space data plane carrying a synthetic meeting; then an endpoint's receive\npath through AF_XDP and through a kernel socket.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if o.Clients < 1 || o.Clients > 64 || o.Packets < 1 || o.Packets > 1_000_000 || o.Size < 16 || o.Size > 1400 || o.Rate < 1 || o.Rate > 200000 ||
 		o.SFUPackets < 1 || o.SFUPackets > 100_000 || o.AFXDPPackets < 100 || o.AFXDPPackets > 1_000_000 {

@@ -64,6 +64,26 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// newFlags is a subcommand's flag set: its usage and errors go to stderr.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses a subcommand's arguments; when it should stop there,
+// ok is false and status its exit status (0 after --help, 2 for a bad
+// flag, whose message fs printed).
+func parseFlags(fs *flag.FlagSet, args []string) (status int, ok bool) {
+	switch err := fs.Parse(args); {
+	case err == flag.ErrHelp:
+		return 0, false
+	case err != nil:
+		return 2, false
+	}
+	return 0, true
+}
+
 // logFlags adds --log-level and --log-format to fs; the function returned
 // builds the logger they ask for (after fs.Parse).
 func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {

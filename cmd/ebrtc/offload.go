@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -26,8 +25,7 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "remove" {
 		return runOffloadRemove(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("offload", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("offload", stderr)
 	var ifaces, relayIfaces, ports, relayIPs, relayMap listValue
 	fs.Var(&ifaces, "iface", "client-facing interface: XDP fast path and TC egress snooper (repeatable, required)")
 	fs.Var(&relayIfaces, "relay-iface", "peer-facing interface, if different (repeatable)")
@@ -49,11 +47,8 @@ func runOffload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: ebrtc offload --iface IFACE [flags]\n       ebrtc offload status [--control-socket PATH]\n       ebrtc offload remove [--pin-dir DIR] [--state-file FILE]\n\nOffloads the UDP channels of an unmodified TURN server on this host (coturn, say)\nto the XDP fast path, learning them from its control traffic. Needs root.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if len(ifaces) == 0 {
 		fmt.Fprintln(stderr, "ebrtc offload: iface: at least one --iface is required")
@@ -153,14 +148,10 @@ func parseSpill(v string, cfg *snoop.Config) error {
 }
 
 func runOffloadStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("offload status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("offload status", stderr)
 	control := fs.String("control-socket", snoop.DefaultControlSocket, "the running ebrtc offload's control socket")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	out, err := snoop.Status(*control)
 	if err != nil {
@@ -172,15 +163,11 @@ func runOffloadStatus(args []string, stdout, stderr io.Writer) int {
 }
 
 func runOffloadRemove(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("offload remove", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("offload remove", stderr)
 	pinDir := fs.String("pin-dir", snoop.DefaultPinDir, "the pin directory of ebrtc offload")
 	stateFile := fs.String("state-file", snoop.DefaultStateFile, "its state file")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if err := snoop.Remove(*pinDir, *stateFile); err != nil {
 		fmt.Fprintf(stderr, "ebrtc offload remove: %v\n", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,14 +16,13 @@ import (
 // (driven by whatever load is running: a benchmark, real traffic) and
 // charges the samples to the program's source lines.
 func runProfile(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("profile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("profile", stderr)
 	prog := fs.String("prog", "turn_offload", "name of the loaded BPF program")
 	seconds := fs.Duration("duration", 10*time.Second, "how long to sample")
 	freq := fs.Int("freq", 20000, "samples per second and CPU (cpu-clock: no PMU needed)")
 	top := fs.Int("top", 25, "lines and functions to print")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if err := profile(*prog, *seconds, *freq, *top, stdout); err != nil {
 		fmt.Fprintln(stderr, "ebrtc profile:", err)

@@ -23,8 +23,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "token" {
 		return runSFUToken(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("sfu", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("sfu", stderr)
 	var media, ifaces, origins listValue
 	secret := tokenSecretFlags(fs)
 	turnSecret := secretFlags(fs, "turn-secret", "file holding the TURN REST API secret shared with ebrtc turn --auth-secret (or coturn's static-auth-secret): each participant is handed short-lived TURN credentials with --turn-url")
@@ -60,11 +59,8 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: ebrtc sfu --media IP:PORT [flags]\n\nA selective forwarding unit. Browsers join at the web address as they ship: every\nconnection is DTLS-SRTP, decrypted once and encrypted per receiver on the user-space\ndata plane (AF_XDP with --rx afxdp). With --unencrypted-media it forwards plain RTP,\nin eBPF at TC ingress (--iface; needs root).\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	logger, err := newLog(stderr)
 	if err != nil {
@@ -157,8 +153,7 @@ func (s secretSource) load(required bool) ([]byte, error) {
 // runSFUToken is `ebrtc sfu token`: it mints a join token (a meeting
 // app's server does the same with any JWT library: access's format).
 func runSFUToken(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sfu token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("sfu token", stderr)
 	secret := tokenSecretFlags(fs)
 	room := fs.String("room", "", "the room the token joins (required)")
 	identity := fs.String("identity", "", "who joins: unique in the room, a second join of it replaces the first (required)")
@@ -170,11 +165,8 @@ func runSFUToken(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: ebrtc sfu token --token-secret-file FILE --room R --identity I [flags]\n\nMints a join token, good for one join (its rejoins come with the join).\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	key, err := secret.load(true)
 	if err == nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,8 +16,7 @@ import (
 const defaultAdmin = "unix:/run/ebrtc/turn.sock"
 
 func runTop(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("top", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("top", stderr)
 	addr := fs.String("admin", defaultAdmin, "the server's admin endpoint (its admin-listen): unix:PATH or IP:PORT")
 	interval := fs.Duration("interval", 2*time.Second, "time between frames (rates are over it)")
 	frames := fs.Int("frames", 0, "stop after this many frames (0: until interrupted); 1 prints one frame with rates over --interval")
@@ -26,11 +24,8 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: ebrtc top [flags]\n\nA live view of a running ebrtc turn, offload or sfu, read from its admin endpoint.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if _, err := admin.ParseAddress(*addr); err != nil {
 		fmt.Fprintf(stderr, "ebrtc top: --admin: %v\n", err)

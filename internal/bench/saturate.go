@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/netorder"
@@ -284,7 +285,7 @@ func templates(tb *testbed.Testbed, flows []*flow, size int) (fwd, rev [][]byte,
 
 func addrPort(a net.Addr) netip.AddrPort {
 	ap := a.(*net.UDPAddr).AddrPort()
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return addrport.Unmap(ap)
 }
 
 func ifaceMAC(ns *netns.NS, name string) (net.HardwareAddr, error) {

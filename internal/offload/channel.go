@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/netorder"
 )
 
@@ -23,9 +24,7 @@ type Channel struct {
 }
 
 func (c Channel) normalized() Channel {
-	unmap := func(ap netip.AddrPort) netip.AddrPort {
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	}
+	unmap := addrport.Unmap
 	return Channel{Client: unmap(c.Client), Server: unmap(c.Server), Relay: unmap(c.Relay), Peer: unmap(c.Peer), Number: c.Number}
 }
 

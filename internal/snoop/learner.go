@@ -18,6 +18,7 @@ import (
 
 	"github.com/pion/stun/v4"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/admin"
 	"github.com/ebrtc/ebrtc/internal/offload"
 )
@@ -121,17 +122,13 @@ func (l *Learner) Handle(ev offload.SnoopEvent) {
 	l.persist()
 }
 
-func unmapped(ap netip.AddrPort) netip.AddrPort {
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-}
-
 func (l *Learner) request(ev offload.SnoopEvent, typ stun.MessageType) {
 	r := request{method: typ.Method, tuple: fiveTuple{client: ev.Client, server: ev.Server}, at: l.now()}
 	if r.method == stun.MethodChannelBind {
 		if !ev.HasChannel || !ev.HasAddress {
 			return
 		}
-		r.channel, r.peer = ev.Channel, unmapped(ev.Address)
+		r.channel, r.peer = ev.Channel, addrport.Unmap(ev.Address)
 	}
 	l.pending[ev.TransactionID] = r
 	if e, ok := l.early[ev.TransactionID]; ok {
@@ -180,7 +177,7 @@ func (l *Learner) allocated(ev offload.SnoopEvent, t fiveTuple) {
 	// A new allocation on the same 5-tuple replaces the old state.
 	l.drop(t)
 	l.allocations[t] = &allocation{
-		relay:    l.toWire(unmapped(ev.Address)),
+		relay:    l.toWire(addrport.Unmap(ev.Address)),
 		expires:  l.now().Add(lifetimeOf(ev)),
 		channels: map[uint16]*channel{},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/netns"
 )
 
@@ -105,7 +106,7 @@ func NewTURNClient(ns *netns.NS, o ClientOptions) (*TURNClient, error) {
 // RelayAddr is the allocation's relayed address.
 func (c *TURNClient) RelayAddr() netip.AddrPort {
 	ap, _ := netip.ParseAddrPort(c.Relay.LocalAddr().String())
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return addrport.Unmap(ap)
 }
 
 // Close releases the allocation (Refresh with lifetime 0) and the socket.

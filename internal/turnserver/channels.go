@@ -8,6 +8,7 @@ import (
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/offload"
 )
 
@@ -59,7 +60,7 @@ func addrPort(a net.Addr) netip.AddrPort {
 			return netip.AddrPort{}
 		}
 	}
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return addrport.Unmap(ap)
 }
 
 // state returns the allocation's state, creating it on first use; nil when

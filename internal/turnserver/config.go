@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/logs"
 	"github.com/ebrtc/ebrtc/internal/offload"
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
@@ -400,7 +401,7 @@ func parseListener(v string) (Listener, error) {
 	if ap.Port() == 0 {
 		return Listener{}, fmt.Errorf("%q: port 0", v)
 	}
-	return Listener{Scheme: u.Scheme, Addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
+	return Listener{Scheme: u.Scheme, Addr: addrport.Unmap(ap)}, nil
 }
 
 func parseOnePerFamily(values []string) ([]netip.Addr, error) {

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 
 	"github.com/pion/rtcp"
+
+	"github.com/ebrtc/ebrtc/internal/addrport"
 )
 
 // Router takes the RTCP a receiver sent: its leg's feedback (leg.Routes).
@@ -44,7 +46,7 @@ func New(ice *ICE, router Router, dtls DTLS) (*Agent, error) {
 // request is answered on the same socket, RTCP is routed to its leg, DTLS
 // goes to its handshake; anything else is not the agent's and is refused.
 func (a *Agent) Handle(p []byte, from netip.AddrPort, conn *net.UDPConn) error {
-	from = unmap(from)
+	from = addrport.Unmap(from)
 	switch {
 	case len(p) > 0 && p[0] <= 3:
 		resp, err := a.ICE.Handle(p, from)
@@ -65,5 +67,3 @@ func (a *Agent) Handle(p []byte, from netip.AddrPort, conn *net.UDPConn) error {
 	}
 	return errors.New("agent: neither STUN, RTCP nor DTLS of a handshake")
 }
-
-func unmap(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }

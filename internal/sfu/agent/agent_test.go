@@ -9,10 +9,13 @@ import (
 	"github.com/pion/rtcp"
 	"github.com/pion/stun/v4"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
-func addr(c *net.UDPConn) netip.AddrPort { return unmap(c.LocalAddr().(*net.UDPAddr).AddrPort()) }
+func addr(c *net.UDPConn) netip.AddrPort {
+	return addrport.Unmap(c.LocalAddr().(*net.UDPAddr).AddrPort())
+}
 
 func read(t *testing.T, c *net.UDPConn) ([]byte, netip.AddrPort) {
 	t.Helper()
@@ -24,7 +27,7 @@ func read(t *testing.T, c *net.UDPConn) ([]byte, netip.AddrPort) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return buf[:n], unmap(from)
+	return buf[:n], addrport.Unmap(from)
 }
 
 // router records the RTCP routed to it.

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/ebrtc/ebrtc/internal/addrport"
 )
 
 // AudioLevels is what a stream's audio levels (RFC 6464) added up to since
@@ -73,7 +75,7 @@ func hearLevel(s streamState, src Source, p []byte) {
 func (d *DataPlane) AudioLevels(from netip.AddrPort) (AudioLevels, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, ok := d.streams[unmapped(from)]
+	s, ok := d.streams[addrport.Unmap(from)]
 	if !ok {
 		return AudioLevels{}, fmt.Errorf("dataplane: no stream from %v", from)
 	}

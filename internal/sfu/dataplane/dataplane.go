@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/forwarding"
 	"github.com/ebrtc/ebrtc/internal/netorder"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
@@ -182,7 +183,7 @@ func (d *DataPlane) load() error {
 	}
 	var kc sfuSfuConfig
 	for i, m := range d.cfg.Media {
-		m = unmapped(m)
+		m = addrport.Unmap(m)
 		kc.Media[i] = sfuSfuMedia{Port: netorder.Port(m.Port()), Family: afInet}
 		if m.Addr().Is4() {
 			copy(kc.Media[i].Addr.Bytes[:4], m.Addr().AsSlice())
@@ -246,7 +247,7 @@ func (d *DataPlane) Attach(ifname string) error {
 // once); one it already had keeps its counters, numbers and layers.
 // Receivers of the other address family than the sender are refused.
 func (d *DataPlane) SetStream(from netip.AddrPort, sources []Source, receivers []Receiver) error {
-	from = unmapped(from)
+	from = addrport.Unmap(from)
 	if err := checkStream(from, sources, receivers); err != nil {
 		return err
 	}
@@ -356,7 +357,7 @@ func (d *DataPlane) setStream(from netip.AddrPort, sources []Source, receivers [
 // StreamStats is what the sender at from sent into the data plane, and
 // what went out to each receiver.
 func (d *DataPlane) StreamStats(from netip.AddrPort) (StreamStats, error) {
-	from = unmapped(from)
+	from = addrport.Unmap(from)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, ok := d.streams[from]
@@ -391,7 +392,7 @@ func (d *DataPlane) StreamStats(from netip.AddrPort) (StreamStats, error) {
 
 // RemoveStream stops replicating the sender at from; its map entries go.
 func (d *DataPlane) RemoveStream(from netip.AddrPort) error {
-	from = unmapped(from)
+	from = addrport.Unmap(from)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, ok := d.streams[from]
@@ -515,7 +516,7 @@ func checkStream(from netip.AddrPort, sources []Source, receivers []Receiver) er
 	}
 	seen := map[Receiver]bool{}
 	for i, r := range receivers {
-		key := Receiver{From: unmapped(r.From), To: unmapped(r.To)}
+		key := Receiver{From: addrport.Unmap(r.From), To: addrport.Unmap(r.To)}
 		if seen[key] {
 			return fmt.Errorf("dataplane: receiver %d: %v -> %v listed twice", i, r.From, r.To)
 		}
@@ -550,7 +551,7 @@ func checkSimulcast(src Source, sim **Simulcast) error {
 func unmappedReceivers(rs []Receiver) []Receiver {
 	out := make([]Receiver, len(rs))
 	for i, r := range rs {
-		out[i] = Receiver{From: unmapped(r.From), To: unmapped(r.To), TTL: r.TTL, TWCC: r.TWCC}
+		out[i] = Receiver{From: addrport.Unmap(r.From), To: addrport.Unmap(r.To), TTL: r.TTL, TWCC: r.TWCC}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
 	"github.com/ebrtc/ebrtc/internal/sfu/rewrite"
@@ -32,12 +33,12 @@ var _ Leg = (*kernelLeg)(nil)
 func (d *DataPlane) Leg(from, to netip.AddrPort) (Leg, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, ok := d.streams[unmapped(from)]
+	s, ok := d.streams[addrport.Unmap(from)]
 	if !ok {
 		return nil, fmt.Errorf("dataplane: no stream from %v", from)
 	}
 	for _, l := range s.legs {
-		if l.To == unmapped(to) {
+		if l.To == addrport.Unmap(to) {
 			return l, nil
 		}
 	}
@@ -48,7 +49,7 @@ func (d *DataPlane) Leg(from, to netip.AddrPort) (Leg, error) {
 func (d *DataPlane) Arrivals(from netip.AddrPort) (*ArrivalLog, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, ok := d.streams[unmapped(from)]
+	s, ok := d.streams[addrport.Unmap(from)]
 	if !ok || s.arrivals == 0 {
 		return nil, fmt.Errorf("dataplane: no arrival log of %v", from)
 	}
@@ -57,7 +58,7 @@ func (d *DataPlane) Arrivals(from netip.AddrPort) (*ArrivalLog, error) {
 
 // Send is Plane.Send.
 func (d *DataPlane) Send(p []byte, from, to netip.AddrPort) error {
-	return d.fwd.writeTo(p, unmapped(from), unmapped(to))
+	return d.fwd.writeTo(p, addrport.Unmap(from), addrport.Unmap(to))
 }
 
 func (l *kernelLeg) SetTarget(target int) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/netorder"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
 )
@@ -53,7 +54,7 @@ func waited(since, now uint64) time.Duration {
 func (d *DataPlane) Layers(from netip.AddrPort) (Layers, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, ok := d.streams[unmapped(from)]
+	s, ok := d.streams[addrport.Unmap(from)]
 	if !ok {
 		return Layers{}, fmt.Errorf("dataplane: no stream from %v", from)
 	}
@@ -74,7 +75,7 @@ func (d *DataPlane) Layers(from netip.AddrPort) (Layers, error) {
 // Packet is Plane.Packet: from the kernel's history of the sender's video.
 func (d *DataPlane) Packet(from netip.AddrPort, seq uint16) ([]byte, bool) {
 	d.mu.Lock()
-	s, ok := d.streams[unmapped(from)]
+	s, ok := d.streams[addrport.Unmap(from)]
 	d.mu.Unlock()
 	if !ok {
 		return nil, false

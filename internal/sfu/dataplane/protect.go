@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ebrtc/ebrtc/internal/addrport"
 )
 
 // Encrypted media (the user plane): each browser connection's SRTP keys
@@ -110,7 +112,7 @@ func (u *User) Protect(remote netip.AddrPort, p Protection) error {
 	if p == nil {
 		return errors.New("dataplane: no keys given (Unprotect takes them away)")
 	}
-	u.fwd.keys.set(unmapped(remote), p)
+	u.fwd.keys.set(addrport.Unmap(remote), p)
 	return nil
 }
 
@@ -118,7 +120,7 @@ func (u *User) Protect(remote netip.AddrPort, p Protection) error {
 // media is dropped from then on.
 func (u *User) Unprotect(remote netip.AddrPort, p Protection) {
 	if u.fwd.keys != nil {
-		u.fwd.keys.drop(unmapped(remote), p)
+		u.fwd.keys.drop(addrport.Unmap(remote), p)
 	}
 }
 

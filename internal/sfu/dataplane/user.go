@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/ipv4"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
 	"github.com/ebrtc/ebrtc/internal/sfu/layers"
 	"github.com/ebrtc/ebrtc/internal/sockopt"
@@ -236,7 +237,7 @@ func NewUser(cfg UserConfig) (*User, error) {
 		u.fwd.keys = newProtections()
 	}
 	for _, kc := range cfg.Conns { // in order: WorkerReads
-		c := conns[unmapped(kc.LocalAddr().(*net.UDPAddr).AddrPort())]
+		c := conns[addrport.Unmap(kc.LocalAddr().(*net.UDPAddr).AddrPort())]
 		if c.reader != nil && len(cfg.Workers[kc]) > 0 {
 			return nil, errors.New("dataplane: workers for a conn with a reader of its own (AF_XDP reads its queues itself)")
 		}
@@ -260,7 +261,7 @@ func NewUser(cfg UserConfig) (*User, error) {
 func mediaConns(cs []*net.UDPConn, readers map[*net.UDPConn]DatagramConn) (map[netip.AddrPort]*mediaConn, error) {
 	out := map[netip.AddrPort]*mediaConn{}
 	for _, c := range cs {
-		local := unmapped(c.LocalAddr().(*net.UDPAddr).AddrPort())
+		local := addrport.Unmap(c.LocalAddr().(*net.UDPAddr).AddrPort())
 		if local.Addr().IsUnspecified() {
 			return nil, fmt.Errorf("dataplane: socket %v: bind a specific address (replicas leave from it)", local)
 		}
@@ -275,7 +276,7 @@ func mediaConns(cs []*net.UDPConn, readers map[*net.UDPConn]DatagramConn) (map[n
 // SetStream is DataPlane.SetStream's: receivers' From must be one of the
 // sockets' addresses; interfaces, MACs and TTL are the kernel's business.
 func (u *User) SetStream(from netip.AddrPort, sources []Source, receivers []Receiver) error {
-	from = unmapped(from)
+	from = addrport.Unmap(from)
 	if err := checkStream(from, sources, receivers); err != nil {
 		return err
 	}
@@ -350,7 +351,7 @@ func newUserReceiver(r Receiver, video *userVideo, sim *Simulcast, ddExt uint8) 
 
 // RemoveStream stops replicating the sender at from.
 func (u *User) RemoveStream(from netip.AddrPort) error {
-	from = unmapped(from)
+	from = addrport.Unmap(from)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	s, ok := u.streams[from]
@@ -380,7 +381,7 @@ func (u *User) Outcomes() (map[Outcome]Counter, error) {
 func (u *User) StreamStats(from netip.AddrPort) (StreamStats, error) {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
-	s, ok := u.streams[unmapped(from)]
+	s, ok := u.streams[addrport.Unmap(from)]
 	if !ok {
 		return StreamStats{}, fmt.Errorf("dataplane: no stream from %v", from)
 	}
@@ -437,7 +438,7 @@ func serve(c *mediaConn, encrypted bool, handle func(c *mediaConn, p []byte, fro
 			}
 			c.read.Add(uint64(n))
 			for _, m := range ms[:n] {
-				handle(c, m.Buf[:m.N], unmapped(m.Addr), b)
+				handle(c, m.Buf[:m.N], addrport.Unmap(m.Addr), b)
 			}
 		}
 	}
@@ -455,7 +456,7 @@ func serve(c *mediaConn, encrypted bool, handle func(c *mediaConn, p []byte, fro
 		}
 		c.read.Add(uint64(n))
 		for _, m := range msgs[:n] {
-			handle(c, m.Buffers[0][:m.N], unmapped(m.Addr.(*net.UDPAddr).AddrPort()), b)
+			handle(c, m.Buffers[0][:m.N], addrport.Unmap(m.Addr.(*net.UDPAddr).AddrPort()), b)
 		}
 	}
 }
@@ -579,7 +580,7 @@ func (r *userReceiver) decide(f *layers.Frame, now uint64) (uint16, layers.Verdi
 func (u *User) Arrivals(from netip.AddrPort) (*ArrivalLog, error) {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
-	s, ok := u.streams[unmapped(from)]
+	s, ok := u.streams[addrport.Unmap(from)]
 	if !ok {
 		return nil, fmt.Errorf("dataplane: no stream from %v", from)
 	}
@@ -588,13 +589,13 @@ func (u *User) Arrivals(from netip.AddrPort) (*ArrivalLog, error) {
 
 // Send is Plane.Send.
 func (u *User) Send(p []byte, from, to netip.AddrPort) error {
-	return u.fwd.writeTo(p, unmapped(from), unmapped(to))
+	return u.fwd.writeTo(p, addrport.Unmap(from), addrport.Unmap(to))
 }
 
 // Packet is Plane.Packet.
 func (u *User) Packet(from netip.AddrPort, seq uint16) ([]byte, bool) {
 	u.mu.RLock()
-	s, ok := u.streams[unmapped(from)]
+	s, ok := u.streams[addrport.Unmap(from)]
 	u.mu.RUnlock()
 	if !ok {
 		return nil, false
@@ -627,12 +628,12 @@ func (u *User) Layers(from netip.AddrPort) (Layers, error) {
 func (u *User) Leg(from, to netip.AddrPort) (Leg, error) {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
-	s, ok := u.streams[unmapped(from)]
+	s, ok := u.streams[addrport.Unmap(from)]
 	if !ok {
 		return nil, fmt.Errorf("dataplane: no stream from %v", from)
 	}
 	for _, r := range s.receivers {
-		if r.To == unmapped(to) {
+		if r.To == addrport.Unmap(to) {
 			return &userLeg{u: u, r: r}, nil
 		}
 	}
@@ -733,10 +734,8 @@ func (l *userLeg) TWCC() bool { return l.r.tw != nil }
 func (u *User) streamFrom(from netip.AddrPort) (*userStream, error) {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
-	if s, ok := u.streams[unmapped(from)]; ok {
+	if s, ok := u.streams[addrport.Unmap(from)]; ok {
 		return s, nil
 	}
 	return nil, fmt.Errorf("dataplane: no stream from %v", from)
 }
-
-func unmapped(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
 
-func addrOf(c *net.UDPConn) netip.AddrPort { return unmapped(c.LocalAddr().(*net.UDPAddr).AddrPort()) }
+func addrOf(c *net.UDPConn) netip.AddrPort {
+	return addrport.Unmap(c.LocalAddr().(*net.UDPAddr).AddrPort())
+}
 
 // The user-space data plane on loopback: media to every receiver from the
 // SFU's socket, STUN and feedback up to the agent, the rest counted as the
