@@ -60,8 +60,6 @@ struct media {
 	__u8 enc;       /* which encoding */
 	__u8 top;       /* the highest encoding live */
 	__u8 report;    /* a sender report */
-	__u8 sim_ts_at; /* the RTP timestamp's offset in the UDP payload */
-	__u8 sim_ssrc_at; /* the SSRC's */
 	__u16 dd_off;   /* the dependency descriptor's offset in the frame; 0: none */
 	__be32 sim_ssrc; /* the SSRC receivers get; 0: not simulcast */
 	__u32 ts;       /* the RTP timestamp as it arrived */
@@ -507,15 +505,20 @@ INLINE int rewrite_word(struct __sk_buff *skb, const struct media *m, __u32 off,
 	return 0;
 }
 
+/* Where a sender report holds its sender's SSRC and RTP timestamp. */
+#define SR_SSRC_OFF 4
+#define SR_TS_OFF 16
+
 /* A simulcast replica's SSRC, timestamp and frame number (its sequence
  * number: renumber). */
 INLINE int sim_rewrite(struct __sk_buff *skb, const struct media *m, struct addressing *cur, const struct sim_numbers *n)
 {
 	__u32 odd = (m->dd_off + 1 - m->l4_off) & 1;
 	__be16 frame = bpf_htons(n->frame);
+	__u32 ssrc_at = m->report ? SR_SSRC_OFF : offsetof(struct rtp_fixed, ssrc);
+	__u32 ts_at = m->report ? SR_TS_OFF : offsetof(struct rtp_fixed, ts);
 
-	if (rewrite_word(skb, m, m->sim_ssrc_at, &cur->ssrc, m->sim_ssrc) ||
-	    rewrite_word(skb, m, m->sim_ts_at, &cur->ts, bpf_htonl(n->ts)))
+	if (rewrite_word(skb, m, ssrc_at, &cur->ssrc, m->sim_ssrc) || rewrite_word(skb, m, ts_at, &cur->ts, bpf_htonl(n->ts)))
 		return -1;
 	if (!m->dd_off || frame == cur->frame)
 		return 0;
@@ -817,13 +820,9 @@ INLINE void simulcast_packet(struct media *m, const struct sender *s)
 	__u32 id = s->id, key = s->slot * LAYERS_MAX_TARGETS;
 	struct sim_encodings *e = bpf_map_lookup_elem(&simulcast_encodings, &id);
 	struct frame_info *f = &m->frame;
-	__u8 enc = s->encoding & (SIM_MAX_ENCODINGS - 1);
+	__u8 enc = m->enc & (SIM_MAX_ENCODINGS - 1); /* (bounded again: read back from a map) */
 	int padding = m->padding, key_start = m->gate == GATE_OPEN;
 
-	m->sim_ssrc = s->sim_ssrc;
-	m->enc = enc;
-	m->sim_ts_at = offsetof(struct rtp_fixed, ts);
-	m->sim_ssrc_at = offsetof(struct rtp_fixed, ssrc);
 	if (padding)
 		m->dd_off = 0; /* a probe's descriptor, if any, says nothing: left as is */
 	if (e && !padding) {
@@ -831,19 +830,16 @@ INLINE void simulcast_packet(struct media *m, const struct sender *s)
 		e->no_dd[enc] = !m->dd_off;
 	}
 	m->top = e ? sim_top(e, m->now) : 0;
-	if (m->dd_off || padding) {
-		if (!m->adapt) { /* (a padding packet of an encoding without descriptors) */
-			m->adapt = 1;
-			__builtin_memset(f, 0, sizeof(*f));
-			f->p.seq = bpf_ntohs(m->seq);
-			f->p.flags = LAST_PADDING;
-		}
+	if (m->adapt && (m->dd_off || padding)) /* video_frame's frame stands */
 		return;
-	}
-	count(bpf_map_lookup_elem(&layer_bytes, &key), m->len, 0);
 	m->adapt = 1;
 	__builtin_memset(f, 0, sizeof(*f));
 	f->p.seq = bpf_ntohs(m->seq);
+	if (padding) { /* (a padding packet of an encoding without descriptors) */
+		f->p.flags = LAST_PADDING;
+		return;
+	}
+	count(bpf_map_lookup_elem(&layer_bytes, &key), m->len, 0);
 	f->p.flags = (key_start ? LAST_START : 0) | (m->frame_end ? LAST_END : 0);
 	f->flags = key_start ? FRAME_KEY : 0;
 }
@@ -854,14 +850,11 @@ INLINE int sim_report(struct __sk_buff *skb, struct media *m, const struct sende
 {
 	__be32 ts;
 
-	if (m->len < 20 || bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr) + 16, &ts, sizeof(ts)))
+	if (m->len < SR_TS_OFF + sizeof(ts) ||
+	    bpf_skb_load_bytes(skb, m->l4_off + sizeof(struct udphdr) + SR_TS_OFF, &ts, sizeof(ts)))
 		return -1;
 	m->ts = bpf_ntohl(ts);
 	m->report = 1;
-	m->sim_ssrc = s->sim_ssrc;
-	m->enc = s->encoding & (SIM_MAX_ENCODINGS - 1);
-	m->sim_ts_at = 16;
-	m->sim_ssrc_at = 4;
 	return 0;
 }
 
@@ -964,6 +957,10 @@ int sfu_ingress(struct __sk_buff *skb)
 	m->now = coarse_now();
 	if (!source_admitted(skb, m, s))
 		return outcome(SFU_SOURCE_REFUSED, m->len), TC_ACT_UNSPEC;
+	if (s->sim_ssrc) { /* a simulcast encoding's */
+		m->sim_ssrc = s->sim_ssrc;
+		m->enc = s->encoding & (SIM_MAX_ENCODINGS - 1);
+	}
 	if (hdr >= 0) {
 		m->seq = h.rtp.seq;
 		if (s->history && history_seen_or_keep(skb, s->slot, bpf_ntohs(h.rtp.seq), bpf_ntohl(h.rtp.ts),

@@ -268,7 +268,7 @@ func (d *DataPlane) senderSlot() (uint32, error) {
 		return 0, fmt.Errorf("dataplane: more than %d streams and encodings", maxSenders)
 	}
 	if err := errors.Join(d.objs.SenderStats.Put(id, make([]sfuSfuStats, ebpf.MustPossibleCPU())),
-		d.resetSenderLayers(id), d.resetAudioLevels(id), d.objs.SimulcastEncodings.Put(id, sfuSimEncodings{})); err != nil {
+		d.resetSenderLayers(id), d.resetAudioLevels(id)); err != nil {
 		d.ids.Put(id)
 		return 0, fmt.Errorf("dataplane: sender counters: %w", err)
 	}
@@ -282,6 +282,10 @@ func (d *DataPlane) setStream(from netip.AddrPort, sources []Source, receivers [
 		id, err := d.senderSlot()
 		if err != nil {
 			return err
+		}
+		if err := d.objs.SimulcastEncodings.Put(id, sfuSimEncodings{}); err != nil { // (a stream's, by its id)
+			d.ids.Put(id)
+			return fmt.Errorf("dataplane: simulcast_encodings: %w", err)
 		}
 		s = &stream{id: id}
 		s.enc[0].slot = id

@@ -67,7 +67,7 @@ func (l *kernelLeg) SetTarget(target int) error {
 	}
 	v := targetValue(target)
 	if target >= 0 {
-		sim, views, _, err := l.simulcast(false)
+		sim, views, err := l.simulcast()
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (l *kernelLeg) State() (ReceiverLayers, error) {
 	}
 	now := coarseNow()
 	st := ReceiverLayers{Target: targetOf(target), Current: targetOf(r.Current), SwitchWaiting: waited(r.SwitchWait, now)}
-	sim, views, _, err := l.simulcast(false)
+	sim, views, err := l.simulcast()
 	if sim != nil && err == nil {
 		st = views.state(st, int(l.asked.Load()), &r, now)
 	}
@@ -102,14 +102,16 @@ func (l *kernelLeg) Original(number uint16) (uint16, bool) {
 	if l.removed.Load() || err != nil {
 		return 0, false
 	}
-	return r.Original(number, l.isSimulcast())
+	sim, _ := l.video()
+	return r.Original(number, sim != nil)
 }
 
-// isSimulcast: the leg's stream has a simulcast video.
-func (l *kernelLeg) isSimulcast() bool {
+// video is the leg's stream's simulcast video (nil: none) and its
+// dependency descriptor's extension id.
+func (l *kernelLeg) video() (*Simulcast, uint8) {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
-	return l.stream.sim != nil
+	return l.stream.sim, ddExtOf(l.stream.sources)
 }
 
 func (l *kernelLeg) FrameSent(frame uint16) (sent, known bool) {
@@ -245,7 +247,7 @@ func (l *kernelLeg) Packet(number uint16) ([]byte, bool) {
 	if l.removed.Load() || err != nil {
 		return nil, false
 	}
-	sim, _, ddExt, _ := l.simulcast(false)
+	sim, ddExt := l.video()
 	seq, ok := r.Original(number, sim != nil)
 	enc := r.Sim.Encoding
 	if sim == nil {

@@ -268,15 +268,15 @@ func (l *kernelLeg) encodingInForce() (enc uint8, shift layers.Numbers) {
 }
 
 // simulcast is the leg's stream's simulcast video and the views of its
-// encodings (nil, nil without one).
-func (l *kernelLeg) simulcast(withBytes bool) (*Simulcast, *encodingViews, uint8, error) {
+// encodings, without their bytes (nil, nil without one).
+func (l *kernelLeg) simulcast() (*Simulcast, *encodingViews, error) {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
 	if l.stream.sim == nil {
-		return nil, nil, 0, nil
+		return nil, nil, nil
 	}
-	v, err := l.d.encodingViews(l.stream, withBytes)
-	return l.stream.sim, v, ddExtOf(l.stream.sources), err
+	v, err := l.d.encodingViews(l.stream, false)
+	return l.stream.sim, v, err
 }
 
 // encodingPacket is packet seq of encoding enc from the kernel's history.

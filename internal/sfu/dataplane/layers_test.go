@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -317,9 +318,9 @@ func TestLayersAgreeWithBPF(t *testing.T) {
 
 func layersAgree(t *testing.T, name string, stream func(*testing.T, uint16) [][]byte, slow bool) {
 	r := newRig(t)
-	padded := make(chan [2]int, 64)
+	padded := make(chan paddedPacket, 64)
 	r.dp.sendPadding = func(p []byte, _, to netip.AddrPort) error {
-		padded <- [2]int{int(to.Port()), int(binary.BigEndian.Uint16(p[2:]))}
+		padded <- paddedPacket{to, bytes.Clone(p)}
 		return nil
 	}
 	from, sfu := netip.MustParseAddrPort("10.20.0.5:61000"), netip.AddrPortFrom(sfuV4, mediaPort)
@@ -415,7 +416,7 @@ func (r *rig) slowPath(t testing.TB, sfu netip.AddrPort) *mediaConn {
 // runSlow is runCaptured for a packet the program handed to the stack:
 // the plane's slow path forwards it from its socket.
 func (r *rig) runSlow(t *testing.T, fd int, c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch, rcv []Receiver,
-	padded chan [2]int, expect int) []int {
+	padded chan paddedPacket, expect int) []int {
 	t.Helper()
 	r.dp.handle(c, p, from, b)
 	return r.collect(t, fd, rcv, padded, expect, nil)
@@ -440,7 +441,7 @@ func (r *rig) capture(t *testing.T) int {
 // 1<<16. Replicas are told apart by destination port and parsed (their
 // checksums verified) independently. It waits for expect of them (a
 // replica too many shows up with the next packet).
-func (r *rig) runCaptured(t *testing.T, fd int, in []byte, rcv []Receiver, padded chan [2]int, expect int) []int {
+func (r *rig) runCaptured(t *testing.T, fd int, in []byte, rcv []Receiver, padded chan paddedPacket, expect int) []int {
 	t.Helper()
 	ret, last, _ := r.runOn(r.in, in, false)
 	if ret != tcActRedirect {
@@ -449,55 +450,20 @@ func (r *rig) runCaptured(t *testing.T, fd int, in []byte, rcv []Receiver, padde
 	return r.collect(t, fd, rcv, padded, expect, last)
 }
 
-// collect is what each receiver got of one packet: last (the program's
-// own output, if any), then what the capture and padded bring.
-func (r *rig) collect(t *testing.T, fd int, rcv []Receiver, padded chan [2]int, expect int, last []byte) []int {
+// collect is what each receiver got of one packet (simCollect): its
+// replica's sequence number, padding's number + 1<<16, or -1.
+func (r *rig) collect(t *testing.T, fd int, rcv []Receiver, padded chan paddedPacket, expect int, last []byte) []int {
 	t.Helper()
+	payloads, pads := r.simCollect(t, fd, rcv, padded, expect, last)
 	got := make([]int, len(rcv))
-	for i := range got {
-		got[i] = -1
-	}
-	seen := 0
-	record := func(b []byte) {
-		seen++
-		u, err := frame.Parse(b)
-		if err != nil {
-			t.Fatalf("replica does not parse: %v", err)
-		}
-		for i, rc := range rcv {
-			if u.Dst == rc.To {
-				got[i] = int(binary.BigEndian.Uint16(u.Payload[2:]))
-			}
-		}
-	}
-	if last != nil {
-		record(last)
-	}
-	buf := make([]byte, 4096)
-	deadline := time.Now().Add(time.Second)
-	for seen < expect && time.Now().Before(deadline) {
-		select {
-		case p := <-padded:
-			seen++
-			for i, rc := range rcv {
-				if int(rc.To.Port()) == p[0] {
-					got[i] = p[1] + 1<<16
-				}
-			}
-			continue
+	for i, p := range payloads {
+		switch {
+		case p == nil:
+			got[i] = -1
+		case pads[i]:
+			got[i] = int(binary.BigEndian.Uint16(p[2:])) + 1<<16
 		default:
-		}
-		n, from, err := unix.Recvfrom(fd, buf, 0)
-		if err == unix.EAGAIN {
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		testenv.Must(t, err)
-		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-			continue
-		}
-		if _, err := frame.Parse(buf[:n]); err == nil {
-			record(buf[:n])
+			got[i] = int(binary.BigEndian.Uint16(p[2:]))
 		}
 	}
 	return got

@@ -113,25 +113,24 @@ type sfuMedia struct {
 		Flags   uint8
 		Targets uint8
 	}
-	_         [2]byte
-	TwccOff   uint32
-	Twcc      uint16
-	Seq       uint16
-	Gate      uint8
-	Adapt     uint8
-	FrameEnd  uint8
-	Padding   uint8
-	Enc       uint8
-	Top       uint8
-	Report    uint8
-	SimTsAt   uint8
-	SimSsrcAt uint8
-	_         [1]byte
-	DdOff     uint16
-	SimSsrc   uint32
-	Ts        uint32
-	Ssrc      uint32
-	_         [4]byte
+	_        [2]byte
+	TwccOff  uint32
+	Twcc     uint16
+	Seq      uint16
+	Gate     uint8
+	Adapt    uint8
+	FrameEnd uint8
+	Padding  uint8
+	Enc      uint8
+	Top      uint8
+	Report   uint8
+	_        [1]byte
+	DdOff    uint16
+	_        [2]byte
+	SimSsrc  uint32
+	Ts       uint32
+	Ssrc     uint32
+	_        [4]byte
 }
 
 type sfuReplica struct {
