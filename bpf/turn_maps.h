@@ -106,4 +106,15 @@ struct {
 	__type(value, __u32);
 } egress_ports SEC(".maps");
 
+#ifndef EBRTC_TC
+/* XDP frames sent per egress slot and CPU, by kind, until the device's
+ * queue flushes (bpf/turn_xmit.c charges refused ones to their kind). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_IFACE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xmit_pending);
+} xmit_pending SEC(".maps");
+#endif
+
 #endif

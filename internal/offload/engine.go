@@ -80,9 +80,11 @@ const (
 
 // Engine owns the loaded BPF objects, their attachments and the channel table.
 type Engine struct {
-	objs turnObjects
-	tc   *ebpf.Program // the TC build of the same program, on objs' maps
-	// the xdp tracepoints that count frames our egresses did not take
+	objs  turnObjects
+	tc    *ebpf.Program    // the TC build of the same program, on objs' maps
+	snoop *ebpf.Program    // the egress snooper (bpf/turn_snoop.c), on objs' maps
+	xmit  turnXmitPrograms // the XDP transmit tracepoints (bpf/turn_xmit.c), on objs' maps
+	// their links: they count frames our egresses did not take
 	watchers []link.Link
 
 	mu           sync.Mutex
@@ -133,13 +135,12 @@ func Load(cfg Config) (*Engine, error) {
 	if err := e.load(spec); err != nil {
 		return nil, err
 	}
-	if err := e.loadTC(); err != nil {
-		e.objs.Close()
+	if err := e.loadCompanions(); err != nil {
+		e.closePrograms()
 		return nil, err
 	}
 	if err := e.watchXmitFailures(); err != nil {
-		e.tc.Close()
-		e.objs.Close()
+		e.closePrograms()
 		return nil, err
 	}
 	for _, ip := range cfg.RelayIPs {
@@ -207,38 +208,64 @@ func (e *Engine) load(spec *ebpf.CollectionSpec) error {
 	return nil
 }
 
-// loadTC loads the TC build of the program onto the XDP object's maps, so
-// both hooks share channels, counters and limits.
-func (e *Engine) loadTC() error {
-	spec, err := loadTurnTC()
+// loadCompanions loads the programs that run beside the XDP one onto its
+// maps, so all share channels, counters and limits: the TC build of the
+// same source, the egress snooper and the XDP transmit tracepoints.
+func (e *Engine) loadCompanions() error {
+	var tc turnTCPrograms
+	if err := e.loadOntoMaps("TC build", loadTurnTC, &tc); err != nil {
+		return err
+	}
+	e.tc = tc.TurnOffloadTc
+	var snoop turnSnoopPrograms
+	if err := e.loadOntoMaps("snooper", loadTurnSnoop, &snoop); err != nil {
+		return err
+	}
+	e.snoop = snoop.TurnSnoopEgress
+	return e.loadOntoMaps("xmit tracepoints", loadTurnXmit, &e.xmit)
+}
+
+// loadOntoMaps loads an object's programs into progs, its maps replaced by
+// the XDP object's.
+func (e *Engine) loadOntoMaps(what string, load func() (*ebpf.CollectionSpec, error), progs any) error {
+	spec, err := load()
 	if err != nil {
-		return fmt.Errorf("offload: read TC object: %w", err)
+		return fmt.Errorf("offload: read %s object: %w", what, err)
 	}
 	xdpMaps, shared := e.xdpMaps(), map[string]*ebpf.Map{}
 	for name := range spec.Maps {
 		m, ok := xdpMaps[name]
 		if !ok {
-			return fmt.Errorf("offload: TC object has a map %q the XDP object lacks", name)
+			return fmt.Errorf("offload: %s object has a map %q the XDP object lacks", what, name)
 		}
 		shared[name] = m
 	}
-	var progs turnTCPrograms
-	err = spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: shared})
+	err = spec.LoadAndAssign(progs, &ebpf.CollectionOptions{MapReplacements: shared})
 	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
-			return fmt.Errorf("offload: load TC program: %+v", verr)
+			return fmt.Errorf("offload: load %s: %+v", what, verr)
 		}
-		return fmt.Errorf("offload: load TC program: %w", err)
+		return fmt.Errorf("offload: load %s: %w", what, err)
 	}
-	e.tc = progs.TurnOffloadTc
 	return nil
 }
 
+// closePrograms closes every loaded object (nil ones too).
+func (e *Engine) closePrograms() error {
+	var errs []error
+	for _, p := range []*ebpf.Program{e.tc, e.snoop} {
+		if p != nil {
+			errs = append(errs, p.Close())
+		}
+	}
+	return errors.Join(append(errs, e.xmit.Close(), e.objs.Close())...)
+}
+
 // watchXmitFailures attaches the tracepoints that catch XDP frames an
-// egress did not take (bpf/turn_offload.c, xmit_failed).
+// egress did not take (bpf/turn_xmit.c).
 func (e *Engine) watchXmitFailures() error {
-	for _, p := range []*ebpf.Program{e.objs.XdpBulkTxFailed, e.objs.XdpDevmapXmitFailed, e.objs.XdpTxException, e.objs.XdpRedirectFailed} {
+	for _, p := range []*ebpf.Program{e.xmit.XdpBulkTxFailed, e.xmit.XdpDevmapXmitFailed, e.xmit.XdpTxException, e.xmit.XdpRedirectFailed} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			for _, w := range e.watchers {
@@ -259,7 +286,7 @@ func (e *Engine) xdpMaps() map[string]*ebpf.Map {
 		"peer_routes_v4": e.objs.PeerRoutesV4, "peer_routes_v6": e.objs.PeerRoutesV6,
 		"flows": e.objs.Flows, "outcomes": e.objs.Outcomes, "config": e.objs.Config,
 		"iface_gen": e.objs.IfaceGen, "clock_cache": e.objs.ClockCache, "rate_buckets": e.objs.RateBuckets, "ifaces": e.objs.Ifaces,
-		"snoop_events": e.objs.SnoopEvents, "egress_ports": e.objs.EgressPorts,
+		"snoop_events": e.objs.SnoopEvents, "egress_ports": e.objs.EgressPorts, "xmit_pending": e.objs.XmitPending,
 	}
 }
 
@@ -345,7 +372,7 @@ func (e *Engine) Close() error {
 	for _, l := range e.watchers {
 		errs = append(errs, l.Close())
 	}
-	errs = append(errs, e.tc.Close(), e.objs.Close())
+	errs = append(errs, e.closePrograms())
 	return errors.Join(errs...)
 }
 

@@ -588,7 +588,7 @@ func (w *fuzzWorld) fuzzSnoop(t *testing.T, reader *SnoopReader) (int, error) {
 			return 0, err
 		}
 	}
-	ret, err := w.r.engine.objs.TurnSnoopEgress.Run(&ebpf.RunOptions{Data: f})
+	ret, err := w.r.engine.snoop.Run(&ebpf.RunOptions{Data: f})
 	if err != nil {
 		return 0, fmt.Errorf("snooper run on a %d-byte frame: %w", len(f), err)
 	}

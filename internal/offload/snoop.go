@@ -107,9 +107,9 @@ func (e *Engine) AttachSnoopEgress(ifname string) error {
 		return fmt.Errorf("offload: interface %q: %w", ifname, err)
 	}
 	pin := e.pinPath("tc_egress_" + ifname)
-	l, ok := e.reusePinnedLink(pin, e.objs.TurnSnoopEgress)
+	l, ok := e.reusePinnedLink(pin, e.snoop)
 	if !ok {
-		if l, err = link.AttachTCX(link.TCXOptions{Interface: iface.Index, Program: e.objs.TurnSnoopEgress, Attach: ebpf.AttachTCXEgress}); err != nil {
+		if l, err = link.AttachTCX(link.TCXOptions{Interface: iface.Index, Program: e.snoop, Attach: ebpf.AttachTCXEgress}); err != nil {
 			return fmt.Errorf("offload: attach TC egress snooper to %s: %w", ifname, err)
 		}
 		if pin != "" {

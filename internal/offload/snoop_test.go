@@ -108,7 +108,7 @@ func TestSnoopParsesControlMessages(t *testing.T) {
 func (r *rig) runEgress(in []byte) {
 	r.t.Helper()
 	testenv.Must(r.t, r.ns.Do(func() error {
-		_, err := r.engine.objs.TurnSnoopEgress.Run(&ebpf.RunOptions{Data: in})
+		_, err := r.engine.snoop.Run(&ebpf.RunOptions{Data: in})
 		return err
 	}))
 }

@@ -162,26 +162,21 @@ type turnXmitPending struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	turnMapClientRoutesV4       = "client_routes_v4"
-	turnMapClientRoutesV6       = "client_routes_v6"
-	turnMapClockCache           = "clock_cache"
-	turnMapConfig               = "config"
-	turnMapEgressPorts          = "egress_ports"
-	turnMapFlows                = "flows"
-	turnMapIfaceGen             = "iface_gen"
-	turnMapIfaces               = "ifaces"
-	turnMapOutcomes             = "outcomes"
-	turnMapPeerRoutesV4         = "peer_routes_v4"
-	turnMapPeerRoutesV6         = "peer_routes_v6"
-	turnMapRateBuckets          = "rate_buckets"
-	turnMapSnoopEvents          = "snoop_events"
-	turnMapXmitPending          = "xmit_pending"
-	turnProgTurnOffload         = "turn_offload"
-	turnProgTurnSnoopEgress     = "turn_snoop_egress"
-	turnProgXdpBulkTxFailed     = "xdp_bulk_tx_failed"
-	turnProgXdpDevmapXmitFailed = "xdp_devmap_xmit_failed"
-	turnProgXdpRedirectFailed   = "xdp_redirect_failed"
-	turnProgXdpTxException      = "xdp_tx_exception"
+	turnMapClientRoutesV4 = "client_routes_v4"
+	turnMapClientRoutesV6 = "client_routes_v6"
+	turnMapClockCache     = "clock_cache"
+	turnMapConfig         = "config"
+	turnMapEgressPorts    = "egress_ports"
+	turnMapFlows          = "flows"
+	turnMapIfaceGen       = "iface_gen"
+	turnMapIfaces         = "ifaces"
+	turnMapOutcomes       = "outcomes"
+	turnMapPeerRoutesV4   = "peer_routes_v4"
+	turnMapPeerRoutesV6   = "peer_routes_v6"
+	turnMapRateBuckets    = "rate_buckets"
+	turnMapSnoopEvents    = "snoop_events"
+	turnMapXmitPending    = "xmit_pending"
+	turnProgTurnOffload   = "turn_offload"
 )
 
 // loadTurn returns the embedded CollectionSpec for turn.
@@ -226,12 +221,7 @@ type turnSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type turnProgramSpecs struct {
-	TurnOffload         *ebpf.ProgramSpec `ebpf:"turn_offload"`
-	TurnSnoopEgress     *ebpf.ProgramSpec `ebpf:"turn_snoop_egress"`
-	XdpBulkTxFailed     *ebpf.ProgramSpec `ebpf:"xdp_bulk_tx_failed"`
-	XdpDevmapXmitFailed *ebpf.ProgramSpec `ebpf:"xdp_devmap_xmit_failed"`
-	XdpRedirectFailed   *ebpf.ProgramSpec `ebpf:"xdp_redirect_failed"`
-	XdpTxException      *ebpf.ProgramSpec `ebpf:"xdp_tx_exception"`
+	TurnOffload *ebpf.ProgramSpec `ebpf:"turn_offload"`
 }
 
 // turnMapSpecs contains maps before they are loaded into the kernel.
@@ -325,22 +315,12 @@ type turnVariables struct {
 //
 // It can be passed to loadTurnObjects or ebpf.CollectionSpec.LoadAndAssign.
 type turnPrograms struct {
-	TurnOffload         *ebpf.Program `ebpf:"turn_offload"`
-	TurnSnoopEgress     *ebpf.Program `ebpf:"turn_snoop_egress"`
-	XdpBulkTxFailed     *ebpf.Program `ebpf:"xdp_bulk_tx_failed"`
-	XdpDevmapXmitFailed *ebpf.Program `ebpf:"xdp_devmap_xmit_failed"`
-	XdpRedirectFailed   *ebpf.Program `ebpf:"xdp_redirect_failed"`
-	XdpTxException      *ebpf.Program `ebpf:"xdp_tx_exception"`
+	TurnOffload *ebpf.Program `ebpf:"turn_offload"`
 }
 
 func (p *turnPrograms) Close() error {
 	return _TurnClose(
 		p.TurnOffload,
-		p.TurnSnoopEgress,
-		p.XdpBulkTxFailed,
-		p.XdpDevmapXmitFailed,
-		p.XdpRedirectFailed,
-		p.XdpTxException,
 	)
 }
 
