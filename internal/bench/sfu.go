@@ -83,10 +83,13 @@ func SFUs() []SFU {
 
 // SFUOptions of an SFU run.
 type SFUOptions struct {
-	SFUs    []string // names from SFUs(); empty: all
-	Fanout  int      // receivers of the replication trials' one sender
-	Trial   time.Duration
-	MaxLoss float64
+	SFUs   []string // names from SFUs(); empty: all
+	Fanout int      // receivers of the replication trials' one sender
+	Trial  time.Duration
+	// SaturationTrial is the in-kernel generator's trial (the core's
+	// busy share settles over about 2 s; 0: the longer of Trial and 2 s).
+	SaturationTrial time.Duration
+	MaxLoss         float64
 	// The loss-free search's input rates (RTP packets/s into the SFU).
 	StartRate, MaxRate float64
 	Steps              int
@@ -124,6 +127,13 @@ func QuickSFUOptions() SFUOptions {
 	return SFUOptions{Fanout: 50, Trial: time.Second, MaxLoss: 0.001, StartRate: 1000, MaxRate: 200000, Steps: 7,
 		MeetingSize: 10, RampStep: 2 * time.Second, RampMax: 400, RampJitter: 30 * time.Millisecond, RampLoss: 0.001, Hosts: 4,
 		Room: 50, LastN: 4, RoomTrial: 3 * time.Second}
+}
+
+func (o SFUOptions) saturationTrial() time.Duration {
+	if o.SaturationTrial > 0 {
+		return o.SaturationTrial
+	}
+	return max(o.Trial, 2*time.Second)
 }
 
 // FullSFUOptions take longer trials and a longer ramp.
@@ -558,7 +568,7 @@ func replicationTrials(e *env, rec *synth.Recording, o SFUOptions, res *SFUResul
 		first := binary.BigEndian.Uint16(tmpl[seqAt:])
 		number := &frameNumber{At: uint32(seqAt), UDPChecksumAt: uint32(len(tmpl) - size - 2), First: first}
 		sat, err := saturateWith(e, []*liveSender{{ns: e.tb.Client, iface: testbed.ClientIface, frames: [][]byte{tmpl}, number: number}}, ports,
-			max(o.Trial, 2*time.Second))
+			o.saturationTrial())
 		if err != nil {
 			return err
 		}

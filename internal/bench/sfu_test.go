@@ -25,7 +25,7 @@ func TestSFUBenchSmoke(t *testing.T) {
 	}
 	o := QuickSFUOptions()
 	o.Fanout, o.Trial, o.Steps, o.MeetingSize, o.RampStep, o.RampMax = 4, 300*time.Millisecond, 2, 3, 500*time.Millisecond, 6
-	o.Isolate, o.Hosts = true, 2
+	o.Isolate, o.Hosts, o.SaturationTrial = true, 2, 500*time.Millisecond
 	o.Room, o.LastN, o.RoomTrial = 6, 2, 500*time.Millisecond
 	o.Progress = testWriter{t}
 	rep, err := RunSFU(context.Background(), bin, o)

@@ -48,28 +48,30 @@ import (
 // encoder); between 80% and 95% a stream may play or pause. (At 90% the
 // test had the SFU keep a link 94% full of media in one run.)
 //
-// Cases (issue 23's): AV1 at 35% (and VP8 at 60%, out for now) on the
-// eBPF data plane, AV1 at 45% on the user-space one (plain, and encrypted
-// with DTLS-SRTP and the page over HTTPS), and AV1 at 70% on the
-// eBPF one (where both lowest layers fit, L1T2's too: Scallop's Fig. 16
-// case), about 75 s each.
+// Cases (issue 23's): AV1 at 35% then 70% on the eBPF data plane (at 70%
+// both lowest layers fit, L1T2's too: Scallop's Fig. 16 case; VP8 at 60%
+// out for now), one meeting of about 110 s; AV1 at 45% on the user-space
+// one (plain, and encrypted with DTLS-SRTP and the page over HTTPS),
+// about 70 s each.
 func TestShapedReceiver(t *testing.T) {
 	for _, c := range []shapedCase{
-		{name: "AV1-35%-ebpf", plane: "ebpf", codec: "AV1", share: 0.35},
-		// {name: "VP8-60%-ebpf", plane: "ebpf", codec: "VP8", share: 0.60}
+		// (One meeting for both eBPF shares: the shaper set, lifted, set
+		// to the next share, lifted; one set-up, one unshaped and one lossy
+		// phase.)
+		{name: "AV1-35%-70%-ebpf", plane: "ebpf", codec: "AV1", shares: []float64{0.35, 0.70}},
+		// {name: "VP8-60%-ebpf", plane: "ebpf", codec: "VP8", shares: []float64{0.60}}
 		// fails about one run in four on this 2-CPU machine (P3 playing the
 		// stream the link carries 75% of the judged window, want 80%, in
 		// a clean-clone make test on 2026-11-26; earlier NACKs and a
 		// lift 0.2 fps short): out of make test until that is understood
 		// (docs/sfu.md, "The shaped-receiver Chromium test").
-		{name: "AV1-45%-user", plane: "user", codec: "AV1", share: 0.45},
+		{name: "AV1-45%-user", plane: "user", codec: "AV1", shares: []float64{0.45}},
 		// The encrypted case failed twice at its start in package runs (its
 		// first participants script exiting 1 within a second, printing
 		// nothing) before the script said how it exits; it passed the
 		// package's last three runs (docs/sfu.md, "Rate adaptation
 		// encrypted").
-		{name: "AV1-45%-user-encrypted", plane: "user", codec: "AV1", share: 0.45, encrypted: true},
-		{name: "AV1-70%-ebpf", plane: "ebpf", codec: "AV1", share: 0.70},
+		{name: "AV1-45%-user-encrypted", plane: "user", codec: "AV1", shares: []float64{0.45}, encrypted: true},
 	} {
 		t.Run(c.name, func(t *testing.T) { shapedReceiver(t, c) })
 	}
@@ -77,8 +79,8 @@ func TestShapedReceiver(t *testing.T) {
 
 type shapedCase struct {
 	name, plane, codec string
-	share              float64 // of what P3 received, audio included, the shaper carries
-	encrypted          bool    // DTLS-SRTP (ebrtc sfu's default; the user plane), the page over HTTPS
+	shares             []float64 // of what P3 received, audio included, the shaper carries: in turn, each lifted after
+	encrypted          bool      // DTLS-SRTP (ebrtc sfu's default; the user plane), the page over HTTPS
 }
 
 // The phases' timing: the shaped phase's first settleTime is not judged;
@@ -90,7 +92,7 @@ const (
 	settleTime   = 8 * time.Second
 	liftedWithin = 10 * time.Second
 	liftedTime   = 12 * time.Second
-	lossyTime    = 15 * time.Second
+	lossyTime    = 12 * time.Second
 )
 
 var switchAt = [2]time.Duration{10 * time.Second, 17 * time.Second}
@@ -103,28 +105,20 @@ func shapedReceiver(t *testing.T, c shapedCase) {
 		}
 		cfg.Unencrypted = !c.encrypted
 	})
-	var fit fitting
-	res := bed.run(t, shapedPhases(c.share, &fit))
+	fits := make([]*fitting, len(c.shares))
+	for i := range fits {
+		fits[i] = &fitting{}
+	}
+	res := bed.run(t, shapedPhases(c.shares, fits))
 	res.log(t)
-	t.Logf("the shaper carries the lowest layers of %d of the 2 streams beside the audio: %s", fit.streams, fit.why)
-	unshaped, shaped, lifted, lossy := res.Phases[0], res.Phases[1], res.Phases[2], res.Phases[3]
-	judged := shaped.after(settleTime)
+	unshaped, lossy := res.Phases[0], res.Phases[len(res.Phases)-1]
+	for i, fit := range fits {
+		at := fmt.Sprintf("at %.0f%%", 100*c.shares[i])
+		t.Logf("%s the shaper carries the lowest layers of %d of the 2 streams beside the audio: %s", at, fit.streams, fit.why)
+		judgeShaped(t, at, res.IDs, unshaped, res.Phases[1+2*i], res.Phases[2+2*i], fit)
+	}
 	ids := res.IDs
-	window := judged.End.Sub(judged.Start).Seconds()
 	for s := range 2 { // P3 from P1, P2
-		full := unshaped.Outbound(s).FPS
-		play := judged.playing(2, ids[s])
-		nacks := judged.Inbound(2, ids[s]).Nacks
-		if play.seconds > 0 && (play.slowerThan(3) || play.longestFreeze > 1) || play.pauses > 0 || nacks >= window {
-			t.Errorf("shaped: P3 decoded P%d at %.1f fps (want 3 or more) over the %.0f s it played, longest freeze %.2f s (at most 1), %v pauses unannounced, %v NACKs in %.0f s",
-				s+1, play.fps, play.seconds, play.longestFreeze, play.pauses, nacks, window)
-		}
-		if audio := judged.InboundAudio(2, ids[s]); audio.PacketsReceived < 0.9*45*window || audio.PacketsLost > 0.02*audio.PacketsReceived {
-			t.Errorf("shaped: P3's audio from P%d: %v packets in %.0f s, %v lost", s+1, audio.PacketsReceived, window, audio.PacketsLost)
-		}
-		if back := lifted.after(liftedWithin).Inbound(2, ids[s]); back.FPS < 0.8*full {
-			t.Errorf("lifted: P3 decoded P%d at %.1f fps %v after, the sender's full rate is %.1f", s+1, back.FPS, liftedWithin, full)
-		}
 		// The loss freezes nothing: no more than the other receiver of the
 		// same sender froze on its clean link in the same seconds (on this
 		// 2-core VM an encoder short of CPU freezes every receiver: in a
@@ -136,12 +130,42 @@ func shapedReceiver(t *testing.T, c shapedCase) {
 				s+1, in.Freezes, 2-s, control.Freezes, in.Pauses)
 		}
 	}
+	for p := range 2 {
+		for q := range 3 {
+			if dups := res.duplicates(p, ids[q]); p != q && dups != "" {
+				t.Errorf("P%d from P%d got duplicates (packetsLost fell): %s", p+1, q+1, dups)
+			}
+		}
+	}
+}
+
+// judgeShaped judges one shaped phase (and the lifted one after it)
+// against the unshaped one: P3 plays what the link carries, nobody else
+// notices, P3 is back once lifted.
+func judgeShaped(t *testing.T, at string, ids [3]string, unshaped, shaped, lifted phaseSeries, fit *fitting) {
+	judged := shaped.after(settleTime)
+	window := judged.End.Sub(judged.Start).Seconds()
+	for s := range 2 { // P3 from P1, P2
+		full := unshaped.Outbound(s).FPS
+		play := judged.playing(2, ids[s])
+		nacks := judged.Inbound(2, ids[s]).Nacks
+		if play.seconds > 0 && (play.slowerThan(3) || play.longestFreeze > 1) || play.pauses > 0 || nacks >= window {
+			t.Errorf("shaped %s: P3 decoded P%d at %.1f fps (want 3 or more) over the %.0f s it played, longest freeze %.2f s (at most 1), %v pauses unannounced, %v NACKs in %.0f s",
+				at, s+1, play.fps, play.seconds, play.longestFreeze, play.pauses, nacks, window)
+		}
+		if audio := judged.InboundAudio(2, ids[s]); audio.PacketsReceived < 0.9*45*window || audio.PacketsLost > 0.02*audio.PacketsReceived {
+			t.Errorf("shaped %s: P3's audio from P%d: %v packets in %.0f s, %v lost", at, s+1, audio.PacketsReceived, window, audio.PacketsLost)
+		}
+		if back := lifted.after(liftedWithin).Inbound(2, ids[s]); back.FPS < 0.8*full {
+			t.Errorf("lifted after %s: P3 decoded P%d at %.1f fps %v after, the sender's full rate is %.1f", at, s+1, back.FPS, liftedWithin, full)
+		}
+	}
 	fit.mu.Lock()
-	t.Logf("while P1 sent L1T2 (to %v after its switch back) it carries %d: %s %v", restructuredGrace, fit.restructured, fit.restructuredWhy, fit.restructuredError)
+	t.Logf("%s, while P1 sent L1T2 (to %v after its switch back) it carries %d: %s %v", at, restructuredGrace, fit.restructured, fit.restructuredWhy, fit.restructuredError)
 	fit.mu.Unlock()
 	if share := judged.playingAsCarried(2, ids[:2], shaped.Start, fit.need); share < 0.8 {
-		t.Errorf("shaped: P3 played the streams the link carries (%d lowest layers, %d while P1 sent L1T2) %.0f%% of the judged window, want 80%%",
-			fit.streams, fit.restructured, 100*share)
+		t.Errorf("shaped %s: P3 played the streams the link carries (%d lowest layers, %d while P1 sent L1T2) %.0f%% of the judged window, want 80%%",
+			at, fit.streams, fit.restructured, 100*share)
 	}
 	// Nobody else notices: P1 and P2 receiving each other and P3 get
 	// what the sender sends, as before the shaping (against the sender's
@@ -162,21 +186,18 @@ func shapedReceiver(t *testing.T, c shapedCase) {
 			withLoss, onTime := shaped.freezesWithLoss(p, ids[q])
 			jb, jbBefore := shaped.jitterBufferMs(p, ids[q]), unshaped.jitterBufferMs(p, ids[q])
 			if fps < 0.9*fpsBefore || withLoss > 0 || during.Pauses > 0 || kbps < 0.8*kbpsBefore || kbps > 1.25*kbpsBefore || jb > jbBefore+jitterAllowanceMs {
-				t.Errorf("shaped: P%d from P%d at %.1f fps, %.0f kbit/s of the %.1f and %.0f sent, %v freezes with loss or NACKs, jitter buffer %.0f ms; before %.1f fps, %.0f kbit/s of %.1f and %.0f, jitter buffer %.0f ms",
-					p+1, q+1, during.FPS, during.Kbps, sent.FPS, sent.VideoKbps, withLoss, jb, before.FPS, before.Kbps, sentBefore.FPS, sentBefore.VideoKbps, jbBefore)
+				t.Errorf("shaped %s: P%d from P%d at %.1f fps, %.0f kbit/s of the %.1f and %.0f sent, %v freezes with loss or NACKs, jitter buffer %.0f ms; before %.1f fps, %.0f kbit/s of %.1f and %.0f, jitter buffer %.0f ms",
+					at, p+1, q+1, during.FPS, during.Kbps, sent.FPS, sent.VideoKbps, withLoss, jb, before.FPS, before.Kbps, sentBefore.FPS, sentBefore.VideoKbps, jbBefore)
 			}
-			t.Logf("shaped: P%d from P%d froze %v times with every packet there and none asked again (the machine's CPU); jitter buffer %.0f ms, before %.0f",
-				p+1, q+1, onTime, jb, jbBefore)
-			if dups := res.duplicates(p, ids[q]); dups != "" {
-				t.Errorf("P%d from P%d got duplicates (packetsLost fell): %s", p+1, q+1, dups)
-			}
+			t.Logf("shaped %s: P%d from P%d froze %v times with every packet there and none asked again (the machine's CPU); jitter buffer %.0f ms, before %.0f",
+				at, p+1, q+1, onTime, jb, jbBefore)
 		}
 		// P1's encoder reconfigures at each switch, and its target dips
 		// to 208 of 250 kbit/s for about 3 s from when the command reaches
 		// the page (the encoder's own doing: the SFU sent P1 no REMB):
 		// judged outside 4 s.
 		if before, low := unshaped.Outbound(p), shaped.minTarget(p, switchAt[:], 4*time.Second); low < 0.9*before.LastTargetKbps {
-			t.Errorf("shaped: P%d's target fell to %.0f kbit/s from %.0f", p+1, low, before.LastTargetKbps)
+			t.Errorf("shaped %s: P%d's target fell to %.0f kbit/s from %.0f", at, p+1, low, before.LastTargetKbps)
 		}
 	}
 }
@@ -273,52 +294,62 @@ func countFitting(b *rateBed, ids [3]string, kbit int) (int, string, error) {
 		audio[0]/1000, audio[1]/1000, 100*fitShare, fitShare*float64(kbit)), nil
 }
 
-// shapedPhases: unshaped; shaped to share of what P3 received over the
-// unshaped phase's last 10 s (audio included), P1 switching L1T3 -> L1T2
-// -> L1T3 meanwhile (fit: what the shaper carries); lifted; 1% random
-// loss.
-func shapedPhases(share float64, fit *fitting) []ratePhase {
-	var unshape func() error
-	return []ratePhase{
-		{Name: "unshaped", Duration: unshapedTime},
-		{Name: "shaped", Duration: shapedTime, Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
-			got := done[0].RecentInboundKbps(2, 10)
-			kbit := max(int(share*got), 50)
-			if err := fit.fits(b, done[0].ids(), kbit); err != nil {
-				return "", nil, err
-			}
-			var err error
-			unshape, err = testbed.ShapeWith(b.tb.Server, b.p3Link, testbed.Shaper{Kbit: kbit, Burst: "8kb", Latency: "200ms"})
-			b.acks.Mark(dataplane.MonoNow(), fmt.Sprintf("shaped %d %s", 1000*kbit, done[0].ids()[2]))
-			for i, mode := range []string{"L1T2", "L1T3"} {
-				time.AfterFunc(switchAt[i], func() { b.setMode(0, mode) })
-			}
-			fit.mu.Lock()
-			fit.restructured = -1
-			fit.mu.Unlock()
-			ids := done[0].ids()
-			time.AfterFunc(switchAt[0]+4*time.Second, func() { fit.fitsRestructured(b, ids, kbit) })
-			return fmt.Sprintf("tbf %d kbit/s burst 8kb latency 200ms on %s (%.0f%% of P3's %.0f kbit/s, audio included); P1 to L1T2 at %v, L1T3 at %v",
-					kbit, b.p3Link, 100*share, got, switchAt[0], switchAt[1]), func() error {
-					b.acks.Mark(dataplane.MonoNow(), "lifted")
-					return unshape()
-				}, err
-		}, Report: func(b *rateBed) string {
-			out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
-			return strings.Join(strings.Fields(out), " ") + errString(err) + "; " + legsReport(b)
-		}},
-		{Name: "lifted", Duration: liftedTime},
-		{Name: "lossy", Duration: lossyTime, Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
-			undo, err := testbed.DropRandom(b.p3, 1)
-			return "1% random UDP loss in P3's namespace", undo, err
-		}, Report: func(b *rateBed) string {
-			out, err := b.p3.Output("nft", "list", "table", "inet", testbed.DropTable)
-			if m := regexp.MustCompile(`counter packets \d+ bytes \d+`).FindString(out); m != "" {
-				out = "dropped: " + m
-			}
-			return strings.Join(strings.Fields(out), " ") + errString(err) + "; " + legsReport(b)
-		}},
+// shapedPhases: unshaped; for each share, shaped to it of what P3
+// received over the unshaped phase's last 10 s (audio included), P1
+// switching L1T3 -> L1T2 -> L1T3 meanwhile (fits[i]: what the shaper
+// carries), then lifted; 1% random loss.
+func shapedPhases(shares []float64, fits []*fitting) []ratePhase {
+	phases := []ratePhase{{Name: "unshaped", Duration: unshapedTime}}
+	for i, share := range shares {
+		name := "shaped"
+		if len(shares) > 1 {
+			name = fmt.Sprintf("shaped%.0f", 100*share)
+		}
+		phases = append(phases, shapedPhase(name, share, fits[i]), ratePhase{Name: "lifted", Duration: liftedTime})
 	}
+	return append(phases, ratePhase{Name: "lossy", Duration: lossyTime, Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
+		undo, err := testbed.DropRandom(b.p3, 1)
+		return "1% random UDP loss in P3's namespace", undo, err
+	}, Report: func(b *rateBed) string {
+		out, err := b.p3.Output("nft", "list", "table", "inet", testbed.DropTable)
+		if m := regexp.MustCompile(`counter packets \d+ bytes \d+`).FindString(out); m != "" {
+			out = "dropped: " + m
+		}
+		return strings.Join(strings.Fields(out), " ") + errString(err) + "; " + legsReport(b)
+	}})
+}
+
+// shapedPhase shapes P3's downlink to share of what it received
+// unshaped, P1 switching its encoder meanwhile.
+func shapedPhase(name string, share float64, fit *fitting) ratePhase {
+	return ratePhase{Name: name, Duration: shapedTime, Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
+		got := done[0].RecentInboundKbps(2, 10)
+		kbit := max(int(share*got), 50)
+		if err := fit.fits(b, done[0].ids(), kbit); err != nil {
+			return "", nil, err
+		}
+		unshape, err := testbed.ShapeWith(b.tb.Server, b.p3Link, testbed.Shaper{Kbit: kbit, Burst: "8kb", Latency: "200ms"})
+		b.acks.Mark(dataplane.MonoNow(), fmt.Sprintf("shaped %d %s", 1000*kbit, done[0].ids()[2]))
+		for i, mode := range []string{"L1T2", "L1T3"} {
+			time.AfterFunc(switchAt[i], func() { b.setMode(0, mode) })
+		}
+		fit.mu.Lock()
+		fit.restructured = -1
+		fit.mu.Unlock()
+		ids := done[0].ids()
+		time.AfterFunc(switchAt[0]+4*time.Second, func() { fit.fitsRestructured(b, ids, kbit) })
+		return fmt.Sprintf("tbf %d kbit/s burst 8kb latency 200ms on %s (%.0f%% of P3's %.0f kbit/s, audio included); P1 to L1T2 at %v, L1T3 at %v",
+				kbit, b.p3Link, 100*share, got, switchAt[0], switchAt[1]), func() error {
+				b.acks.Mark(dataplane.MonoNow(), "lifted")
+				if unshape == nil {
+					return nil
+				}
+				return unshape()
+			}, err
+	}, Report: func(b *rateBed) string {
+		out, err := b.tb.Server.Output("tc", "-s", "qdisc", "show", "dev", b.p3Link)
+		return strings.Join(strings.Fields(out), " ") + errString(err) + "; " + legsReport(b)
+	}}
 }
 
 // legsReport is every leg as the SFU's status has it (cumulative):

@@ -97,12 +97,18 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 		t.Errorf("shaped: P3 got P1 %v wide (want the low encoding, 320) at %.1f fps (want 3 or more), longest freeze %.2f s, %v pauses",
 			in.FrameWidth, play.fps, play.longestFreeze, play.pauses)
 	}
-	// Nobody else notices: P2 keeps the high encoding as before.
+	// Nobody else notices: P2 keeps the high encoding, and its share of
+	// what P1 sends of it, as before (against P1's own output over the
+	// same phase: Firefox's encoder moved from 146 to 116 kbit/s on its
+	// own in one run).
 	was, now := before.Inbound(1, p1), during.Inbound(1, p1)
+	sentBefore, sent := before.Outbound(0), during.Outbound(0)
+	fps, kbps := now.FPS/max(sent.FPS, 1), now.Kbps/max(sent.VideoKbps, 1)
+	fpsBefore, kbpsBefore := was.FPS/max(sentBefore.FPS, 1), was.Kbps/max(sentBefore.VideoKbps, 1)
 	withLoss, _ := during.freezesWithLoss(1, p1)
-	if now.FrameWidth != 640 || now.FPS < 0.9*was.FPS || now.Kbps < 0.8*was.Kbps || withLoss > 0 || now.Pauses > 0 {
-		t.Errorf("shaped: P2 got P1 %v wide at %.1f fps, %.0f kbit/s, %v freezes with loss, %v pauses; before %.1f fps, %.0f kbit/s",
-			now.FrameWidth, now.FPS, now.Kbps, withLoss, now.Pauses, was.FPS, was.Kbps)
+	if now.FrameWidth != 640 || fps < 0.9*fpsBefore || kbps < 0.8*kbpsBefore || kbps > 1.25*kbpsBefore || withLoss > 0 || now.Pauses > 0 {
+		t.Errorf("shaped: P2 got P1 %v wide at %.1f fps, %.0f kbit/s of the %.1f and %.0f sent, %v freezes with loss, %v pauses; before %.1f fps, %.0f kbit/s of %.1f and %.0f",
+			now.FrameWidth, now.FPS, now.Kbps, sent.FPS, sent.VideoKbps, withLoss, now.Pauses, was.FPS, was.Kbps, sentBefore.FPS, sentBefore.VideoKbps)
 	}
 	if dups := res.duplicates(1, p1); dups != "" {
 		t.Errorf("P2 from P1 got duplicates: %s", dups)

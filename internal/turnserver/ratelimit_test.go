@@ -17,7 +17,7 @@ func TestBandwidthLimitEndToEnd(t *testing.T) {
 		bps     = 800_000 // 100 kB/s
 		size    = 1000
 		rate    = 300 // datagrams/s: 3x the limit
-		packets = 1800
+		packets = 1200
 	)
 	limit, err := ratelimit.FromBitrate(bps)
 	if err != nil {

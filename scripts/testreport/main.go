@@ -1,6 +1,8 @@
 // Command testreport reads `go test -json` on stdin and prints what `go
 // test` prints without -v (each package's result, the output of the tests
-// that fail), then the slowest tests of the run: make test's summary.
+// that fail), then the slowest tests of the run and, again, what each
+// failed test reported: make test's summary. (A CI log keeps its tail, and
+// a failed meeting's debug log would push its reasons out of it.)
 package main
 
 import (
@@ -9,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -27,7 +30,20 @@ type timed struct {
 	elapsed float64
 }
 
-const slowest = 10
+const (
+	slowest  = 10
+	reasons  = 12  // a failed test's last messages repeated in the summary
+	longLine = 400 // (a message's characters kept)
+)
+
+// message is a t.Log or t.Error line's start ("    file_test.go:12: ").
+var message = regexp.MustCompile(`^\s*[\w.-]+_test\.go:\d+: `)
+
+// failure is a failed test and its last messages.
+type failure struct {
+	name     string
+	messages []string
+}
 
 func main() {
 	if err := report(os.Stdin, os.Stdout); err != nil {
@@ -39,6 +55,7 @@ func main() {
 func report(in io.Reader, out io.Writer) error {
 	held := map[string][]string{} // a running test's output, printed if it fails
 	var tests []timed
+	var failed []failure
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -62,6 +79,9 @@ func report(in io.Reader, out io.Writer) error {
 				tests = append(tests, timed{e.Package + " " + e.Test, e.Elapsed})
 			}
 		case e.Action == "fail":
+			if e.Test != "" {
+				failed = append(failed, failure{e.Package + " " + e.Test, lastMessages(held[key])})
+			}
 			flush(out, held, key, e)
 		}
 	}
@@ -70,7 +90,29 @@ func report(in io.Reader, out io.Writer) error {
 	for _, t := range tests[:min(slowest, len(tests))] {
 		fmt.Fprintf(out, "%8.1fs  %s\n", t.elapsed, t.name)
 	}
+	for _, f := range failed {
+		fmt.Fprintf(out, "\nFAIL %s:\n", f.name)
+		for _, m := range f.messages {
+			fmt.Fprint(out, m)
+		}
+	}
 	return sc.Err()
+}
+
+// lastMessages are a test's last t.Log and t.Error lines (the reasons it
+// failed are among them: a test logs, then judges), each cut to longLine.
+func lastMessages(output []string) []string {
+	var out []string
+	for _, line := range output {
+		if !message.MatchString(line) {
+			continue
+		}
+		if len(line) > longLine {
+			line = line[:longLine] + "…\n"
+		}
+		out = append(out, line)
+	}
+	return out[max(0, len(out)-reasons):]
 }
 
 // flush prints what a failed test held; a package that fails (a panic, a

@@ -174,6 +174,9 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 			for i := range s.enc {
 				st.slots[i] = encodingSlot{slot: s.enc[i].slot, history: s.enc[i].history, ready: i == 0 || s.enc[i].owned}
 			}
+		} else {
+			unknown := slowStream{stream: s, d: d}
+			arrivedUnknown(s.sources, p, cl, len(p), unknown.arrived)
 		}
 	}
 	d.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,6 +114,41 @@ func TestLegSendTakesTheLegsNumbers(t *testing.T) {
 	if leg.Send(p, off) == nil || leg.SetTarget(0) == nil {
 		t.Error("a removed leg still sends")
 	}
+}
+
+// A packet from a sender whose SSRC the stream does not describe (yet)
+// still has its transport-wide number logged, in both planes: the numbers
+// are the transport's, and one left out would read as lost to the
+// sender's estimate (padding on a simulcast encoding not learnt yet).
+func TestUnknownSSRCArrivalsLogged(t *testing.T) {
+	sources := []Source{{SSRC: 7, TWCCExt: twccExt}, {Video: VP8, TWCCExt: twccExt, Simulcast: &Simulcast{RIDExt: 4, RIDs: []string{"q", "f"}, SSRC: 0xabcdef}}}
+	from := netip.MustParseAddrPort("10.20.0.5:61000")
+	check := func(t *testing.T, plane Plane, handle func(p []byte)) {
+		testenv.Must(t, plane.SetStream(from, sources, nil))
+		log, err := plane.Arrivals(from)
+		testenv.Must(t, err)
+		handle(twccPacket(7, 1, 40, 2, 20))     // the audio: known
+		handle(twccPacket(0x5eed, 9, 41, 1, 0)) // padding on an encoding not learnt
+		handle(twccPacket(7, 2, 42, 2, 20))     // known again
+		var got []uint16
+		for _, a := range log.Read() {
+			got = append(got, a.Seq)
+		}
+		if !slices.Equal(got, []uint16{40, 41, 42}) {
+			t.Errorf("arrivals %v, want 40 41 42", got)
+		}
+	}
+	t.Run("ebpf", func(t *testing.T) {
+		r := newRig(t)
+		c := r.slowPath(t, netip.AddrPortFrom(sfuV4, mediaPort))
+		check(t, r.dp, func(p []byte) { r.dp.handle(c, p, from, newReplicaBatch(false)) })
+	})
+	t.Run("user", func(t *testing.T) {
+		u, err := NewUser(UserConfig{Conns: []*net.UDPConn{testenv.LoopbackUDP(t)}})
+		testenv.Must(t, err)
+		t.Cleanup(func() { u.Close() })
+		check(t, u, func(p []byte) { u.handle(nil, p, from, newReplicaBatch(false)) })
+	})
 }
 
 // The history keeps a sender's packets as they go out: a NACKed one comes

@@ -159,3 +159,18 @@ func (a *ArrivalLog) Read() []Arrival {
 func (l *legTWCC) arrived(seq uint16, size int) {
 	l.log[seq%twccLog].Store(twccEntry(monoNow(), size, seq))
 }
+
+// arrivedUnknown records the transport-wide number of an RTP packet from
+// a sender that names an SSRC it has not described (yet): padding on a
+// simulcast encoding before a packet with its stream id, say. The numbers
+// belong to the transport, not to an SSRC, and one left out of the
+// feedback reads as lost to the sender's estimate.
+func arrivedUnknown(sources []Source, p []byte, cl Classified, size int, arrived func(seq uint16, size int)) {
+	i := slices.IndexFunc(sources, func(s Source) bool { return s.TWCCExt != 0 })
+	if i < 0 || cl.Payload == nil {
+		return
+	}
+	if off := twccOffset(p, len(p)-len(cl.Payload), sources[i].TWCCExt); off > 0 {
+		arrived(binary.BigEndian.Uint16(p[off:]), size)
+	}
+}

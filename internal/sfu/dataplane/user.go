@@ -484,6 +484,11 @@ func (u *User) handle(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBat
 		s = u.learnEncoding(from, cl.SSRC, p, len(p)-len(cl.Payload))
 	}
 	if s == nil {
+		u.mu.RLock()
+		if st := u.streams[from]; st != nil {
+			arrivedUnknown(st.sources, p, cl, len(p)+b.overhead, st.arrived)
+		}
+		u.mu.RUnlock()
 		u.count(UnknownSender, len(p))
 		return
 	}
