@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,13 +162,8 @@ func nftDropped(t *testing.T, ns *netns.NS) uint64 {
 // runFirewalledPage runs one meeting page (meeting.mjs) in ns until it is
 // done (at most 2 minutes).
 func runFirewalledPage(t *testing.T, ns *netns.NS, url string, seconds int, stdout, stderr *bytes.Buffer) error {
-	node := testenv.RequireCommand(t, "node")
-	script, _ := filepath.Abs("../testbed/browser/meeting.mjs")
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name, node, script, url, "1", strconv.Itoa(seconds))
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "BROWSERS=firefox", "REJOIN=0", "HOLD=10")
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	wait := testenv.StartGroup(t, cmd)
-	return wait()
+	return testbed.BrowserScript{NS: ns, Script: "meeting.mjs", Args: []string{url, "1", strconv.Itoa(seconds)}, Browsers: "firefox",
+		Env: []string{"REJOIN=0", "HOLD=10"}, Stdout: stdout, Stderr: stderr}.Run(t, ctx)
 }

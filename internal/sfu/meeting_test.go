@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -555,37 +553,25 @@ func (s meetingSpec) urls() string {
 // browserMeetingAt runs the meeting spec says; during runs meanwhile,
 // until the browsers are done. It returns what the script printed.
 func browserMeetingAt(t *testing.T, tb *testbed.Testbed, spec meetingSpec, during func(meeting context.Context)) (stdout, stderr string) {
-	browsers := spec.browsers
-	testenv.RequireCommand(t, "chromium")
-	if strings.Contains(browsers, "firefox") {
-		testenv.RequireCommand(t, "firefox-esr")
-	}
-	node := testenv.RequireCommand(t, "node")
-	script, _ := filepath.Abs("../testbed/browser/meeting.mjs")
-	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
-		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
-	}
 	run, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	args := []string{"netns", "exec", tb.Client.Name, node, script, spec.urls(), strconv.Itoa(spec.participants()), strconv.Itoa(spec.seconds)}
+	args := []string{spec.urls(), strconv.Itoa(spec.participants()), strconv.Itoa(spec.seconds)}
 	if spec.schedule != "" {
 		args = append(args, spec.schedule)
 	}
-	cmd := exec.CommandContext(run, "ip", args...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "BROWSERS="+browsers)
+	env := slices.Clone(spec.env)
 	if spec.toggle >= 0 {
-		cmd.Env = append(cmd.Env, "TOGGLE="+strconv.Itoa(spec.toggle))
+		env = append(env, "TOGGLE="+strconv.Itoa(spec.toggle))
 	}
 	if spec.screen > 0 {
-		cmd.Env = append(cmd.Env, "SCREEN="+strconv.Itoa(spec.screen))
+		env = append(env, "SCREEN="+strconv.Itoa(spec.screen))
 	}
 	if spec.speaker > 0 {
-		cmd.Env = append(cmd.Env, "SPEAKER="+strconv.Itoa(spec.speaker))
+		env = append(env, "SPEAKER="+strconv.Itoa(spec.speaker))
 	}
-	cmd.Env = append(cmd.Env, spec.env...)
 	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	wait := testenv.StartGroup(t, cmd)
+	wait := testenv.StartGroup(t, testbed.BrowserScript{NS: tb.Client, Script: "meeting.mjs", Args: args, Browsers: spec.browsers,
+		Env: env, Stdout: &out, Stderr: &errOut}.Command(t, run))
 	meeting, ended := context.WithCancel(run)
 	finished := make(chan struct{})
 	go func() {

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -168,11 +167,8 @@ func (b *lockedBuffer) String() string {
 
 func newRateBed(t *testing.T, configure func(*Config)) *rateBed {
 	testenv.RequireRoot(t)
-	for _, c := range []string{"chromium", "node", "tc", "nft"} {
+	for _, c := range []string{"tc", "nft"} { // (the browsers' own: testbed.BrowserScript)
 		testenv.RequireCommand(t, c)
-	}
-	if _, err := os.Stat(filepath.Join(participantsScript(t), "..", "node_modules", "playwright-core")); err != nil {
-		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
 	}
 	tb, err := testbed.NewWith(testbed.Options{Unprepared: true})
 	if err != nil {
@@ -461,8 +457,8 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 		"P3":    startRTCPCapture(t, ctx, "P3", b.p3, testbed.ClientIface),
 		"P1+P2": startRTCPCapture(t, ctx, "P1+P2", b.tb.Client, testbed.ClientIface),
 	}
-	senders := startParticipants(t, ctx, b.tb.Client, urls[0]+" "+urls[1], "send,send", seconds, "BROWSERS="+b.p1Browser)
-	receiver := startParticipants(t, ctx, b.p3, urls[2], "send", seconds)
+	senders := startParticipants(t, ctx, b.tb.Client, urls[0]+" "+urls[1], "send,send", seconds, b.p1Browser+",chromium")
+	receiver := startParticipants(t, ctx, b.p3, urls[2], "send", seconds, "chromium")
 	b.senders = senders
 	// latest is each participant's newest sample (P1, P2, P3).
 	latest := func() [3]pageSample {
@@ -720,23 +716,15 @@ type summaryLine struct {
 	Negotiated []negotiated
 }
 
-func participantsScript(t *testing.T) string {
-	s, err := filepath.Abs("../testbed/browser/participants.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // startParticipants runs participants.mjs in ns with these roles for at
-// most seconds, sampling every rateInterval; the test's end kills it.
-func startParticipants(t *testing.T, ctx context.Context, ns *netns.NS, url, roles string, seconds int, env ...string) *participants {
-	node := testenv.RequireCommand(t, "node")
+// most seconds, sampling every rateInterval, its pages in browsers
+// (BROWSERS: comma-separated per page, chromium by default); the test's
+// end kills it.
+func startParticipants(t *testing.T, ctx context.Context, ns *netns.NS, url, roles string, seconds int, browsers string) *participants {
 	p := &participants{roles: roles, done: make(chan struct{})}
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name, node, participantsScript(t),
-		url, roles, strconv.Itoa(seconds), strconv.Itoa(int(rateInterval/time.Millisecond)))
-	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
-	cmd.Stdout, cmd.Stderr = (*lineWriter)(p), (*errWriter)(p)
+	cmd := testbed.BrowserScript{NS: ns, Script: "participants.mjs", Browsers: browsers,
+		Args:   []string{url, roles, strconv.Itoa(seconds), strconv.Itoa(int(rateInterval / time.Millisecond))},
+		Stdout: (*lineWriter)(p), Stderr: (*errWriter)(p)}.Command(t, ctx)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,27 +59,17 @@ func TestBrowserRelayCall(t *testing.T) {
 // hairpinned on the fast path (before, ICE and DTLS set-up travel as Send
 // indications, user space's by design).
 func browserRelayCall(t *testing.T, tb *testbed.Testbed, seconds int, share float64) {
-	testenv.RequireCommand(t, "chromium")
-	node := testenv.RequireCommand(t, "node")
-	script, _ := filepath.Abs("../testbed/browser/relay_call.mjs")
-	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
-		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
-	}
-	r := startRelay(t, tb)
-	before := metrics(t, r)
-
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", tb.Client.Name, node, script,
-		"turn:"+server4.String()+"?transport=udp", user, pass, strconv.Itoa(seconds))
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := testbed.BrowserScript{NS: tb.Client, Script: "relay_call.mjs",
+		Args:   []string{"turn:" + server4.String() + "?transport=udp", user, pass, strconv.Itoa(seconds)},
+		Stdout: &stdout, Stderr: &stderr}.Command(t, ctx)
+	r := startRelay(t, tb)
+	before := metrics(t, r)
+	wait := testenv.StartGroup(t, cmd)
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- wait() }()
 	bound := waitForChannels(t, r, 2, done)
 	if err := <-done; err != nil {
 		t.Fatalf("browser call: %v\nstderr:\n%s\nrelay:\n%s", err, stderr.String(), r.Output())

@@ -7,9 +7,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -305,18 +302,11 @@ func TestFleetBrowserRedirect(t *testing.T) {
 // client namespace with one TURN server and returns what it saw.
 func browserCall(t *testing.T, tb *testbed.Testbed, url, user, pass string) callResult {
 	t.Helper()
-	node := testenv.RequireCommand(t, "node")
-	script, _ := filepath.Abs("../testbed/browser/relay_call.mjs")
-	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
-		testenv.Missing(t, "playwright-core not installed (scripts/install-deps runs npm ci)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", tb.Client.Name, node, script, url, user, pass, "4")
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := (testbed.BrowserScript{NS: tb.Client, Script: "relay_call.mjs", Args: []string{url, user, pass, "4"},
+		Stdout: &stdout, Stderr: &stderr}).Run(t, ctx); err != nil {
 		t.Fatalf("browser call: %v\nstderr:\n%s", err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")

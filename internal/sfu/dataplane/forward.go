@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/ipv4"
 
@@ -27,8 +28,9 @@ type streamState interface {
 	source(ssrc uint32) (Source, bool)
 	replicas() []replicaState
 	received(bytes int, frameEnd bool)
-	// arrived logs the sender's transport-wide number seq as arrived.
-	arrived(seq uint16, size int)
+	// arrived logs the sender's transport-wide number seq as arrived at
+	// at (CLOCK_MONOTONIC; 0: now).
+	arrived(seq uint16, size int, at time.Duration)
 	// heard counts an audio packet's level (AudioLevels).
 	heard(level uint8, voiced bool)
 	// seenOrKeep: the packet is in its source's history (nobody gets it
@@ -143,6 +145,9 @@ type replicaBatch struct {
 	plain    []byte
 	overhead int
 	sealed   [][]byte
+	// rxAt is when the kernel received the input datagram (CLOCK_MONOTONIC,
+	// from its socket's SO_TIMESTAMPNS; 0: unknown, now).
+	rxAt time.Duration
 }
 
 func newReplicaBatch(encrypted bool) *replicaBatch {
@@ -197,7 +202,7 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 		pi.frameEnd = src.Video != NoVideo && p[1]&0x80 != 0
 		if src.TWCCExt != 0 {
 			if pi.twccOff = twccOffset(p, hdr, src.TWCCExt); pi.twccOff > 0 {
-				s.arrived(binary.BigEndian.Uint16(p[pi.twccOff:]), pi.size)
+				s.arrived(binary.BigEndian.Uint16(p[pi.twccOff:]), pi.size, b.rxAt)
 			}
 		}
 		hearLevel(s, src, p)

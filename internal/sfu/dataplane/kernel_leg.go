@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/ebrtc/ebrtc/internal/addrport"
 	"github.com/ebrtc/ebrtc/internal/sfu/dd"
@@ -176,7 +177,7 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 			}
 		} else {
 			unknown := slowStream{stream: s, d: d}
-			arrivedUnknown(s.sources, p, cl, len(p), unknown.arrived)
+			arrivedUnknown(s.sources, p, cl, len(p), b.rxAt, unknown.arrived)
 		}
 	}
 	d.mu.Unlock()
@@ -213,9 +214,9 @@ func (s *stream) source(ssrc uint32) (Source, bool) {
 
 func (s *slowStream) replicas() []replicaState { return s.views }
 
-func (s *slowStream) arrived(seq uint16, size int) {
+func (s *slowStream) arrived(seq uint16, size int, at time.Duration) {
 	if s.arrivals != 0 {
-		s.d.twcc.leg(s.arrivals-1).arrived(seq, size)
+		s.d.twcc.leg(s.arrivals-1).arrived(seq, size, at)
 	}
 }
 

@@ -156,8 +156,11 @@ func (a *ArrivalLog) Read() []Arrival {
 }
 
 // arrived logs a sender's transport-wide number seq as arrived now.
-func (l *legTWCC) arrived(seq uint16, size int) {
-	l.log[seq%twccLog].Store(twccEntry(monoNow(), size, seq))
+func (l *legTWCC) arrived(seq uint16, size int, at time.Duration) {
+	if at == 0 {
+		at = monoNow()
+	}
+	l.log[seq%twccLog].Store(twccEntry(at, size, seq))
 }
 
 // arrivedUnknown records the transport-wide number of an RTP packet from
@@ -165,12 +168,12 @@ func (l *legTWCC) arrived(seq uint16, size int) {
 // simulcast encoding before a packet with its stream id, say. The numbers
 // belong to the transport, not to an SSRC, and one left out of the
 // feedback reads as lost to the sender's estimate.
-func arrivedUnknown(sources []Source, p []byte, cl Classified, size int, arrived func(seq uint16, size int)) {
+func arrivedUnknown(sources []Source, p []byte, cl Classified, size int, at time.Duration, arrived func(seq uint16, size int, at time.Duration)) {
 	i := slices.IndexFunc(sources, func(s Source) bool { return s.TWCCExt != 0 })
 	if i < 0 || cl.Payload == nil {
 		return
 	}
 	if off := twccOffset(p, len(p)-len(cl.Payload), sources[i].TWCCExt); off > 0 {
-		arrived(binary.BigEndian.Uint16(p[off:]), size)
+		arrived(binary.BigEndian.Uint16(p[off:]), size, at)
 	}
 }

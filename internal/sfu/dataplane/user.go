@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/ipv4"
 
@@ -444,8 +445,9 @@ func serve(c *mediaConn, encrypted bool, handle func(c *mediaConn, p []byte, fro
 	}
 	msgs := make([]ipv4.Message, userBatch)
 	for i := range msgs {
-		msgs[i].Buffers = [][]byte{make([]byte, maxDatagram)}
+		msgs[i].Buffers, msgs[i].OOB = [][]byte{make([]byte, maxDatagram)}, make([]byte, rxTimeOOB)
 	}
+	stamped := enableRxTimes(c.conn) == nil
 	for {
 		n, err := c.batch.ReadBatch(msgs, 0)
 		if err != nil {
@@ -455,9 +457,14 @@ func serve(c *mediaConn, encrypted bool, handle func(c *mediaConn, p []byte, fro
 			continue
 		}
 		c.read.Add(uint64(n))
+		offset, now := clockOffset()
 		for _, m := range msgs[:n] {
+			if b.rxAt = 0; stamped {
+				b.rxAt = rxTime(m.OOB[:m.NN], offset, now)
+			}
 			handle(c, m.Buffers[0][:m.N], addrport.Unmap(m.Addr.(*net.UDPAddr).AddrPort()), b)
 		}
+		b.rxAt = 0
 	}
 }
 
@@ -486,7 +493,7 @@ func (u *User) handle(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBat
 	if s == nil {
 		u.mu.RLock()
 		if st := u.streams[from]; st != nil {
-			arrivedUnknown(st.sources, p, cl, len(p)+b.overhead, st.arrived)
+			arrivedUnknown(st.sources, p, cl, len(p)+b.overhead, b.rxAt, st.arrived)
 		}
 		u.mu.RUnlock()
 		u.count(UnknownSender, len(p))
@@ -508,7 +515,9 @@ func (s *userStream) source(ssrc uint32) (Source, bool) {
 
 func (s *userStream) replicas() []replicaState { return s.views }
 
-func (s *userStream) arrived(seq uint16, size int) { s.video.arrivals.arrived(seq, size) }
+func (s *userStream) arrived(seq uint16, size int, at time.Duration) {
+	s.video.arrivals.arrived(seq, size, at)
+}
 
 func (s *userStream) heard(level uint8, voiced bool) { s.video.levels.add(level, voiced) }
 
