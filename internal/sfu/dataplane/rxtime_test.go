@@ -41,4 +41,3 @@ func TestRxTimesAreTheKernels(t *testing.T) {
 		t.Errorf("no control message: %v", got)
 	}
 }
-
