@@ -19,11 +19,7 @@ import (
 func TestAFXDPBenchSmoke(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "taskset")
-	dir := t.TempDir()
-	bin, err := testbed.BuildEbrtc(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, bin := t.TempDir(), testbed.SharedEbrtc(t)
 	o := QuickAFXDPOptions()
 	o.Packets, o.Rounds, o.Blast, o.PionBytes, o.PionPackets, o.Isolate = 2000, 1, 300*time.Millisecond, 1<<20, 200, true
 	rep, err := RunAFXDP(context.Background(), bin, o)

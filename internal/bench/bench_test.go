@@ -33,11 +33,7 @@ func TestBenchSmoke(t *testing.T) {
 
 func benchSmoke(t *testing.T, isolate bool) {
 	testenv.RequireRoot(t)
-	dir := t.TempDir()
-	bin, err := testbed.BuildEbrtc(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, bin := t.TempDir(), testbed.SharedEbrtc(t)
 	o := QuickOptions()
 	o.Relays, o.Clients, o.Trial, o.Steps, o.CostRate = []string{"ebrtc-xdp", "baseline"}, 2, 300*time.Millisecond, 3, 5000
 	o.Isolate = isolate

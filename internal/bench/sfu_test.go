@@ -18,13 +18,9 @@ func TestSFUBenchSmoke(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ethtool")
 	testenv.RequireCommand(t, "janus")
-	dir := t.TempDir()
-	bin, err := testbed.BuildEbrtc(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, bin := t.TempDir(), testbed.SharedEbrtc(t)
 	o := QuickSFUOptions()
-	o.Fanout, o.Trial, o.Steps, o.MeetingSize, o.RampStep, o.RampMax = 4, 300*time.Millisecond, 2, 3, 500*time.Millisecond, 6
+	o.Fanout, o.Trial, o.Steps, o.MeetingSize, o.RampStep, o.RampMax = 4, 300*time.Millisecond, 2, 3, 500*time.Millisecond, 3
 	o.Isolate, o.Hosts, o.SaturationTrial = true, 2, 500*time.Millisecond
 	o.Room, o.LastN, o.RoomTrial = 6, 2, 500*time.Millisecond
 	o.Progress = testWriter{t}

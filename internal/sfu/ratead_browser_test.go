@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -62,7 +60,7 @@ type rateBed struct {
 	p3        *netns.NS  // P3's namespace
 	p3Addr    netip.Addr // P3's address there
 	p3Link    string     // the server's end of P3's veth
-	senders   *participants
+	senders   *testbed.Participants
 	admin     string              // the SFU's admin endpoint
 	acks      *ratecontrol.AckLog // EBRTC_SFU_ACK_LOG's, nil without
 	scheme    string              // the page's: http, or https with encrypted media
@@ -73,7 +71,7 @@ type rateBed struct {
 // setMode switches P1's (page 0) or P2's (page 1) video encoder to a
 // scalability mode, as an app would (setParameters).
 func (b *rateBed) setMode(page int, mode string) {
-	_, _ = fmt.Fprintf(b.senders.stdin, "mode %d %s\n", page, mode)
+	b.senders.Command(fmt.Sprintf("mode %d %s", page, mode))
 }
 
 // decisionLog is the SFU's log for a rate test: everything at debug
@@ -241,7 +239,7 @@ type ratePhase struct {
 type rateSeries struct {
 	IDs        [3]string
 	Phases     []phaseSeries
-	Negotiated [3]negotiated // P1's, P2's, P3's
+	Negotiated [3]testbed.Negotiated // P1's, P2's, P3's
 	// RTCP is what crossed P3's veth and the client's (P1's and P2's), by
 	// direction and type ("P3 ->SFU REMB": packets), over the whole run.
 	RTCP map[string]int
@@ -259,51 +257,9 @@ type phaseSeries struct {
 	Note       string // what Apply did
 	Report     string // what Report said
 	Start, End time.Time
-	Samples    [3][]pageSample
-	Before     [3]pageSample
+	Samples    [3][]testbed.PageSample
+	Before     [3]testbed.PageSample
 	REMB       []rembSample
-}
-
-// pageSample is one participant's stats at one moment (participants.mjs).
-type pageSample struct {
-	T        int64 `json:"t"` // ms since the epoch (the line's)
-	Role     string
-	ID       string
-	Status   string
-	Inbound  map[string]inboundStreams // by publisher id
-	Outbound map[string]outStats       // by kind
-	Pub      connStats                 // the send-only connection's candidate pair
-	Paused   map[string]bool           // publisher id -> the SFU paused its video to this page
-}
-
-type inboundStreams struct {
-	Video, Audio inStats
-	Conn         connStats
-}
-
-type inStats struct {
-	PacketsReceived, PacketsLost, BytesReceived, FramesDecoded, FramesDropped, KeyFramesDecoded float64
-	FramesPerSecond, FreezeCount, TotalFreezesDuration, NackCount, PliCount, FirCount           float64
-	PauseCount, TotalPausesDuration                                                             float64
-	JitterBufferDelay, JitterBufferEmittedCount, FrameWidth                                     float64
-	Codec                                                                                       string
-}
-
-type outStats struct {
-	PacketsSent, BytesSent, RetransmittedPacketsSent, FramesEncoded, KeyFramesEncoded float64
-	FramesPerSecond, TargetBitrate, NackCount, PliCount, FrameWidth, SSRC, Encodings  float64
-	ScalabilityMode, QualityLimitationReason, EncoderImplementation                   string
-	Remote                                                                            struct{ PacketsLost, FractionLost, RoundTripTime float64 }
-}
-
-type connStats struct {
-	AvailableOutgoingBitrate, AvailableIncomingBitrate, CurrentRoundTripTime float64
-}
-
-// negotiated is the rtcp-fb and extmap lines of a page's descriptions.
-type negotiated struct {
-	PubAnswer []string
-	Subs      map[string]struct{ Offer, Answer []string }
 }
 
 // inboundPhase is one inbound stream over a phase: rates from the counters'
@@ -457,13 +413,13 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 		"P3":    startRTCPCapture(t, ctx, "P3", b.p3, testbed.ClientIface),
 		"P1+P2": startRTCPCapture(t, ctx, "P1+P2", b.tb.Client, testbed.ClientIface),
 	}
-	senders := startParticipants(t, ctx, b.tb.Client, urls[0]+" "+urls[1], "send,send", seconds, b.p1Browser+",chromium")
-	receiver := startParticipants(t, ctx, b.p3, urls[2], "send", seconds, "chromium")
+	senders := testbed.StartParticipants(t, ctx, b.tb.Client, urls[0]+" "+urls[1], "send,send", seconds, rateInterval, b.p1Browser+",chromium")
+	receiver := testbed.StartParticipants(t, ctx, b.p3, urls[2], "send", seconds, rateInterval, "chromium")
 	b.senders = senders
 	// latest is each participant's newest sample (P1, P2, P3).
-	latest := func() [3]pageSample {
-		var l [3]pageSample
-		s, r := senders.snapshot(), receiver.snapshot()
+	latest := func() [3]testbed.PageSample {
+		var l [3]testbed.PageSample
+		s, r := senders.Snapshot(), receiver.Snapshot()
 		if len(s) > 0 && len(s[len(s)-1].Pages) == 2 {
 			l[0], l[1] = s[len(s)-1].Pages[0], s[len(s)-1].Pages[1]
 		}
@@ -473,7 +429,7 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 		return l
 	}
 	// Everyone decodes every other.
-	decoding := func(l [3]pageSample) bool {
+	decoding := func(l [3]testbed.PageSample) bool {
 		if l[0].ID == "" || l[1].ID == "" || l[2].ID == "" {
 			return false
 		}
@@ -489,13 +445,13 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 	joinStart := time.Now()
 	for !decoding(latest()) {
 		if time.Since(joinStart) > joinWithin || ctx.Err() != nil {
-			stopAll(senders, receiver)
+			testbed.StopParticipants(senders, receiver)
 			t.Fatalf("not every participant decodes every sender within %v: %+v\nsenders' log:\n%s\nP3's log:\n%s",
-				joinWithin, latest(), senders.stderr(), receiver.stderr())
+				joinWithin, latest(), senders.Stderr(), receiver.Stderr())
 		}
-		for _, p := range []*participants{senders, receiver} {
-			if p.exited() {
-				t.Fatalf("participants.mjs %s ended, %s: %s", p.roles, p.exitState(), p.stderr())
+		for _, p := range []*testbed.Participants{senders, receiver} {
+			if p.Exited() {
+				t.Fatalf("participants.mjs %s ended, %s: %s", p.Roles, p.ExitState(), p.Stderr())
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -535,19 +491,19 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 		notes = append(notes, note)
 		reports = append(reports, report)
 	}
-	stopAll(senders, receiver)
+	testbed.StopParticipants(senders, receiver)
 	for _, c := range caps {
 		c.stop()
 	}
 	res := b.series(bounds, notes, reports, phases, senders, receiver, caps)
-	for i, p := range []*participants{senders, senders, receiver} {
-		if sum := p.summary(); sum != nil {
+	for i, p := range []*testbed.Participants{senders, senders, receiver} {
+		if sum := p.Summary(); sum != nil {
 			// The page's index in its process: P1 and P2 are the senders' 0 and 1, P3 the receiver's 0.
 			if j := [3]int{0, 1, 0}[i]; j < len(sum.Negotiated) {
 				res.Negotiated[i] = sum.Negotiated[j]
 			}
 		} else {
-			t.Errorf("participants.mjs %s printed no summary:\n%s", p.roles, p.stderr())
+			t.Errorf("participants.mjs %s printed no summary:\n%s", p.Roles, p.Stderr())
 		}
 	}
 	return res
@@ -555,11 +511,11 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 
 // series cuts what has been sampled so far into the phases that ended
 // (bounds: their start and end).
-func (b *rateBed) series(bounds [][2]time.Time, notes, reports []string, phases []ratePhase, senders, receiver *participants, caps map[string]*rtcpCapture) *rateSeries {
+func (b *rateBed) series(bounds [][2]time.Time, notes, reports []string, phases []ratePhase, senders, receiver *testbed.Participants, caps map[string]*rtcpCapture) *rateSeries {
 	res := &rateSeries{RTCP: map[string]int{}}
 	// Each participant's samples in time order: P1, P2 from the senders' lines, P3 from the receiver's.
-	var all [3][]pageSample
-	for _, l := range senders.snapshot() {
+	var all [3][]testbed.PageSample
+	for _, l := range senders.Snapshot() {
 		if len(l.Pages) == 2 {
 			for p := range 2 {
 				l.Pages[p].T = l.T
@@ -567,7 +523,7 @@ func (b *rateBed) series(bounds [][2]time.Time, notes, reports []string, phases 
 			}
 		}
 	}
-	for _, l := range receiver.snapshot() {
+	for _, l := range receiver.Snapshot() {
 		if len(l.Pages) == 1 {
 			l.Pages[0].T = l.T
 			all[2] = append(all[2], l.Pages[0])
@@ -628,7 +584,7 @@ func (r *rateSeries) log(t *testing.T) {
 	for _, ph := range r.Phases {
 		// Interleave P3's samples with the senders' nearest earlier one.
 		for _, s3 := range ph.Samples[2] {
-			var s1, s2 pageSample
+			var s1, s2 testbed.PageSample
 			for i, s := range ph.Samples[0] {
 				if s.T <= s3.T+500 {
 					s1, s2 = s, ph.Samples[1][i]
@@ -688,157 +644,6 @@ func (r *rateSeries) log(t *testing.T) {
 		break
 	}
 	t.Log(b.String())
-}
-
-// participants is one participants.mjs process and the lines it printed.
-type participants struct {
-	roles   string
-	stdin   io.WriteCloser
-	mu      sync.Mutex
-	lines   []sampleLine
-	sum     *summaryLine
-	errBuf  strings.Builder
-	partial []byte
-	done    chan struct{}
-	exit    string // how the process ended (its wait status), once done
-}
-
-// sampleLine is one line of participants.mjs.
-type sampleLine struct {
-	T     int64
-	Pages []pageSample
-}
-
-type summaryLine struct {
-	ElapsedMs  float64
-	Samples    int
-	Last       sampleLine
-	Negotiated []negotiated
-}
-
-// startParticipants runs participants.mjs in ns with these roles for at
-// most seconds, sampling every rateInterval, its pages in browsers
-// (BROWSERS: comma-separated per page, chromium by default); the test's
-// end kills it.
-func startParticipants(t *testing.T, ctx context.Context, ns *netns.NS, url, roles string, seconds int, browsers string) *participants {
-	p := &participants{roles: roles, done: make(chan struct{})}
-	cmd := testbed.BrowserScript{NS: ns, Script: "participants.mjs", Browsers: browsers,
-		Args:   []string{url, roles, strconv.Itoa(seconds), strconv.Itoa(int(rateInterval / time.Millisecond))},
-		Stdout: (*lineWriter)(p), Stderr: (*errWriter)(p)}.Command(t, ctx)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.stdin = stdin
-	wait := testenv.StartGroup(t, cmd)
-	go func() {
-		err := wait()
-		p.mu.Lock()
-		p.exit = fmt.Sprintf("%v (%v)", err, cmd.ProcessState)
-		p.mu.Unlock()
-		close(p.done)
-	}()
-	return p
-}
-
-// stopAll stops the processes at once (each page's participants leave
-// when their process ends).
-func stopAll(ps ...*participants) {
-	for _, p := range ps {
-		_, _ = io.WriteString(p.stdin, "stop\n")
-	}
-	for _, p := range ps {
-		p.stop()
-	}
-}
-
-// stop asks the script to end and print its summary, and waits (up to 30 s).
-func (p *participants) stop() {
-	_, _ = io.WriteString(p.stdin, "stop\n")
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-	}
-}
-
-func (p *participants) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *participants) snapshot() []sampleLine {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.lines)
-}
-
-func (p *participants) summary() *summaryLine {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.sum
-}
-
-func (p *participants) exitState() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exit
-}
-
-func (p *participants) stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.errBuf.String()
-	if len(s) > 20000 {
-		s = "..." + s[len(s)-20000:]
-	}
-	return s
-}
-
-// lineWriter parses participants.mjs's standard output line by line.
-type lineWriter participants
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	p := (*participants)(w)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.partial = append(p.partial, b...)
-	for {
-		i := slices.Index(p.partial, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		line := p.partial[:i]
-		p.partial = p.partial[i+1:]
-		var s struct {
-			sampleLine
-			Summary *summaryLine
-		}
-		if err := json.Unmarshal(line, &s); err != nil {
-			fmt.Fprintf(&p.errBuf, "unparsed stdout line %q: %v\n", line, err)
-			continue
-		}
-		if s.Summary != nil {
-			p.sum = s.Summary
-		} else {
-			p.lines = append(p.lines, s.sampleLine)
-		}
-	}
-}
-
-type errWriter participants
-
-func (w *errWriter) Write(b []byte) (int, error) {
-	p := (*participants)(w)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.errBuf.Len() < 1<<20 {
-		p.errBuf.Write(b)
-	}
-	return len(b), nil
 }
 
 // rtcpCapture counts the RTCP packets (by type, each packet of a compound)

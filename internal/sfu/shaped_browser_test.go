@@ -459,7 +459,7 @@ func (ph phaseSeries) playing(p int, from string) playback {
 // encoder short of CPU on this 2-core VM: the SFU reaches a receiver only
 // through the packets it sends).
 func (ph phaseSeries) freezesWithLoss(p int, from string) (withLoss, onTime float64) {
-	s := append([]pageSample{ph.Before[p]}, ph.Samples[p]...)
+	s := append([]testbed.PageSample{ph.Before[p]}, ph.Samples[p]...)
 	for i := 1; i < len(s); i++ {
 		a, z := s[i-1].Inbound[from].Video, s[i].Inbound[from].Video
 		n := z.FreezeCount - a.FreezeCount
@@ -539,13 +539,13 @@ func (ph phaseSeries) minTarget(p int, skip []time.Duration, hold time.Duration)
 
 // InboundAudio is participant p's audio from `from` over the phase: its
 // counters' change since the sample before it.
-func (ph phaseSeries) InboundAudio(p int, from string) inStats {
+func (ph phaseSeries) InboundAudio(p int, from string) testbed.InStats {
 	s := ph.Samples[p]
 	if len(s) == 0 {
-		return inStats{}
+		return testbed.InStats{}
 	}
 	a, z := ph.Before[p].Inbound[from].Audio, s[len(s)-1].Inbound[from].Audio
-	return inStats{PacketsReceived: z.PacketsReceived - a.PacketsReceived, PacketsLost: z.PacketsLost - a.PacketsLost}
+	return testbed.InStats{PacketsReceived: z.PacketsReceived - a.PacketsReceived, PacketsLost: z.PacketsLost - a.PacketsLost}
 }
 
 // RecentInboundKbps is what participant p received (audio and video of
@@ -571,12 +571,12 @@ func (ph phaseSeries) RecentInboundKbps(p, n int) float64 {
 // counts a packet it got twice as one more received, so lost falls.
 func (r *rateSeries) duplicates(p int, from string) string {
 	var out []string
-	var prev *pageSample
+	var prev *testbed.PageSample
 	for _, ph := range r.Phases {
 		for i := range ph.Samples[p] {
 			s := &ph.Samples[p][i]
 			if prev != nil {
-				for kind, pair := range map[string][2]inStats{
+				for kind, pair := range map[string][2]testbed.InStats{
 					"video": {prev.Inbound[from].Video, s.Inbound[from].Video},
 					"audio": {prev.Inbound[from].Audio, s.Inbound[from].Audio},
 				} {

@@ -3,6 +3,8 @@ package sfu
 import (
 	"testing"
 	"time"
+
+	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
 // The shaped-receiver test's judge of one stream's playback: after an
@@ -20,9 +22,9 @@ func TestPlaybackAfterAResumption(t *testing.T) {
 			} else if firstFrameAt > 0 && sec > firstFrameAt {
 				frames += 15
 			}
-			v := inStats{FramesDecoded: frames, PauseCount: pauses}
-			ph.Samples[2] = append(ph.Samples[2], pageSample{T: 1000 * sec, Paused: map[string]bool{"p1": paused},
-				Inbound: map[string]inboundStreams{"p1": {Video: v}}})
+			v := testbed.InStats{FramesDecoded: frames, PauseCount: pauses}
+			ph.Samples[2] = append(ph.Samples[2], testbed.PageSample{T: 1000 * sec, Paused: map[string]bool{"p1": paused},
+				Inbound: map[string]testbed.InboundStreams{"p1": {Video: v}}})
 		}
 		return ph
 	}
@@ -38,13 +40,13 @@ func TestPlaybackAfterAResumption(t *testing.T) {
 	// frames, as when a stream resumes a second before the window ends.
 	var ph phaseSeries
 	for sec, frames := range []float64{10, 13} {
-		ph.Samples[2] = append(ph.Samples[2], pageSample{T: 1003 * int64(sec+1),
-			Inbound: map[string]inboundStreams{"p1": {Video: inStats{FramesDecoded: frames}}}})
+		ph.Samples[2] = append(ph.Samples[2], testbed.PageSample{T: 1003 * int64(sec+1),
+			Inbound: map[string]testbed.InboundStreams{"p1": {Video: testbed.InStats{FramesDecoded: frames}}}})
 	}
 	if pb := ph.playing(2, "p1"); pb.slowerThan(3) {
 		t.Errorf("3 frames in a second of a 3.75 fps stream: %+v, want 3 fps or more", pb)
 	}
-	ph.Samples[2][1].Inbound["p1"] = inboundStreams{Video: inStats{FramesDecoded: 12}}
+	ph.Samples[2][1].Inbound["p1"] = testbed.InboundStreams{Video: testbed.InStats{FramesDecoded: 12}}
 	if pb := ph.playing(2, "p1"); !pb.slowerThan(3) {
 		t.Errorf("2 frames in a second: %+v, want slower than 3 fps", pb)
 	}
@@ -60,7 +62,7 @@ func TestPlayingAsTheLinkCarries(t *testing.T) {
 	series := func(pausedFrom, pausedTo time.Duration) phaseSeries {
 		var ph phaseSeries
 		for at := 8 * time.Second; at < 24*time.Second; at += time.Second {
-			ph.Samples[2] = append(ph.Samples[2], pageSample{T: at.Milliseconds(),
+			ph.Samples[2] = append(ph.Samples[2], testbed.PageSample{T: at.Milliseconds(),
 				Paused: map[string]bool{"p1": at >= pausedFrom && at < pausedTo, "p2": false}})
 		}
 		return ph
@@ -83,8 +85,8 @@ func TestPlayingAsTheLinkCarries(t *testing.T) {
 // packet there is the machine's.
 func TestFreezesWithLoss(t *testing.T) {
 	var ph phaseSeries
-	ph.Before[0] = pageSample{T: 1000, Inbound: map[string]inboundStreams{"p2": {}}}
-	for sec, v := range []inStats{
+	ph.Before[0] = testbed.PageSample{T: 1000, Inbound: map[string]testbed.InboundStreams{"p2": {}}}
+	for sec, v := range []testbed.InStats{
 		{FreezeCount: 1},                               // 2 s: on time
 		{FreezeCount: 1, NackCount: 1},                 // 3 s: a NACK, no freeze
 		{FreezeCount: 2, NackCount: 1},                 // 4 s: the NACK a second before
@@ -93,7 +95,7 @@ func TestFreezesWithLoss(t *testing.T) {
 		{FreezeCount: 2, NackCount: 1, PacketsLost: 1}, // 7 s
 		{FreezeCount: 4, NackCount: 1, PacketsLost: 1}, // 8 s: two, the loss 2 s before
 	} {
-		ph.Samples[0] = append(ph.Samples[0], pageSample{T: int64(2000 + 1000*sec), Inbound: map[string]inboundStreams{"p2": {Video: v}}})
+		ph.Samples[0] = append(ph.Samples[0], testbed.PageSample{T: int64(2000 + 1000*sec), Inbound: map[string]testbed.InboundStreams{"p2": {Video: v}}})
 	}
 	if withLoss, onTime := ph.freezesWithLoss(0, "p2"); withLoss != 1 || onTime != 3 {
 		t.Errorf("freezes with loss %v, on time %v; want 1 and 3", withLoss, onTime)

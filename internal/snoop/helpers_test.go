@@ -23,11 +23,7 @@ const (
 func setup(t *testing.T) (*testbed.Testbed, string, string) {
 	t.Helper()
 	testenv.RequireRoot(t)
-	dir := t.TempDir()
-	bin, err := testbed.BuildEbrtc(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, bin := t.TempDir(), testbed.SharedEbrtc(t)
 	tb, err := testbed.New()
 	if err != nil {
 		testenv.Missing(t, "testbed: %v", err)

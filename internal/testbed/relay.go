@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/ebrtc/ebrtc/internal/netns"
@@ -290,4 +292,38 @@ func (b *LineBuffer) Wait(line string, timeout time.Duration, p *Process) error 
 		}
 	}
 	return errors.New("not " + line + " after " + timeout.String() + ":\n" + b.String())
+}
+
+// sharedEbrtc is the binary SharedEbrtc built for this test process.
+var sharedEbrtc struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// SharedEbrtc builds ebrtc once for the test process (BuildEbrtc) and
+// returns the binary, for the package's tests to share (a build is about
+// 3 s); RunTests, the package's TestMain, removes it.
+func SharedEbrtc(t testing.TB) string {
+	t.Helper()
+	s := &sharedEbrtc
+	s.once.Do(func() {
+		if s.dir, s.err = os.MkdirTemp("", "ebrtc-bin"); s.err == nil {
+			s.bin, s.err = BuildEbrtc(s.dir)
+		}
+	})
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s.bin
+}
+
+// RunTests runs a package's tests (TestMain's m.Run) and removes what
+// SharedEbrtc built.
+func RunTests(m *testing.M) int {
+	code := m.Run()
+	if sharedEbrtc.dir != "" {
+		os.RemoveAll(sharedEbrtc.dir)
+	}
+	return code
 }
