@@ -53,11 +53,11 @@ func TestBrowserBehindFirewall(t *testing.T) {
 	testenv.Must(t, err)
 	firewall(t, fw)
 
-	// Both runs measure over their 20 s, then hold their pages while the
+	// Both runs measure over their 15 s, then hold their pages while the
 	// other may still measure them; neither rejoins (a rejoin renames a
 	// participant under the other's feet).
-	spec := meetingSpec{scheme: "https", browsers: "chromium", publishers: 2, seconds: 20, toggle: -1,
-		env: []string{"OTHERS=1", "REJOIN=0", "HOLD=10"}}
+	spec := meetingSpec{scheme: "https", browsers: "chromium", publishers: 2, seconds: 15, toggle: -1,
+		env: []string{"OTHERS=1", "REJOIN=0", "HOLD=8"}}
 	base := spec.scheme + "://" + testbed.SFUWeb.String() + "/"
 	tok, err := access.Mint([]byte(testbed.SFUTokenSecret), access.Grant{Room: "test", Identity: "firewalled", Publish: true}, time.Now(), time.Hour)
 	testenv.Must(t, err)
@@ -165,5 +165,5 @@ func runFirewalledPage(t *testing.T, ns *netns.NS, url string, seconds int, stdo
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
 	return testbed.BrowserScript{NS: ns, Script: "meeting.mjs", Args: []string{url, "1", strconv.Itoa(seconds)}, Browsers: "firefox",
-		Env: []string{"REJOIN=0", "HOLD=10"}, Stdout: stdout, Stderr: stderr}.Run(t, ctx)
+		Env: []string{"REJOIN=0", "HOLD=8"}, Stdout: stdout, Stderr: stderr}.Run(t, ctx)
 }

@@ -14,10 +14,12 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // event is one line of `go test -json` (cmd/test2json).
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -56,6 +58,7 @@ func report(in io.Reader, out io.Writer) error {
 	held := map[string][]string{} // a running test's output, printed if it fails
 	var tests []timed
 	var failed []failure
+	var first, last time.Time
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -63,6 +66,12 @@ func report(in io.Reader, out io.Writer) error {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			fmt.Fprintln(out, sc.Text()) // (a build error, say: as it came)
 			continue
+		}
+		if !e.Time.IsZero() {
+			if first.IsZero() {
+				first = e.Time
+			}
+			last = e.Time
 		}
 		key := e.Package + " " + e.Test
 		switch {
@@ -86,6 +95,9 @@ func report(in io.Reader, out io.Writer) error {
 		}
 	}
 	sort.Slice(tests, func(i, j int) bool { return tests[i].elapsed > tests[j].elapsed })
+	if !first.IsZero() {
+		fmt.Fprintf(out, "\ngo test ran %v (its first event to its last)\n", last.Sub(first).Round(time.Second))
+	}
 	fmt.Fprintf(out, "\nslowest tests:\n")
 	for _, t := range tests[:min(slowest, len(tests))] {
 		fmt.Fprintf(out, "%8.1fs  %s\n", t.elapsed, t.name)

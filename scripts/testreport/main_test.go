@@ -29,3 +29,17 @@ func TestReport(t *testing.T) {
 		t.Errorf("report:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
+
+// The run's length, from go test's first event to its last, comes before
+// the slowest tests.
+func TestReportRunLength(t *testing.T) {
+	in := `{"Time":"2026-11-27T13:00:00Z","Action":"start","Package":"p"}
+{"Time":"2026-11-27T13:02:05Z","Action":"pass","Package":"p","Test":"TestA","Elapsed":125}`
+	var out strings.Builder
+	if err := report(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\ngo test ran 2m5s (its first event to its last)\n\nslowest tests:\n") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
