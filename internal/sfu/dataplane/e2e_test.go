@@ -112,8 +112,24 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 			}
 		}
 	}
-	st, err := dp.StreamStats(netip.AddrPortFrom(clientIP, from.Port()))
-	testenv.Must(t, err)
+	// The counters go up after the send: a receiver can read the last
+	// replica before the plane has counted it (seen with another test
+	// package on the other CPU). Wait for them, a bounded while.
+	var st StreamStats
+	var o map[Outcome]Counter
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		o, err = dp.Outcomes()
+		testenv.Must(t, err)
+		st, err = dp.StreamStats(netip.AddrPortFrom(clientIP, from.Port()))
+		testenv.Must(t, err)
+		counted := o[Replica].Packets >= 3*packets
+		for _, c := range st.Out {
+			counted = counted && c.Packets >= packets
+		}
+		if counted || time.Now().After(deadline) {
+			break
+		}
+	}
 	in, out := st.In, st.Out
 	if in.Packets != packets || len(out) != len(rcv) {
 		t.Errorf("stream stats: %d in, %d receivers", in.Packets, len(out))
@@ -123,8 +139,6 @@ func replicasThroughSockets(t *testing.T, plane string, v6 bool) {
 			t.Errorf("receiver %d: %+v out, %+v in", i, c, in)
 		}
 	}
-	o, err := dp.Outcomes()
-	testenv.Must(t, err)
 	if d, ok := dp.(*DataPlane); ok {
 		if slow := d.slow[Replicated].load().Packets; slow != fragmented {
 			t.Errorf("the slow path forwarded %d datagrams, want the %d in fragments", slow, fragmented)
