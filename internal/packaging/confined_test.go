@@ -13,11 +13,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,36 +29,10 @@ import (
 // repoRoot is where deploy/ is (tests run in their package's directory).
 const repoRoot = "../.."
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// ebrtcBinary is cmd/ebrtc, built once for all tests of the package.
+func ebrtcBinary(t *testing.T) string { return testbed.SharedEbrtc(t) }
 
-// ebrtcBinary builds cmd/ebrtc once for all tests of the package.
-func ebrtcBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ebrtc-packaging")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath, buildErr = testbed.BuildEbrtc(dir)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbed.RunTests(m)) }
 
 // Capability numbers (linux/capability.h) of the names the unit and the
 // manifest may use.
