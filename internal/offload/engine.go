@@ -251,15 +251,9 @@ func (e *Engine) loadOntoMaps(what string, load func() (*ebpf.CollectionSpec, er
 	return nil
 }
 
-// closePrograms closes every loaded object (nil ones too).
+// closePrograms closes every loaded object (Close takes nil ones too).
 func (e *Engine) closePrograms() error {
-	var errs []error
-	for _, p := range []*ebpf.Program{e.tc, e.snoop} {
-		if p != nil {
-			errs = append(errs, p.Close())
-		}
-	}
-	return errors.Join(append(errs, e.xmit.Close(), e.objs.Close())...)
+	return errors.Join(e.tc.Close(), e.snoop.Close(), e.xmit.Close(), e.objs.Close())
 }
 
 // watchXmitFailures attaches the tracepoints that catch XDP frames an

@@ -176,8 +176,7 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 				st.slots[i] = encodingSlot{slot: s.enc[i].slot, history: s.enc[i].history, ready: i == 0 || s.enc[i].owned}
 			}
 		} else {
-			unknown := slowStream{stream: s, d: d}
-			arrivedUnknown(s.sources, p, cl, len(p), b.rxAt, unknown.arrived)
+			arrivedUnknown(s.sources, p, cl, len(p), b.rxAt, (&slowStream{stream: s, d: d}).arrived)
 		}
 	}
 	d.mu.Unlock()
