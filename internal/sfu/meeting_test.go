@@ -121,12 +121,12 @@ type toggleResult struct {
 	SentAtOff, SentAtOn float64
 }
 
-// browserMeetingChecked runs a 24 s meeting of spec's publishers and
+// browserMeetingChecked runs a 30 s meeting of spec's publishers and
 // viewers on plane (testbedSFU) with the wire captured, and holds it to
 // what every meeting must do.
 func browserMeetingChecked(t *testing.T, plane string, spec meetingSpec) *checkedMeeting {
 	tb, dp, _ := testbedSFU(t, plane, testbed.SFUMedia)
-	spec.seconds = 24
+	spec.seconds = 30
 	participants, publishers, seconds := spec.participants(), spec.publishers+spec.audioOnly, float64(spec.seconds)
 	scraped := make(chan sfuScrape, 1)
 	captured := make(chan wireCapture, 1)
