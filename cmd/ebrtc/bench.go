@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ebrtc/ebrtc/internal/bench"
+	"github.com/ebrtc/ebrtc/internal/bench/afxdpbench"
+	"github.com/ebrtc/ebrtc/internal/bench/sfubench"
+	"github.com/ebrtc/ebrtc/internal/bench/turnbench"
 	sfudataplane "github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 )
 
@@ -46,9 +48,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *afxdp {
-		o := bench.FullAFXDPOptions()
+		o := afxdpbench.FullOptions()
 		if *quick {
-			o = bench.QuickAFXDPOptions()
+			o = afxdpbench.QuickOptions()
 		}
 		o.Isolate, o.Progress = *isolate, stderr
 		if *rate != 0 {
@@ -61,12 +63,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if *verbose {
 			o.Log = stderr
 		}
-		return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return bench.RunAFXDP(ctx, bin, o) })
+		return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return afxdpbench.Run(ctx, bin, o) })
 	}
 	if *sfu {
-		o := bench.FullSFUOptions()
+		o := sfubench.FullOptions()
 		if *quick {
-			o = bench.QuickSFUOptions()
+			o = sfubench.QuickOptions()
 		}
 		if *fanout != 0 {
 			if *fanout < 2 || *fanout > sfudataplane.MaxFanout {
@@ -103,11 +105,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if *verbose {
 			o.Log = stderr
 		}
-		return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return bench.RunSFU(ctx, bin, o) })
+		return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return sfubench.Run(ctx, bin, o) })
 	}
-	o := bench.FullOptions()
+	o := turnbench.FullOptions()
 	if *quick {
-		o = bench.QuickOptions()
+		o = turnbench.QuickOptions()
 	}
 	o.Isolate = *isolate
 	if *relays != "" {
@@ -128,8 +130,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			n, err := strconv.Atoi(s)
-			if err != nil || n < bench.MinSize || n > 1400 {
-				fmt.Fprintf(stderr, "ebrtc bench: --sizes: %q is not mix or %d-1400\n", s, bench.MinSize)
+			if err != nil || n < turnbench.MinSize || n > 1400 {
+				fmt.Fprintf(stderr, "ebrtc bench: --sizes: %q is not mix or %d-1400\n", s, turnbench.MinSize)
 				return 2
 			}
 			o.Sizes = append(o.Sizes, n)
@@ -142,7 +144,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		o.Log = stderr
 	}
-	return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return bench.Run(ctx, bin, o) })
+	return runReport(stdout, stderr, *jsonPath, *plotPath, func(ctx context.Context) (report, error) { return turnbench.Run(ctx, bin, o) })
 }
 
 // report is what a benchmark run prints and writes.
@@ -195,7 +197,7 @@ func runTXProbe(args []string, stdout, stderr io.Writer) int {
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
-	if err := bench.TXProbe(*tx, *from, *to, *size, *d, stdout); err != nil {
+	if err := afxdpbench.TXProbe(*tx, *from, *to, *size, *d, stdout); err != nil {
 		fmt.Fprintln(stderr, "ebrtc tx-probe:", err)
 		return 1
 	}
@@ -215,9 +217,9 @@ func runRXProbe(args []string, stdout, stderr io.Writer) int {
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
-	run := func() error { return bench.RXProbe(*rx, *listen, *pingFrom, *pings, *batch, stdout) }
+	run := func() error { return afxdpbench.RXProbe(*rx, *listen, *pingFrom, *pings, *batch, stdout) }
 	if *offer != "" {
-		run = func() error { return bench.PionReceiver(*rx, *listen, *offer, *pionBytes, *pionPackets, stdout) }
+		run = func() error { return afxdpbench.PionReceiver(*rx, *listen, *offer, *pionBytes, *pionPackets, stdout) }
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(stderr, "ebrtc rx-probe:", err)

@@ -56,10 +56,10 @@ func newRelayCore(tb *testbed.Testbed) (*relayCore, error) {
 		if err := tb.Server.Do(func() error { return netns.EnableGRO(l.ServerIface) }); err != nil {
 			return nil, err
 		}
-		if err := setThreadedNAPI(tb.Server, l.ServerIface); err != nil {
+		if err := SetThreadedNAPI(tb.Server, l.ServerIface, true); err != nil {
 			return nil, err
 		}
-		if err := setThreadedNAPI(l.Far, l.FarIface); err != nil {
+		if err := SetThreadedNAPI(l.Far, l.FarIface, true); err != nil {
 			return nil, err
 		}
 	}
@@ -69,12 +69,57 @@ func newRelayCore(tb *testbed.Testbed) (*relayCore, error) {
 // release lets this process run anywhere again.
 func (rc *relayCore) release() { _ = pinProcess(os.Getpid(), &rc.all) }
 
-// setThreadedNAPI moves the interface's NAPI polling into kernel threads
-// (napi/IFACE-ID), which can be pinned and whose run time is accounted.
-func setThreadedNAPI(ns *netns.NS, iface string) error { return setThreaded(ns, iface, true) }
+// Isolated says whether the run has a relay core.
+func (e *Env) Isolated() bool { return e.core != nil }
 
-// setThreaded turns threaded NAPI on or off (back to softirq).
-func setThreaded(ns *netns.NS, iface string, on bool) error {
+// CoreCPU is the relay core's CPU (isolated runs).
+func (e *Env) CoreCPU() int { return e.core.cpu }
+
+// PinRelay pins the processes of the thing under test, with the server's
+// interfaces' NAPI threads, on the relay core: their run time is what
+// Trial, SampleCore and Saturate account. Not isolated, it does nothing.
+func (e *Env) PinRelay(pids ...int) error {
+	if e.core == nil {
+		return nil
+	}
+	var err error
+	e.relayTasks, err = e.core.pin(pids)
+	return err
+}
+
+// Pin pins processes on the relay core as PinRelay does, for a
+// measurement of their own (a probe): their tasks, none when not
+// isolated.
+func (e *Env) Pin(pids ...int) (Tasks, error) {
+	if e.core == nil {
+		return Tasks{}, nil
+	}
+	return e.core.pin(pids)
+}
+
+// SampleCore reads the relay core: the pinned relay's tasks and every task
+// bound to the relay CPU (not isolated: an empty sample).
+func (e *Env) SampleCore() (CoreSample, error) {
+	if e.core == nil {
+		return CoreSample{}, nil
+	}
+	return e.core.sample(e.relayTasks)
+}
+
+// PrioritizeFarNAPI gives the far ends' NAPI threads a real-time priority
+// over the generator sharing their CPU (relayCore.prioritizeFarNAPI says
+// why), and returns what undoes it; not isolated, it does nothing.
+func (e *Env) PrioritizeFarNAPI() (restore func(), err error) {
+	if e.core == nil {
+		return func() {}, nil
+	}
+	return e.core.prioritizeFarNAPI()
+}
+
+// SetThreadedNAPI moves the interface's NAPI polling into kernel threads
+// (napi/IFACE-ID), which can be pinned and whose run time is accounted,
+// or (off) back to softirq.
+func SetThreadedNAPI(ns *netns.NS, iface string, on bool) error {
 	v := map[bool]string{true: "1", false: "0"}[on]
 	// ip netns exec mounts the namespace's own /sys.
 	if out, err := ns.Output("sh", "-c", "echo "+v+" > /sys/class/net/"+iface+"/threaded"); err != nil {
@@ -83,12 +128,12 @@ func setThreaded(ns *netns.NS, iface string, on bool) error {
 	return nil
 }
 
-// relayTasks are the tasks whose run time is the relay's: every thread its
-// processes have when sampled (Janus starts one per handle, Go may start
-// more), and its interfaces' NAPI threads.
-type relayTasks struct{ pids, napi []int }
+// Tasks are the tasks whose run time is a pinned program's: every thread
+// its processes have when sampled (Janus starts one per handle, Go may
+// start more), and its interfaces' NAPI threads. The zero value is none.
+type Tasks struct{ pids, napi []int }
 
-func (t relayTasks) tids() []int {
+func (t Tasks) tids() []int {
 	out := slices.Clone(t.napi)
 	for _, pid := range t.pids {
 		tids, _ := threads(pid) // gone: nothing more to count
@@ -97,11 +142,14 @@ func (t relayTasks) tids() []int {
 	return out
 }
 
+// RunTime is the CPU time the tasks have run, in ns (0 for none).
+func (t Tasks) RunTime() (uint64, error) { return runTime(t.tids()) }
+
 // pin puts the relay's processes and its interfaces' NAPI threads on the
 // relay CPU (threads the processes start later inherit it), and the far
 // ends' NAPI threads on the others.
-func (rc *relayCore) pin(relayPIDs []int) (relayTasks, error) {
-	relay := relayTasks{pids: relayPIDs}
+func (rc *relayCore) pin(relayPIDs []int) (Tasks, error) {
+	relay := Tasks{pids: relayPIDs}
 	for _, pid := range relayPIDs {
 		if err := pinProcess(pid, cpuSet(rc.cpu)); err != nil {
 			return relay, fmt.Errorf("pin relay process %d: %w", pid, err)
@@ -238,14 +286,14 @@ func boundTasks(cpu int) (map[int]uint64, error) {
 	return out, nil
 }
 
-// coreSample is the relay core's state at one moment: the relay's tasks'
+// CoreSample is the relay core's state at one moment: the relay's tasks'
 // run time, and every task bound to the relay CPU.
-type coreSample struct {
+type CoreSample struct {
 	relay map[int]uint64 // by task
 	bound map[int]uint64
 }
 
-func (rc *relayCore) sample(t relayTasks) (coreSample, error) {
+func (rc *relayCore) sample(t Tasks) (CoreSample, error) {
 	relay := map[int]uint64{}
 	for _, tid := range t.tids() {
 		ns, err := runTime([]int{tid})
@@ -253,17 +301,17 @@ func (rc *relayCore) sample(t relayTasks) (coreSample, error) {
 			if _, gone := os.Stat(fmt.Sprintf("/proc/%d", tid)); gone != nil {
 				continue // the thread ended since it was listed
 			}
-			return coreSample{}, err
+			return CoreSample{}, err
 		}
 		relay[tid] = ns
 	}
 	b, err := boundTasks(rc.cpu)
-	return coreSample{relay: relay, bound: b}, err
+	return CoreSample{relay: relay, bound: b}, err
 }
 
-// relayNsSince is what the relay's tasks ran since before (a task started
+// RelayNsSince is what the relay's tasks ran since before (a task started
 // in between counts whole; one that ended in between is lost).
-func (after coreSample) relayNsSince(before coreSample) uint64 {
+func (after CoreSample) RelayNsSince(before CoreSample) uint64 {
 	var sum uint64
 	for tid, ns := range after.relay {
 		if ns > before.relay[tid] {
@@ -273,11 +321,11 @@ func (after coreSample) relayNsSince(before coreSample) uint64 {
 	return sum
 }
 
-// strayNs is what tasks bound to the relay CPU, other than the relay's,
-// ran between two samples: the core's time the relay's figure leaves out.
-func strayNs(before, after coreSample) uint64 {
+// StrayNsSince is what tasks bound to the relay CPU, other than the
+// relay's, ran since before: the core's time the relay's figure leaves out.
+func (after CoreSample) StrayNsSince(before CoreSample) uint64 {
 	mine := map[int]bool{}
-	for _, s := range []coreSample{before, after} {
+	for _, s := range []CoreSample{before, after} {
 		for tid := range s.relay {
 			mine[tid] = true
 		}

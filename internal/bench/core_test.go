@@ -74,10 +74,10 @@ func TestBusyLoopIsChargedToTheRelayCPU(t *testing.T) {
 		t.Errorf("a busy loop of 300 ms of CPU time was charged %v", ran)
 	}
 	// Seen from the CPU: the loop is a task bound to it, outside any relay's set.
-	if stray := time.Duration(strayNs(coreSample{bound: boundBefore}, coreSample{bound: boundAfter})); stray < 250*time.Millisecond {
+	if stray := time.Duration(CoreSample{bound: boundAfter}.StrayNsSince(CoreSample{bound: boundBefore})); stray < 250*time.Millisecond {
 		t.Errorf("tasks bound to CPU %d ran %v during a busy loop of 300 ms CPU time pinned to it", cpu, stray)
 	}
-	if own := time.Duration(strayNs(coreSample{bound: boundBefore}, coreSample{bound: boundAfter, relay: map[int]uint64{r.tid: 0}})); own > 100*time.Millisecond {
+	if own := time.Duration(CoreSample{bound: boundAfter, relay: map[int]uint64{r.tid: 0}}.StrayNsSince(CoreSample{bound: boundBefore})); own > 100*time.Millisecond {
 		t.Errorf("with the loop's thread counted as the relay's, %v of other tasks remain", own)
 	}
 	if slept := time.Duration(sleepAfter - sleepBefore); slept > 20*time.Millisecond {

@@ -15,16 +15,18 @@ import (
 // (UDP RcvbufErrors in the client and peer namespaces): loss there is the
 // generator's limit, not the relay's.
 func endpointDrops(tb *testbed.Testbed) uint64 {
-	return udpRcvbufErrors(tb.Client) + udpRcvbufErrors(tb.Peer)
+	return UDPRcvbufErrors(tb.Client) + UDPRcvbufErrors(tb.Peer)
 }
 
-func udpRcvbufErrors(ns *netns.NS) uint64 {
-	n, _ := udpCounter(ns, "RcvbufErrors")
+// UDPRcvbufErrors is the namespace's UDP datagrams dropped for a full
+// socket buffer.
+func UDPRcvbufErrors(ns *netns.NS) uint64 {
+	n, _ := UDPCounter(ns, "RcvbufErrors")
 	return n
 }
 
-// udpCounter is one of the namespace's UDP counters (/proc/net/snmp).
-func udpCounter(ns *netns.NS, name string) (uint64, error) {
+// UDPCounter is one of the namespace's UDP counters (/proc/net/snmp).
+func UDPCounter(ns *netns.NS, name string) (uint64, error) {
 	out, err := ns.Output("cat", "/proc/net/snmp")
 	if err != nil {
 		return 0, err
@@ -48,9 +50,9 @@ func udpCounter(ns *netns.NS, name string) (uint64, error) {
 	return 0, fmt.Errorf("no Udp %s in %s's /proc/net/snmp", name, ns.Name)
 }
 
-// linkDrops are the datagrams the testbed's veths dropped, both ends, by
+// LinkDrops are the datagrams the testbed's veths dropped, both ends, by
 // interface ("server/eth-cli", "far/cli"...): where a ring overflowed.
-func linkDrops(tb *testbed.Testbed) map[string]uint64 {
+func LinkDrops(tb *testbed.Testbed) map[string]uint64 {
 	out := map[string]uint64{}
 	count := func(ns *netns.NS, side string, ifaces ...string) {
 		js, err := ns.Output("ip", "-j", "-s", "link", "show")

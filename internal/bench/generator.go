@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,40 +27,58 @@ const (
 // MinSize is the smallest payload the generator sends.
 const MinSize = headerLen
 
-// monotonicNs is CLOCK_MONOTONIC, which every namespace shares (no time
+// Header is what the generator stamps on each datagram.
+type Header struct {
+	Seq    uint64
+	SentNs uint64 // MonotonicNs as it was sent
+	Flow   uint32
+}
+
+// ParseHeader reads the generator's header at the start of p; ok is false
+// for a datagram the generator did not send.
+func ParseHeader(p []byte) (h Header, ok bool) {
+	if len(p) < headerLen || binary.BigEndian.Uint32(p[20:]) != magic {
+		return Header{}, false
+	}
+	return Header{Seq: binary.BigEndian.Uint64(p), SentNs: binary.BigEndian.Uint64(p[8:]), Flow: binary.BigEndian.Uint32(p[16:])}, true
+}
+
+// MonotonicNs is CLOCK_MONOTONIC, which every namespace shares (no time
 // namespaces), so send and receive stamps compare across them.
-func monotonicNs() uint64 {
+func MonotonicNs() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
 
-// direction is one way of one flow: who sends to where, with what framing.
-type direction struct {
-	send   *ipv4.PacketConn
-	dst    net.Addr
-	prefix []byte // ChannelData header template (nil: plain UDP)
-	recv   *ipv4.PacketConn
-	strip  int // bytes of framing in front of the payload at the receiver
-	flow   uint32
+// Direction is one way of one flow: who sends to where, with what
+// framing, and who receives (Recv nil: RunTrial does not count it, a
+// receiver of its own reads it).
+type Direction struct {
+	Send   *ipv4.PacketConn
+	Dst    net.Addr
+	Prefix []byte // ChannelData header template (nil: plain UDP)
+	Recv   *ipv4.PacketConn
+	Strip  int // bytes of framing in front of the payload at the receiver
+	Flow   uint32
 
 	sent     atomic.Uint64
 	received atomic.Uint64
 	jitter   jitter
 }
 
-// run sends count datagrams at rate per second in batches, stamped with
-// their send time. It returns early when stop closes.
-func (d *direction) run(count int, rate float64, size int, stop <-chan struct{}) error {
+// Run sends count datagrams of size bytes at rate per second in batches,
+// stamped with their send time. It returns early when stop closes.
+func (d *Direction) Run(count int, rate float64, size int, stop <-chan struct{}) error {
 	msgs := make([]ipv4.Message, batchSize)
 	bufs := make([][]byte, batchSize)
 	for i := range bufs {
-		bufs[i] = make([]byte, len(d.prefix)+size)
-		copy(bufs[i], d.prefix)
-		if d.prefix != nil {
+		bufs[i] = make([]byte, len(d.Prefix)+size)
+		copy(bufs[i], d.Prefix)
+		if d.Prefix != nil {
 			binary.BigEndian.PutUint16(bufs[i][2:], uint16(size))
 		}
-		msgs[i] = ipv4.Message{Buffers: [][]byte{bufs[i]}, Addr: d.dst}
+		msgs[i] = ipv4.Message{Buffers: [][]byte{bufs[i]}, Addr: d.Dst}
 	}
 	// Batches amortise syscalls at high rates; at low rates they would only
 	// add bursts (and their queueing) to the latency being measured.
@@ -72,15 +91,15 @@ func (d *direction) run(count int, rate float64, size int, stop <-chan struct{})
 		default:
 		}
 		n := min(batch, count-seq)
-		now := monotonicNs()
+		now := MonotonicNs()
 		for i := 0; i < n; i++ {
-			p := bufs[i][len(d.prefix):]
+			p := bufs[i][len(d.Prefix):]
 			binary.BigEndian.PutUint64(p, uint64(seq+i))
 			binary.BigEndian.PutUint64(p[8:], now)
-			binary.BigEndian.PutUint32(p[16:], d.flow)
+			binary.BigEndian.PutUint32(p[16:], d.Flow)
 			binary.BigEndian.PutUint32(p[20:], magic)
 		}
-		sent, err := d.send.WriteBatch(msgs[:n], 0)
+		sent, err := d.Send.WriteBatch(msgs[:n], 0)
 		if err != nil && !errors.Is(err, unix.ENOBUFS) && !errors.Is(err, unix.EAGAIN) {
 			return err
 		}
@@ -95,7 +114,7 @@ func (d *direction) run(count int, rate float64, size int, stop <-chan struct{})
 }
 
 // receive counts datagrams and their one-way latency until stop closes.
-func (d *direction) receive(hist *histogram, mu *sync.Mutex, stop <-chan struct{}) error {
+func (d *Direction) receive(hist *Histogram, mu *sync.Mutex, stop <-chan struct{}) error {
 	msgs := make([]ipv4.Message, batchSize)
 	for i := range msgs {
 		msgs[i].Buffers = [][]byte{make([]byte, 2048)}
@@ -112,8 +131,8 @@ func (d *direction) receive(hist *histogram, mu *sync.Mutex, stop <-chan struct{
 			return nil
 		default:
 		}
-		_ = d.recv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		n, err := d.recv.ReadBatch(msgs, 0)
+		_ = d.Recv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		n, err := d.Recv.ReadBatch(msgs, 0)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -121,14 +140,14 @@ func (d *direction) receive(hist *histogram, mu *sync.Mutex, stop <-chan struct{
 			}
 			return err
 		}
-		now := monotonicNs()
+		now := MonotonicNs()
 		for i := 0; i < n; i++ {
 			b := msgs[i].Buffers[0][:msgs[i].N]
-			if len(b) < d.strip+headerLen {
+			if len(b) < d.Strip+headerLen {
 				continue
 			}
-			p := b[d.strip:]
-			if binary.BigEndian.Uint32(p[20:]) != magic || binary.BigEndian.Uint32(p[16:]) != d.flow {
+			p := b[d.Strip:]
+			if binary.BigEndian.Uint32(p[20:]) != magic || binary.BigEndian.Uint32(p[16:]) != d.Flow {
 				continue
 			}
 			sentAt := binary.BigEndian.Uint64(p[8:])
@@ -166,19 +185,19 @@ func (j *jitter) value() float64 {
 	return j.j
 }
 
-// histogram of latencies: 1 µs buckets to 10 ms, then 100 µs buckets to 1 s.
-type histogram struct {
+// Histogram of latencies: 1 µs buckets to 10 ms, then 100 µs buckets to 1 s.
+type Histogram struct {
 	fine   []uint64 // index: µs, 0-9999
 	coarse []uint64 // index: 100 µs, 100-9999
 	count  uint64
 	max    uint64 // ns
 }
 
-func newHistogram() *histogram {
-	return &histogram{fine: make([]uint64, 10000), coarse: make([]uint64, 10000)}
+func newHistogram() *Histogram {
+	return &Histogram{fine: make([]uint64, 10000), coarse: make([]uint64, 10000)}
 }
 
-func (h *histogram) add(ns uint64) {
+func (h *Histogram) add(ns uint64) {
 	us := ns / 1000
 	switch {
 	case us < 10000:
@@ -192,7 +211,7 @@ func (h *histogram) add(ns uint64) {
 	h.max = max(h.max, ns)
 }
 
-func (h *histogram) merge(o *histogram) {
+func (h *Histogram) merge(o *Histogram) {
 	for i := range h.fine {
 		h.fine[i] += o.fine[i]
 		h.coarse[i] += o.coarse[i]
@@ -201,8 +220,8 @@ func (h *histogram) merge(o *histogram) {
 	h.max = max(h.max, o.max)
 }
 
-// quantile returns the latency below which a fraction q of samples lie, in µs.
-func (h *histogram) quantile(q float64) float64 {
+// Quantile returns the latency below which a fraction q of samples lie, in µs.
+func (h *Histogram) Quantile(q float64) float64 {
 	if h.count == 0 {
 		return 0
 	}
@@ -221,8 +240,11 @@ func (h *histogram) quantile(q float64) float64 {
 	return float64(h.max) / 1000
 }
 
-// cdf returns (latency µs, cumulative fraction) points for plotting.
-func (h *histogram) cdf() (xs, ys []float64) {
+// MaxUs is the highest latency, in µs.
+func (h *Histogram) MaxUs() float64 { return float64(h.max) / 1000 }
+
+// CDF returns (latency µs, cumulative fraction) points for plotting.
+func (h *Histogram) CDF() (xs, ys []float64) {
 	var seen uint64
 	for us, n := range h.fine {
 		if n == 0 {
@@ -239,4 +261,14 @@ func (h *histogram) cdf() (xs, ys []float64) {
 		xs, ys = append(xs, float64(c*100)+50), append(ys, float64(seen)/float64(h.count))
 	}
 	return xs, ys
+}
+
+// Quantile is the value below which a fraction q of v lies (v unchanged).
+func Quantile[T uint32 | float64](v []T, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(q*float64(len(s))))])
 }

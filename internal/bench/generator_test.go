@@ -11,16 +11,16 @@ func TestHistogramQuantiles(t *testing.T) {
 		h.add(uint64(us) * 1000)
 	}
 	h.add(50_000_000) // 50 ms: coarse bucket
-	if got := h.quantile(0.5); got < 50 || got > 52 {
+	if got := h.Quantile(0.5); got < 50 || got > 52 {
 		t.Errorf("p50 %v µs, want about 51", got)
 	}
-	if got := h.quantile(0.99); got < 99 || got > 101 {
+	if got := h.Quantile(0.99); got < 99 || got > 101 {
 		t.Errorf("p99 %v µs, want about 100", got)
 	}
-	if got := h.quantile(1); got < 50000 || got > 50100 {
+	if got := h.Quantile(1); got < 50000 || got > 50100 {
 		t.Errorf("p100 %v µs, want about 50000", got)
 	}
-	xs, ys := h.cdf()
+	xs, ys := h.CDF()
 	if len(xs) != 101 || ys[len(ys)-1] != 1 {
 		t.Errorf("cdf: %d points ending at %v", len(xs), ys[len(ys)-1])
 	}
@@ -52,12 +52,5 @@ func TestJitterRFC3550(t *testing.T) {
 	}
 	if math.Abs(k.value()-100_000) > 1000 {
 		t.Fatalf("alternating 100 µs: jitter %v ns", k.value())
-	}
-}
-
-func TestSizesForMix(t *testing.T) {
-	got := sizesFor(0, 4)
-	if got[0] != 200 || got[1] != 1200 || got[2] != 200 || got[3] != 1200 {
-		t.Fatalf("mix sizes %v", got)
 	}
 }

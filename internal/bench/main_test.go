@@ -4,8 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ebrtc/ebrtc/internal/testbed"
+	"github.com/ebrtc/ebrtc/internal/bench/benchtest"
 )
 
-// The package's tests share one ebrtc binary (testbed.SharedEbrtc).
-func TestMain(m *testing.M) { os.Exit(testbed.RunTests(m)) }
+// The relay-core tests pin to the CPU the bench packages isolate on: one
+// bench package at a time (benchtest.Main).
+func TestMain(m *testing.M) { os.Exit(benchtest.Main(m)) }

@@ -13,22 +13,20 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/ebrtc/ebrtc/internal/addrport"
-	"github.com/ebrtc/ebrtc/internal/frame"
 	"github.com/ebrtc/ebrtc/internal/netns"
 	"github.com/ebrtc/ebrtc/internal/netorder"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
-// The saturation trial keeps the relay's core busy with an in-kernel
-// generator (bpf/bench_traffic.c): frames sent from the far ends' veths
-// with BPF_PROG_TEST_RUN in live-frame mode, counted and dropped by a TC
-// program at the far ends. The socket generator cannot outrun a one-core
+// LiveTraffic is the in-kernel generator (bpf/bench_traffic.c), with
+// which a saturation trial keeps the relay's core busy: frames sent from
+// the far ends' veths with BPF_PROG_TEST_RUN in live-frame mode, counted
+// and dropped by a TC program at the far ends. The socket generator cannot outrun a one-core
 // relay on the other CPU, so its highest loss-free rate leaves the relay
 // core partly idle and every packet pays a NAPI wakeup. Saturated, polls
 // carry many packets, and what the core spends per packet is the relay's
 // work; the rate it delivers is its one-core capacity, measured.
-type liveTraffic struct {
+type LiveTraffic struct {
 	objs  trafficObjects
 	sinks []link.Link
 }
@@ -46,8 +44,10 @@ type xdpMD struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
-func newLiveTraffic(tb *testbed.Testbed) (*liveTraffic, error) {
-	lt := &liveTraffic{}
+// NewLiveTraffic loads the in-kernel generator and attaches its sinks at
+// the far ends of the testbed's veths.
+func NewLiveTraffic(tb *testbed.Testbed) (*LiveTraffic, error) {
+	lt := &LiveTraffic{}
 	if err := loadTrafficObjects(&lt.objs, nil); err != nil {
 		return nil, fmt.Errorf("load the traffic programs: %w", err)
 	}
@@ -65,23 +65,24 @@ func newLiveTraffic(tb *testbed.Testbed) (*liveTraffic, error) {
 			return nil
 		})
 		if err != nil {
-			lt.close()
+			lt.Close()
 			return nil, fmt.Errorf("attach the sink on %s: %w", end.FarIface, err)
 		}
 	}
 	return lt, nil
 }
 
-func (lt *liveTraffic) close() {
+// Close detaches the sinks and unloads the generator.
+func (lt *LiveTraffic) Close() {
 	for _, l := range lt.sinks {
 		_ = l.Close()
 	}
 	lt.objs.Close()
 }
 
-// sink counts and drops datagrams to these IPv4 addresses at the far ends,
-// each address's datagrams with this payload length.
-func (lt *liveTraffic) sink(ports map[netip.AddrPort]uint16) error {
+// Sink counts and drops datagrams to these IPv4 addresses at the far ends,
+// each address's datagrams with this payload length (0xffff: any).
+func (lt *LiveTraffic) Sink(ports map[netip.AddrPort]uint16) error {
 	for to, size := range ports {
 		key := trafficSinkKey{Daddr: netorder.IPv4(to.Addr()), Dport: netorder.Port(to.Port())}
 		if err := lt.objs.SinkPorts.Put(key, size); err != nil {
@@ -91,8 +92,8 @@ func (lt *liveTraffic) sink(ports map[netip.AddrPort]uint16) error {
 	return nil
 }
 
-// sunk is how many datagrams the sinks have counted.
-func (lt *liveTraffic) sunk() (uint64, error) {
+// Sunk is how many datagrams the sinks have counted.
+func (lt *LiveTraffic) Sunk() (uint64, error) {
 	var perCPU []uint64
 	if err := lt.objs.Sunk.Lookup(uint32(0), &perCPU); err != nil {
 		return 0, err
@@ -104,33 +105,33 @@ func (lt *liveTraffic) sunk() (uint64, error) {
 	return n, nil
 }
 
-// liveSender sends template frames out of one far end's veth.
-type liveSender struct {
-	ns     *netns.NS
-	iface  string
-	frames [][]byte
-	// number, if set, numbers the frames (xdp_send's number_at).
-	number *frameNumber
+// LiveSender sends template frames out of one far end's veth.
+type LiveSender struct {
+	NS     *netns.NS
+	Iface  string
+	Frames [][]byte
+	// Number, if set, numbers the frames (xdp_send's number_at).
+	Number *FrameNumber
 }
 
-// frameNumber is where xdp_send writes a number of each frame's own: a
+// FrameNumber is where xdp_send writes a number of each frame's own: a
 // 16-bit big-endian counter at At, from First, the UDP checksum at
 // UDPChecksumAt.
-type frameNumber struct {
+type FrameNumber struct {
 	At, UDPChecksumAt uint32
 	First             uint16
 }
 
 // numberFrames makes xdp_send number its frames as n says.
-func (lt *liveTraffic) numberFrames(n frameNumber) error {
+func (lt *LiveTraffic) numberFrames(n FrameNumber) error {
 	return errors.Join(lt.objs.NumberAt.Set(n.At), lt.objs.UdpCsumAt.Set(n.UDPChecksumAt), lt.objs.NextNumber.Set(uint32(n.First)))
 }
 
 // run sends frames in turn, framesPerRun at a time, until stop closes;
 // it adds what it handed to the veth to sent.
-func (s *liveSender) run(prog *ebpf.Program, stop <-chan struct{}, sent *atomic.Uint64) error {
-	return s.ns.Do(func() error {
-		ifi, err := net.InterfaceByName(s.iface)
+func (s *LiveSender) run(prog *ebpf.Program, stop <-chan struct{}, sent *atomic.Uint64) error {
+	return s.NS.Do(func() error {
+		ifi, err := net.InterfaceByName(s.Iface)
 		if err != nil {
 			return err
 		}
@@ -145,68 +146,56 @@ func (s *liveSender) run(prog *ebpf.Program, stop <-chan struct{}, sent *atomic.
 				return nil
 			default:
 			}
-			f := s.frames[i%len(s.frames)]
+			f := s.Frames[i%len(s.Frames)]
 			_, err := prog.Run(&ebpf.RunOptions{
 				Data: f, Repeat: framesPerRun, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES,
 				Context: xdpMD{DataEnd: uint32(len(f)), IngressIfindex: uint32(ifi.Index)},
 			})
 			if err != nil {
-				return fmt.Errorf("live frames on %s: %w", s.iface, err)
+				return fmt.Errorf("live frames on %s: %w", s.Iface, err)
 			}
 			sent.Add(framesPerRun)
 		}
 	})
 }
 
-// saturation is what one saturation trial measured.
-type saturation struct {
-	sent, delivered uint64
-	duration        time.Duration
-	relayNs         uint64
-	// nextNumber is the number xdp_send would have given the next frame
+// Saturation is what one saturation trial measured: the frames handed to
+// the veths, those the sinks counted, and the relay core's time.
+type Saturation struct {
+	Sent, Delivered uint64
+	Duration        time.Duration
+	RelayNs         uint64
+	// NextNumber is the number xdp_send would have given the next frame
 	// (numbered senders), read from its counter: sent undercounts what it
 	// numbered (a run interrupted by a signal is run again whole and
 	// counted once).
-	nextNumber uint16
+	NextNumber uint16
 }
 
-// saturate runs the in-kernel generator over every flow, both directions,
-// for d, and reads the relay core around it.
-func saturate(e *env, flows []*flow, size int, d time.Duration) (*saturation, error) {
-	fwd, rev, ports, err := templates(e.tb, flows, size)
+// Saturate sends the senders' frames for d with the in-kernel generator,
+// the far ends' sinks counting what reaches these ports (with these
+// payload lengths), and reads the relay core around it (isolated runs).
+func (e *Env) Saturate(senders []*LiveSender, ports map[netip.AddrPort]uint16, d time.Duration) (*Saturation, error) {
+	lt, err := NewLiveTraffic(e.Testbed)
 	if err != nil {
 		return nil, err
 	}
-	return saturateWith(e, []*liveSender{
-		{ns: e.tb.Client, iface: testbed.ClientIface, frames: fwd},
-		{ns: e.tb.Peer, iface: testbed.PeerIface, frames: rev},
-	}, ports, d)
-}
-
-// saturateWith sends the senders' frames for d with the in-kernel
-// generator, the far ends' sinks counting what reaches these ports (with
-// these payload lengths), and reads the relay core around it.
-func saturateWith(e *env, senders []*liveSender, ports map[netip.AddrPort]uint16, d time.Duration) (*saturation, error) {
-	lt, err := newLiveTraffic(e.tb)
-	if err != nil {
-		return nil, err
-	}
-	defer lt.close()
-	if err := lt.sink(ports); err != nil {
+	defer lt.Close()
+	if err := lt.Sink(ports); err != nil {
 		return nil, err
 	}
 	for _, s := range senders {
-		if s.number != nil {
-			if err := lt.numberFrames(*s.number); err != nil {
+		if s.Number != nil {
+			if err := lt.numberFrames(*s.Number); err != nil {
 				return nil, err
 			}
 		}
 	}
-	before, err := e.core.sample(e.relayTasks)
+	before, err := e.SampleCore()
 	if err != nil {
 		return nil, err
 	}
-	sunkBefore, err := lt.sunk()
+	sunkBefore, err := lt.Sunk()
 	if err != nil {
 		return nil, err
 	}
@@ -233,11 +222,11 @@ func saturateWith(e *env, senders []*liveSender, ports map[netip.AddrPort]uint16
 			return nil, err
 		}
 	}
-	after, err := e.core.sample(e.relayTasks)
+	after, err := e.SampleCore()
 	if err != nil {
 		return nil, err
 	}
-	sunkAfter, err := lt.sunk()
+	sunkAfter, err := lt.Sunk()
 	if err != nil {
 		return nil, err
 	}
@@ -248,47 +237,13 @@ func saturateWith(e *env, senders []*liveSender, ports map[netip.AddrPort]uint16
 	if err := lt.objs.NextNumber.Get(&next); err != nil {
 		return nil, err
 	}
-	return &saturation{sent: sent.Load(), delivered: sunkAfter - sunkBefore, duration: elapsed,
-		relayNs: after.relayNsSince(before), nextNumber: uint16(next)}, nil
+	return &Saturation{Sent: sent.Load(), Delivered: sunkAfter - sunkBefore, Duration: elapsed,
+		RelayNs: after.RelayNsSince(before), NextNumber: uint16(next)}, nil
 }
 
-// templates builds each flow's frames as its sockets would send them, from
-// the far ends' veths to the server's, and the ports their datagrams are
-// delivered to with their payload length there.
-func templates(tb *testbed.Testbed, flows []*flow, size int) (fwd, rev [][]byte, ports map[netip.AddrPort]uint16, err error) {
-	cliMAC, err1 := ifaceMAC(tb.Client, testbed.ClientIface)
-	srvCliMAC, err2 := ifaceMAC(tb.Server, testbed.ServerCliIface)
-	peerMAC, err3 := ifaceMAC(tb.Peer, testbed.PeerIface)
-	srvPeerMAC, err4 := ifaceMAC(tb.Server, testbed.ServerPeerIface)
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return nil, nil, nil, err
-	}
-	ports = map[netip.AddrPort]uint16{}
-	for _, f := range flows {
-		client, peer := addrPort(f.client.LocalAddr()), addrPort(f.peer.LocalAddr())
-		data := make([]byte, size)
-		copy(data, "ebrtc bench live frame")
-		fwdPayload := data
-		if f.fwd.prefix != nil {
-			fwdPayload = frame.ChannelData(uint16(f.fwd.prefix[0])<<8|uint16(f.fwd.prefix[1]), data, 0, 0)
-		}
-		fwd = append(fwd, frame.UDP{SrcMAC: cliMAC, DstMAC: srvCliMAC, Src: client, Dst: addrPort(f.fwd.dst),
-			TTL: 64, DF: true, Payload: fwdPayload}.Marshal())
-		rev = append(rev, frame.UDP{SrcMAC: peerMAC, DstMAC: srvPeerMAC, Src: peer, Dst: addrPort(f.rev.dst),
-			TTL: 64, DF: true, Payload: data}.Marshal())
-		// The peer gets the data; the client, ChannelData where a TURN relay frames it.
-		ports[peer] = uint16(size)
-		ports[client] = uint16(size + len(f.fwd.prefix))
-	}
-	return fwd, rev, ports, nil
-}
-
-func addrPort(a net.Addr) netip.AddrPort {
-	ap := a.(*net.UDPAddr).AddrPort()
-	return addrport.Unmap(ap)
-}
-
-func ifaceMAC(ns *netns.NS, name string) (net.HardwareAddr, error) {
+// IfaceMAC is the named interface's MAC address in ns: the frames the
+// in-kernel generator sends are built whole.
+func IfaceMAC(ns *netns.NS, name string) (net.HardwareAddr, error) {
 	var mac net.HardwareAddr
 	err := ns.Do(func() error {
 		ifi, err := net.InterfaceByName(name)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/pion/turn/v5"
 
-	"github.com/ebrtc/ebrtc/internal/bench"
+	"github.com/ebrtc/ebrtc/internal/bench/afxdpbench"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
@@ -90,11 +90,11 @@ func Run(ctx context.Context, w io.Writer, bin string, o Options) error {
 // runAFXDP shows the AF_XDP receive path (pkg/afxdp) next to a kernel
 // socket: the same paced datagrams to each, and a burst.
 func runAFXDP(ctx context.Context, w io.Writer, tb *testbed.Testbed, bin string, o Options) error {
-	bo := bench.QuickAFXDPOptions()
+	bo := afxdpbench.QuickOptions()
 	bo.Packets, bo.Rounds = o.AFXDPPackets, 2
 	fmt.Fprintf(w, "receiving %d pings of %d bytes one at a time, %d datagrams at %.0f/s and a %v burst, with a kernel UDP socket and with an AF_XDP conn (ebrtc rx-probe), twice...\n",
 		bo.Pings, bo.Size, bo.Packets, bo.Rate, bo.Blast)
-	rs, err := bench.CompareReceivers(ctx, tb, bin, bo)
+	rs, err := afxdpbench.CompareReceivers(ctx, tb, bin, bo)
 	if err != nil {
 		return fmt.Errorf("afxdp: %w", err)
 	}
@@ -109,7 +109,7 @@ func runAFXDP(ctx context.Context, w io.Writer, tb *testbed.Testbed, bin string,
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nreceive time: from the frame's arrival to ReadFrom's return, the reader ready (pings); with wakeup: paced, the reader asleep in between.\nAF_XDP's median receive time is %.2fx the kernel socket's (not isolated here: ebrtc bench --afxdp pins the receiver).\n",
-		bench.MedianRatio(rs, func(r bench.ReceiverResult) float64 { return r.ReceiveP50Ns }))
+		afxdpbench.MedianRatio(rs, func(r afxdpbench.ReceiverResult) float64 { return r.ReceiveP50Ns }))
 	return nil
 }
 

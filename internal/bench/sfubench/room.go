@@ -1,4 +1,4 @@
-package bench
+package sfubench
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/bench"
 	"github.com/ebrtc/ebrtc/internal/sfu/dataplane"
 	"github.com/ebrtc/ebrtc/internal/testbed/synth"
 )
@@ -58,33 +59,33 @@ func roomSelected(names []string) (bool, []string) {
 }
 
 // roomTrials measures the room with every video and with LastN.
-func roomTrials(e *env, rec *synth.Recording, o SFUOptions) ([]RoomResult, error) {
+func roomTrials(e *env, rec *synth.Recording, o Options) ([]RoomResult, error) {
 	var out []RoomResult
 	for _, lastN := range []int{0, o.LastN} {
 		r, err := roomTrial(e, rec, o, lastN)
 		if err != nil {
 			return nil, fmt.Errorf("room of %d, last-n %d: %w", o.Room, lastN, err)
 		}
-		sfuProgress(o, "room %3d last-n %2d: %.0f replicas/s (%.0f paused), relay core %3.0f%% busy, loss %.3f%%",
+		progress(o, "room %3d last-n %2d: %.0f replicas/s (%.0f paused), relay core %3.0f%% busy, loss %.3f%%",
 			o.Room, lastN, r.ReplicasPPS, r.PausedPPS, 100*r.RelayCoreBusy, 100*r.Loss)
 		out = append(out, *r)
 	}
 	return out, nil
 }
 
-func roomTrial(e *env, rec *synth.Recording, o SFUOptions, lastN int) (*RoomResult, error) {
+func roomTrial(e *env, rec *synth.Recording, o Options, lastN int) (*RoomResult, error) {
 	s := SFU{Name: "ebrtc-sfu-ebpf-room-" + strconv.Itoa(lastN), plane: "ebpf", lastN: lastN}
 	sut, err := startPinnedSFU(e, s)
 	if err != nil {
 		return nil, err
 	}
 	defer sut.stop()
-	lt, err := newLiveTraffic(e.tb)
+	lt, err := bench.NewLiveTraffic(e.Testbed)
 	if err != nil {
 		return nil, err
 	}
-	defer lt.close()
-	ctx, stop := context.WithCancel(e.ctx)
+	defer lt.Close()
+	ctx, stop := context.WithCancel(e.Ctx)
 	var sending sync.WaitGroup
 	room := o
 	// At half the captured pace: every video of a room of 50 at full pace

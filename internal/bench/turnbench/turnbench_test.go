@@ -1,15 +1,13 @@
-package bench
+package turnbench
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/bench/benchtest"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
@@ -75,38 +73,12 @@ func benchSmoke(t *testing.T, isolate bool) {
 		keys = append(keys, "relay_core_ns_per_packet", "one_core_max_loss_free_pps", "one_core_capacity_pps",
 			"saturated_core_ns_per_packet", "saturated_pps", "saturated_core_busy")
 	}
-	checkFiles(t, rep, dir, "relays", keys)
+	benchtest.CheckFiles(t, rep, dir, "relays", keys)
 }
 
-// checkFiles writes a report's JSON and chart: the first element of the
-// JSON's list has every key, and the chart is a PNG.
-func checkFiles(t *testing.T, rep interface {
-	WriteJSON(string) error
-	WritePlot(string) error
-}, dir, list string, keys []string) {
-	t.Helper()
-	jsonPath, pngPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.png")
-	if err := rep.WriteJSON(jsonPath); err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]json.RawMessage
-	var items []map[string]any
-	b, _ := os.ReadFile(jsonPath)
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(doc[list], &items); err != nil || len(items) == 0 {
-		t.Fatalf("JSON %q: %v", list, err)
-	}
-	for _, key := range keys {
-		if _, ok := items[0][key]; !ok {
-			t.Errorf("JSON %s lacks %q", list, key)
-		}
-	}
-	if err := rep.WritePlot(pngPath); err != nil {
-		t.Fatal(err)
-	}
-	if png, _ := os.ReadFile(pngPath); len(png) < 1000 || string(png[1:4]) != "PNG" {
-		t.Errorf("plot is not a PNG (%d bytes)", len(png))
+func TestSizesForMix(t *testing.T) {
+	got := sizesFor(0, 4)
+	if got[0] != 200 || got[1] != 1200 || got[2] != 200 || got[3] != 1200 {
+		t.Fatalf("mix sizes %v", got)
 	}
 }

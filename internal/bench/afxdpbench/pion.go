@@ -1,4 +1,4 @@
-package bench
+package afxdpbench
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/ebrtc/ebrtc/internal/bench"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
@@ -56,7 +57,7 @@ func PionReceiver(rx, addr, offerFile string, bytes, packets int, out io.Writer)
 				return
 			}
 			if len(p.Payload) >= 8 {
-				rec.packet(monotonicNs() - binary.BigEndian.Uint64(p.Payload))
+				rec.packet(bench.MonotonicNs() - binary.BigEndian.Uint64(p.Payload))
 			}
 		}
 	})
@@ -179,9 +180,9 @@ const pionMessage = 16 << 10
 // when isolated, as the probe trials' receiver): a data channel's
 // throughput (o.PionBytes in 16 KiB messages, reliable and ordered), then
 // RTP at 1 kHz stamped with the send time, for one-way latency.
-func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
+func pionTrial(e *bench.Env, rx string, o Options) (PionResult, error) {
 	res := PionResult{Name: rx}
-	kc, err := testbed.ListenUDP(e.tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+	kc, err := testbed.ListenUDP(e.Testbed.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
 	if err != nil {
 		return res, err
 	}
@@ -204,18 +205,18 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 	}
 	opened := make(chan struct{})
 	dc.OnOpen(func() { close(opened) })
-	offerFile, err := writeOffer(sender, e.workDir)
+	offerFile, err := writeOffer(sender, e.WorkDir)
 	if err != nil {
 		return res, err
 	}
 	addr := netip.AddrPortFrom(testbed.ServerClientIP4, 5004)
-	cmd := []string{e.ebrtc, "rx-probe", "--rx", rx, "--listen", addr.String(), "--pion-offer", offerFile,
+	cmd := []string{e.Bin, "rx-probe", "--rx", rx, "--listen", addr.String(), "--pion-offer", offerFile,
 		"--pion-bytes", strconv.Itoa(o.PionBytes), "--pion-packets", strconv.Itoa(o.PionPackets)}
-	if e.core != nil {
-		cmd = append([]string{"taskset", "-c", strconv.Itoa(e.core.cpu)}, cmd...)
+	if e.Isolated() {
+		cmd = append([]string{"taskset", "-c", strconv.Itoa(e.CoreCPU())}, cmd...)
 	}
 	out := &testbed.LineBuffer{}
-	p, err := testbed.Start(e.tb.Server, io.MultiWriter(out, e.log), cmd[0], cmd[1:]...)
+	p, err := testbed.Start(e.Testbed.Server, io.MultiWriter(out, e.Log), cmd[0], cmd[1:]...)
 	if err != nil {
 		return res, err
 	}
@@ -223,11 +224,9 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 	if err := out.Wait("answer ", 30*time.Second, p); err != nil {
 		return res, err
 	}
-	var core relayTasks
-	if e.core != nil {
-		if core, err = e.core.pin([]int{p.Pid()}); err != nil {
-			return res, err
-		}
+	core, err := e.Pin(p.Pid()) // the probe's core (isolated only)
+	if err != nil {
+		return res, err
 	}
 	line, _ := out.Find("answer ")
 	var answer webrtc.SessionDescription
@@ -243,15 +242,15 @@ func pionTrial(e *env, rx string, o AFXDPOptions) (PionResult, error) {
 		return res, errors.New("data channel not open after 20 s")
 	}
 	before, start := uint64(0), time.Now()
-	if e.core != nil {
-		before, _ = runTime(core.tids())
+	if e.Isolated() {
+		before, _ = core.RunTime()
 	}
 	if err := sendData(dc, o.PionBytes); err != nil {
 		return res, err
 	}
 	var busy, perCore float64
-	if e.core != nil {
-		if after, err := runTime(core.tids()); err == nil && after > before {
+	if e.Isolated() {
+		if after, err := core.RunTime(); err == nil && after > before {
 			busy = float64(after-before) / float64(time.Since(start))
 			perCore = float64(o.PionBytes) * 8 / float64(after-before) * 1e3 // bits/ns to Mbit/s
 		}
@@ -324,7 +323,7 @@ func sendRTP(track *webrtc.TrackLocalStaticRTP, n int) error {
 	buf := make([]byte, 1000)
 	next := time.Now()
 	for i := range n {
-		binary.BigEndian.PutUint64(buf, monotonicNs())
+		binary.BigEndian.PutUint64(buf, bench.MonotonicNs())
 		p := rtp.Packet{Header: rtp.Header{Version: 2, SequenceNumber: uint16(i), Timestamp: uint32(i * 90)}, Payload: buf}
 		if err := track.WriteRTP(&p); err != nil {
 			return err

@@ -1,10 +1,8 @@
-package bench
+package turnbench
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"runtime"
@@ -13,7 +11,7 @@ import (
 
 	"golang.org/x/net/ipv4"
 
-	"github.com/ebrtc/ebrtc/internal/netns"
+	"github.com/ebrtc/ebrtc/internal/bench"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/turnclient"
 )
@@ -34,26 +32,7 @@ type Relay struct {
 	Describe string
 	// turn is false for the baseline, which forwards plain UDP without TURN.
 	turn  bool
-	start func(env *env) (stop func() error, err error)
-}
-
-type env struct {
-	ctx     context.Context
-	tb      *testbed.Testbed
-	ebrtc   string // binary
-	workDir string
-	log     io.Writer
-	// Isolated runs: the relay core, the processes the relay under test
-	// started (its start function records them) and the tasks whose run
-	// time is the relay's.
-	core       *relayCore
-	started    []int
-	relayTasks relayTasks
-	// SFU runs: the namespaces participants live in (the client first)
-	// and the server's interfaces toward them.
-	hosts     []*netns.NS
-	hostIPs   []netip.Addr
-	sfuIfaces []string
+	start func(e *env) (stop func() error, err error)
 }
 
 // Relays returns every relay kind, in report order.
@@ -63,7 +42,7 @@ func Relays() []Relay {
 		return func(e *env) (func() error, error) {
 			// The generator's clients share one user and one address: no quota, no Allocate rate.
 			args := append(testbed.TURNArgs(user+":"+password), "--user-quota", "0", "--allocate-rate", "0")
-			r, err := e.tb.StartRelay(e.ebrtc, append(args, extra...)...)
+			r, err := e.Testbed.StartRelay(e.Bin, append(args, extra...)...)
 			if err != nil {
 				return nil, err
 			}
@@ -93,10 +72,10 @@ func coturnDescription(n int) string {
 
 func startCoturn(e *env) (func() error, error) {
 	var extra []string
-	if e.core != nil {
+	if e.Isolated() {
 		extra = append(extra, "relay-threads=1") // one core: one thread
 	}
-	p, err := e.tb.StartCoturn(e.workDir, e.log, user, password, extra...)
+	p, err := e.Testbed.StartCoturn(e.WorkDir, e.Log, user, password, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +90,7 @@ func startCoturnOffload(e *env) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	off, err := e.tb.StartRelay(e.ebrtc, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
+	off, err := e.Testbed.StartRelay(e.Bin, "offload", "--iface", testbed.ServerCliIface, "--relay-iface", testbed.ServerPeerIface,
 		"--relay-ip", testbed.ServerPeerIP4.String(), "--pin-dir", "", "--control-socket", "")
 	if err != nil {
 		_ = stopCoturn()
@@ -122,11 +101,11 @@ func startCoturnOffload(e *env) (func() error, error) {
 }
 
 func startBaseline(e *env) (func() error, error) {
-	if _, err := e.tb.Server.Output("sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+	if _, err := e.Testbed.Server.Output("sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
 		return nil, err
 	}
 	return func() error {
-		_, err := e.tb.Server.Output("sysctl", "-qw", "net.ipv4.ip_forward=0")
+		_, err := e.Testbed.Server.Output("sysctl", "-qw", "net.ipv4.ip_forward=0")
 		return err
 	}, nil
 }
@@ -134,7 +113,7 @@ func startBaseline(e *env) (func() error, error) {
 // flow is one client and its peer, with a direction each way.
 type flow struct {
 	client, peer *net.UDPConn
-	fwd, rev     *direction
+	fwd, rev     *bench.Direction
 	turn         *turnclient.Client
 }
 
@@ -170,10 +149,10 @@ func setupFlows(tb *testbed.Testbed, r Relay, n int) ([]*flow, error) {
 		flows = append(flows, f)
 		peerAddr := p.LocalAddr().(*net.UDPAddr).AddrPort()
 		clientAddr := c.LocalAddr().(*net.UDPAddr).AddrPort()
-		f.fwd = &direction{send: ipv4.NewPacketConn(c), recv: ipv4.NewPacketConn(p), flow: uint32(2 * i)}
-		f.rev = &direction{send: ipv4.NewPacketConn(p), recv: ipv4.NewPacketConn(c), flow: uint32(2*i + 1)}
+		f.fwd = &bench.Direction{Send: ipv4.NewPacketConn(c), Recv: ipv4.NewPacketConn(p), Flow: uint32(2 * i)}
+		f.rev = &bench.Direction{Send: ipv4.NewPacketConn(p), Recv: ipv4.NewPacketConn(c), Flow: uint32(2*i + 1)}
 		if !r.turn {
-			f.fwd.dst, f.rev.dst = net.UDPAddrFromAddrPort(peerAddr), net.UDPAddrFromAddrPort(clientAddr)
+			f.fwd.Dst, f.rev.Dst = net.UDPAddrFromAddrPort(peerAddr), net.UDPAddrFromAddrPort(clientAddr)
 			continue
 		}
 		if f.turn, err = turnclient.Allocate(c, server, user, password, false); err != nil {
@@ -183,8 +162,8 @@ func setupFlows(tb *testbed.Testbed, r Relay, n int) ([]*flow, error) {
 		if err := f.turn.ChannelBind(peerAddr, channel); err != nil {
 			return fail(fmt.Errorf("%s: %w", r.Name, err))
 		}
-		f.fwd.dst, f.fwd.prefix = net.UDPAddrFromAddrPort(server), []byte{channel >> 8, channel & 0xff, 0, 0}
-		f.rev.dst, f.rev.strip = net.UDPAddrFromAddrPort(f.turn.Relay), 4
+		f.fwd.Dst, f.fwd.Prefix = net.UDPAddrFromAddrPort(server), []byte{channel >> 8, channel & 0xff, 0, 0}
+		f.rev.Dst, f.rev.Strip = net.UDPAddrFromAddrPort(f.turn.Relay), 4
 	}
 	return flows, nil
 }

@@ -1,4 +1,4 @@
-package bench
+package sfubench
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/bench/benchtest"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 )
@@ -19,12 +20,12 @@ func TestSFUBenchSmoke(t *testing.T) {
 	testenv.RequireCommand(t, "ethtool")
 	testenv.RequireCommand(t, "janus")
 	dir, bin := t.TempDir(), testbed.SharedEbrtc(t)
-	o := QuickSFUOptions()
+	o := QuickOptions()
 	o.Fanout, o.Trial, o.Steps, o.MeetingSize, o.RampStep, o.RampMax = 4, 300*time.Millisecond, 2, 3, 500*time.Millisecond, 3
 	o.Isolate, o.Hosts, o.SaturationTrial = true, 2, 500*time.Millisecond
 	o.Room, o.LastN, o.RoomTrial = 6, 2, 500*time.Millisecond
 	o.Progress = testWriter{t}
-	rep, err := RunSFU(context.Background(), bin, o)
+	rep, err := Run(context.Background(), bin, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +51,14 @@ func TestSFUBenchSmoke(t *testing.T) {
 		!strings.Contains(sb.String(), "participants") || !strings.Contains(sb.String(), "a room of 6") {
 		t.Errorf("table:\n%s", sb.String())
 	}
-	checkFiles(t, rep, dir, "sfus", []string{"name", "relay_core_ns_per_replica", "one_core_max_loss_free_replicas_pps",
+	benchtest.CheckFiles(t, rep, dir, "sfus", []string{"name", "relay_core_ns_per_replica", "one_core_max_loss_free_replicas_pps",
 		"participants_per_core"})
 }
 
 // The ramp ends on the generator when it fell behind, unless the SFU's
 // core was saturated; single late packets end nothing.
 func TestRampVerdict(t *testing.T) {
-	o := QuickSFUOptions()
+	o := QuickOptions()
 	for _, c := range []struct {
 		step RampStep
 		want string
@@ -72,34 +73,6 @@ func TestRampVerdict(t *testing.T) {
 		if got := rampVerdict(c.step, o); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.step, got, c.want)
 		}
-	}
-}
-
-// The rate search doubles to the first failure, then bisects to within 5%
-// of the limit; it stops where a trial says so, and at the maximum.
-func TestRateSearch(t *testing.T) {
-	run := func(limit, maxRate float64, stopAt float64) (best float64, trials int) {
-		err := rateSearch(context.Background(), 1000, maxRate, 20, func(rate float64) (bool, bool, error) {
-			trials++
-			pass := rate <= limit
-			if pass {
-				best = max(best, rate)
-			}
-			return pass, stopAt > 0 && rate >= stopAt, nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return best, trials
-	}
-	if best, n := run(37000, 200000, 0); best > 37000 || best < 0.95*37000 || n > 12 {
-		t.Errorf("limit 37,000: best %.0f after %d trials", best, n)
-	}
-	if best, n := run(1e9, 200000, 0); best != 200000 || n != 9 { // 1k..128k doubling, then the maximum
-		t.Errorf("no limit: best %.0f after %d trials", best, n)
-	}
-	if _, n := run(1e9, 200000, 4000); n != 3 {
-		t.Errorf("a trial that says stop at 4,000: %d trials", n)
 	}
 }
 

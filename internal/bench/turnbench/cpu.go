@@ -1,10 +1,9 @@
-package bench
+package turnbench
 
 import (
 	"bufio"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 )
@@ -45,33 +44,4 @@ func readCPU() (cpuTime, error) {
 		return cpuTime{busy: t.busy * 1e7, total: t.total * 1e7}, nil
 	}
 	return cpuTime{}, fmt.Errorf("/proc/stat: no cpu line")
-}
-
-// Machine describes where a run happened.
-type Machine struct {
-	CPUs      int    `json:"cpus"`
-	CPUModel  string `json:"cpu_model"`
-	Kernel    string `json:"kernel"`
-	MemoryGiB int    `json:"memory_gib"`
-}
-
-func machineFacts() Machine {
-	m := Machine{CPUs: runtime.NumCPU()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int
-		fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
-		m.MemoryGiB = (kb + 1<<19) >> 20
-	}
-	return m
 }

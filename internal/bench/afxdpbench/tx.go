@@ -1,4 +1,4 @@
-package bench
+package afxdpbench
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
+	"github.com/ebrtc/ebrtc/internal/bench"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
@@ -180,7 +181,7 @@ func gsoSender(c *net.UDPConn, dst netip.AddrPort, payload []byte) func(n int) (
 }
 
 // compareSenders runs o.Rounds blasts of each transmit path, in turns.
-func compareSenders(e *env, o AFXDPOptions) ([]SenderResult, error) {
+func compareSenders(e *bench.Env, o Options) ([]SenderResult, error) {
 	all := map[string]*SenderResult{}
 	rates := map[string][]float64{}
 	coreNs := map[string]uint64{}
@@ -200,15 +201,15 @@ func compareSenders(e *env, o AFXDPOptions) ([]SenderResult, error) {
 			s.ChecksumErrors += csum
 			coreNs[tx] += core
 			rates[tx] = append(rates[tx], float64(arrived)/(float64(r.Ns)/1e9))
-			progress(Options{Progress: o.Progress}, "afxdp: transmit round %d/%d, %s: %d sent, %d arrived in %.2f s (%.0f/s), %d via the kernel socket, core %.2f µs a datagram",
+			bench.Progressf(o.Progress, "afxdp: transmit round %d/%d, %s: %d sent, %d arrived in %.2f s (%.0f/s), %d via the kernel socket, core %.2f µs a datagram",
 				round+1, o.Rounds, tx, r.Sent, arrived, float64(r.Ns)/1e9, rates[tx][len(rates[tx])-1], r.ViaKernel, float64(core)/float64(max(arrived, 1))/1000)
 		}
 	}
 	var out []SenderResult
 	for _, tx := range txPaths {
 		s := all[tx]
-		s.PPS = quantile(rates[tx], 0.5)
-		if e.core != nil && s.Arrived > 0 {
+		s.PPS = bench.Quantile(rates[tx], 0.5)
+		if e.Isolated() && s.Arrived > 0 {
 			s.CoreNsPerDatagram = float64(coreNs[tx]) / float64(s.Arrived)
 		}
 		out = append(out, *s)
@@ -218,20 +219,20 @@ func compareSenders(e *env, o AFXDPOptions) ([]SenderResult, error) {
 
 // txTrial runs one blast: the probe's result, its threads' run time (the
 // sender's core, isolated only), what arrived and the checksum errors.
-func txTrial(e *env, tx string, o AFXDPOptions) (res txProbeResult, coreNs, arrived, csumErrors uint64, err error) {
-	sink, err := testbed.ListenUDP(e.tb.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
+func txTrial(e *bench.Env, tx string, o Options) (res txProbeResult, coreNs, arrived, csumErrors uint64, err error) {
+	sink, err := testbed.ListenUDP(e.Testbed.Client, netip.AddrPortFrom(testbed.ClientIP4, 0))
 	if err != nil {
 		return res, 0, 0, 0, err
 	}
 	defer sink.Close()
 	to := sink.LocalAddr().(*net.UDPAddr).AddrPort()
 	out := &testbed.LineBuffer{}
-	cmd := []string{e.ebrtc, "tx-probe", "--tx", tx, "--from", netip.AddrPortFrom(testbed.ServerClientIP4, 5006).String(),
+	cmd := []string{e.Bin, "tx-probe", "--tx", tx, "--from", netip.AddrPortFrom(testbed.ServerClientIP4, 5006).String(),
 		"--to", to.String(), "--size", strconv.Itoa(o.Size), "--duration", o.Blast.String()}
-	if e.core != nil {
-		cmd = append([]string{"taskset", "-c", strconv.Itoa(e.core.cpu)}, cmd...)
+	if e.Isolated() {
+		cmd = append([]string{"taskset", "-c", strconv.Itoa(e.CoreCPU())}, cmd...)
 	}
-	p, err := testbed.Start(e.tb.Server, io.MultiWriter(out, e.log), cmd[0], cmd[1:]...)
+	p, err := testbed.Start(e.Testbed.Server, io.MultiWriter(out, e.Log), cmd[0], cmd[1:]...)
 	if err != nil {
 		return res, 0, 0, 0, err
 	}
@@ -239,25 +240,23 @@ func txTrial(e *env, tx string, o AFXDPOptions) (res txProbeResult, coreNs, arri
 	if err := out.Wait("ready", 30*time.Second, p); err != nil {
 		return res, 0, 0, 0, err
 	}
-	var core relayTasks
-	if e.core != nil {
-		if core, err = e.core.pin([]int{p.Pid()}); err != nil {
-			return res, 0, 0, 0, err
-		}
+	core, err := e.Pin(p.Pid()) // the probe's core (isolated only)
+	if err != nil {
+		return res, 0, 0, 0, err
 	}
 	counted := func() (uint64, uint64) {
-		in, _ := udpCounter(e.tb.Client, "InDatagrams")
-		full, _ := udpCounter(e.tb.Client, "RcvbufErrors")
-		csum, _ := udpCounter(e.tb.Client, "InCsumErrors")
+		in, _ := bench.UDPCounter(e.Testbed.Client, "InDatagrams")
+		full, _ := bench.UDPCounter(e.Testbed.Client, "RcvbufErrors")
+		csum, _ := bench.UDPCounter(e.Testbed.Client, "InCsumErrors")
 		return in + full, csum
 	}
 	drain(sink) // the probe's first datagrams
 	arrivedBefore, csumBefore := counted()
-	before, _ := runTime(core.tids())
+	before, _ := core.RunTime()
 	if err := out.Wait("result ", o.Blast+30*time.Second, p); err != nil {
 		return res, 0, 0, 0, err
 	}
-	after, _ := runTime(core.tids())
+	after, _ := core.RunTime()
 	time.Sleep(100 * time.Millisecond) // the last datagrams through the client's NAPI
 	drain(sink)                        // (UDP counts a datagram in InDatagrams as it is read)
 	arrivedAfter, csumAfter := counted()
@@ -269,7 +268,7 @@ func txTrial(e *env, tx string, o AFXDPOptions) (res txProbeResult, coreNs, arri
 }
 
 // sender is the named transmit path's result (zero if none).
-func (rep *AFXDPReport) sender(name string) SenderResult {
+func (rep *Report) sender(name string) SenderResult {
 	for _, s := range rep.Senders {
 		if s.Name == name {
 			return s
@@ -279,7 +278,7 @@ func (rep *AFXDPReport) sender(name string) SenderResult {
 }
 
 // writeSenders prints the transmit paths.
-func (rep *AFXDPReport) writeSenders(w io.Writer) {
+func (rep *Report) writeSenders(w io.Writer) {
 	if len(rep.Senders) == 0 {
 		return
 	}

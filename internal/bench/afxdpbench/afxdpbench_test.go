@@ -1,4 +1,4 @@
-package bench
+package afxdpbench
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ebrtc/ebrtc/internal/bench"
+	"github.com/ebrtc/ebrtc/internal/bench/benchtest"
 	"github.com/ebrtc/ebrtc/internal/testbed"
 	"github.com/ebrtc/ebrtc/internal/testenv"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
@@ -20,9 +22,9 @@ func TestAFXDPBenchSmoke(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "taskset")
 	dir, bin := t.TempDir(), testbed.SharedEbrtc(t)
-	o := QuickAFXDPOptions()
+	o := QuickOptions()
 	o.Packets, o.Rounds, o.Blast, o.PionBytes, o.PionPackets, o.Isolate = 2000, 1, 300*time.Millisecond, 1<<20, 200, true
-	rep, err := RunAFXDP(context.Background(), bin, o)
+	rep, err := Run(context.Background(), bin, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestAFXDPBenchSmoke(t *testing.T) {
 		!strings.Contains(sb.String(), "transmit afxdp/sendmmsg") {
 		t.Errorf("table:\n%s", sb.String())
 	}
-	checkFiles(t, rep, dir, "receivers", []string{"name", "receive_p50_ns", "receive_p99_ns", "pps"})
+	benchtest.CheckFiles(t, rep, dir, "receivers", []string{"name", "receive_p50_ns", "receive_p99_ns", "pps"})
 }
 
 // BenchmarkReceive sends datagrams one at a time from the client
@@ -123,12 +125,12 @@ func BenchmarkReceive(b *testing.B) {
 				if _, arrival, err := read(buf); err != nil {
 					b.Fatal(err)
 				} else if arrival != 0 {
-					samples = append(samples, clampNs(monotonicNs()-arrival))
+					samples = append(samples, clampNs(bench.MonotonicNs()-arrival))
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(quantile(samples, 0.5), "receive-p50-ns")
-			b.ReportMetric(quantile(samples, 0.99), "receive-p99-ns")
+			b.ReportMetric(bench.Quantile(samples, 0.5), "receive-p50-ns")
+			b.ReportMetric(bench.Quantile(samples, 0.99), "receive-p99-ns")
 		})
 	}
 }
