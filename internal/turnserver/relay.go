@@ -16,6 +16,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/metrics"
 	"github.com/ebrtc/ebrtc/internal/ratelimit"
 	"github.com/ebrtc/ebrtc/internal/sockopt"
+	"github.com/ebrtc/ebrtc/internal/turnserver/restart"
 )
 
 // relayGenerator hands out relay sockets on the on-wire relay address of the
@@ -31,7 +32,7 @@ type relayGenerator struct {
 	stats                 *slowStats
 	events                *metrics.Events
 	guard                 sockopt.Control // attaches the source guard to relay sockets (nil: none)
-	gate                  *readGate       // holds relay sockets' readers for a hand-over
+	gate                  *restart.Gate   // holds relay sockets' readers for a hand-over
 	users                 userTraffic     // what ended allocations relayed, per user
 
 	live liveRelays
@@ -142,7 +143,7 @@ func (g *relayGenerator) listenPacket(network, addr string) (net.PacketConn, err
 // newRelayConn makes conn, bound at addr (reserved in the live set), an
 // allocation's relay socket.
 func (g *relayGenerator) newRelayConn(conn net.PacketConn, addr netip.AddrPort, user string) *relayConn {
-	rc := &relayConn{PacketConn: conn, gen: g, addr: addr, user: user, perms: map[netip.Addr]bool{}, reader: gatedReader{gate: g.gate}}
+	rc := &relayConn{PacketConn: conn, gen: g, addr: addr, user: user, perms: map[netip.Addr]bool{}, reader: g.gate.Reader()}
 	g.live.setConn(addr, rc)
 	return rc
 }
@@ -299,7 +300,7 @@ type relayConn struct {
 	addr             netip.AddrPort // on the wire
 	toPeer, toClient ratelimit.Bucket
 	closeOnce        sync.Once
-	reader           gatedReader
+	reader           restart.Reader
 	user             string
 	traffic          allocTraffic
 
@@ -342,7 +343,7 @@ func (c *relayConn) WriteTo(p []byte, addr net.Addr) (int, error) {
 
 func (c *relayConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	for {
-		n, addr, err := c.reader.read(c.PacketConn, p)
+		n, addr, err := c.reader.Read(c.PacketConn, p)
 		if err != nil {
 			return n, addr, err
 		}

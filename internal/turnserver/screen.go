@@ -8,6 +8,7 @@ import (
 	"github.com/pion/stun/v4"
 
 	"github.com/ebrtc/ebrtc/internal/metrics"
+	"github.com/ebrtc/ebrtc/internal/turnserver/restart"
 )
 
 // What arrives on a UDP listener, judged before pion parses it.
@@ -55,12 +56,12 @@ func classifyDatagram(b []byte) datagramKind {
 type screenedConn struct {
 	net.PacketConn
 	events *metrics.Events
-	reader gatedReader
+	reader restart.Reader
 }
 
 func (c *screenedConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	for {
-		n, addr, err := c.reader.read(c.PacketConn, p)
+		n, addr, err := c.reader.Read(c.PacketConn, p)
 		if err != nil {
 			return n, addr, err
 		}
@@ -82,11 +83,11 @@ func (c *screenedConn) WriteTo(p []byte, addr net.Addr) (int, error) {
 type screenedListener struct {
 	net.Listener
 	events *metrics.Events
-	gate   *readGate // holds Accept for a hand-over (nil: none)
+	gate   *restart.Gate // holds Accept for a hand-over (nil: none)
 }
 
 func (l *screenedListener) Accept() (net.Conn, error) {
-	c, err := l.gate.accept(l.Listener)
+	c, err := l.gate.Accept(l.Listener)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/ebrtc/ebrtc/internal/offload"
 	"github.com/ebrtc/ebrtc/internal/sockopt"
 	"github.com/ebrtc/ebrtc/internal/sourceguard"
+	"github.com/ebrtc/ebrtc/internal/turnserver/restart"
 	"github.com/ebrtc/ebrtc/pkg/afxdp"
 )
 
@@ -44,18 +45,9 @@ type Server struct {
 	Attached   []offload.Attachment // where the fast path runs, and why
 	afxdpConns []*afxdp.Conn        // UDP listeners receiving through AF_XDP (--rx afxdp)
 	stop       chan struct{}        // ends watchAttachments
-
-	// For hand-overs (handover.go): the sockets by what they serve, the
-	// gate that stops their readers, and what a predecessor left.
-	gen           *relayGenerator
-	table         *channelTable
-	gate          *readGate
-	udpSockets    []udpSocket // parallel to pion's PacketConnConfigs
-	tcpSockets    []tcpSocket
-	dtlsListeners []net.Listener // closed for a hand-over: their sessions cannot move
-	inherited     *inheritance
-	preloaded     *offload.Engine // loaded ahead of a hand-over (loadEngine takes it)
-	handedOver    bool            // sockets and fast path belong to another process (a successor, or the predecessor this one failed to replace)
+	gen        *relayGenerator
+	table      *channelTable
+	restart    *restart.Lifecycle // hand-overs and keep-offload: the listening sockets, the read gate
 }
 
 // Start opens the listeners, loads and attaches the fast path, and serves.
@@ -74,7 +66,6 @@ func Start(s *Settings) (*Server, error) {
 		allocs:   newAllocationCounter(quotas{user: s.UserQuota, perSource: s.UserQuotaScope == "source", total: s.TotalQuota}, newIPRateLimiter(s.AllocateRate, 3*s.AllocateRate), events),
 		slow:     &slowStats{},
 		events:   events,
-		gate:     newReadGate(),
 	}
 	if len(s.RelayIPs) == 0 {
 		ips, err := guessRelayIPs(s.Listeners)
@@ -93,21 +84,19 @@ func Start(s *Settings) (*Server, error) {
 	} else {
 		srv.guard = g
 	}
-	if err := srv.inherit(); err != nil {
+	srv.restart = restart.New(restart.Config{
+		Offload: s.Offload != "off", KeepOffload: s.KeepOffload, PinDir: s.PinDir, StateFile: s.StateFile,
+		OffloadConfig: s.offloadConfig, Guard: srv.guardControl(), Log: srv.log,
+	}, restartHost{srv})
+	if err := srv.restart.Inherit(); err != nil {
 		_ = srv.Close()
 		return nil, err
 	}
-	srv.removeDeadHandoverPins()
 	if err := srv.start(lf); err != nil {
-		// Gone before the predecessor serves on: never both at once.
-		srv.leaveToPredecessor()
-		_ = srv.Close()
-		srv.inherited.failed(err)
+		srv.restart.StartFailed(err, srv.Close)
 		return nil, err
 	}
-	srv.dropUnusedPins()
-	srv.inherited.serving(srv.log)
-	srv.inherited = nil
+	srv.restart.Serving()
 	return srv, nil
 }
 
@@ -116,7 +105,7 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 	gen := &relayGenerator{
 		relayIPs: s.RelayIPs, externalIPs: s.ExternalIPs, minPort: s.MinPort, maxPort: s.MaxPort,
 		policy: s.Policy, limit: s.RateLimit, stats: srv.slow, events: srv.events, guard: srv.guardControl(),
-		gate: srv.gate,
+		gate: srv.restart.Gate(),
 	}
 	table := &channelTable{
 		sink:         discardSink{},
@@ -180,9 +169,7 @@ func (srv *Server) start(lf logging.LoggerFactory) error {
 		return fmt.Errorf("turn: %w", err)
 	}
 	srv.turn = t
-	if err := srv.takeOver(); err != nil {
-		return err
-	}
+	srv.restart.TakeOver()
 	if s.MetricsListen != "" {
 		if err := srv.serveMetrics(); err != nil {
 			return err
@@ -219,28 +206,22 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 		if s.RX == "afxdp" {
 			return srv.addAFXDPListener(cfg, network, addr, gen, permit, table)
 		}
-		threads := s.UDPThreads
-		if n := srv.savedUDPCount(l); n > 0 {
-			threads = n // the predecessor's group, each allocation at its index
-		}
-		for ordinal := range threads {
-			conn, err := srv.listenUDP(l, network, ordinal)
-			if err != nil {
-				return err
-			}
-			cfg.PacketConnConfigs = append(cfg.PacketConnConfigs, turn.PacketConnConfig{
-				PacketConn:            &screenedConn{PacketConn: conn, events: srv.events, reader: gatedReader{gate: srv.gate}},
-				RelayAddressGenerator: gen, PermissionHandler: permit,
-			})
-			srv.udpSockets = append(srv.udpSockets, udpSocket{listener: l, ordinal: ordinal, conn: conn})
-			table.udpListeners[addrPort(conn.LocalAddr())] = true
-		}
-	case "tcp", "tls":
-		tcp, err := srv.listenTCP(l, network)
+		conns, err := srv.restart.ListenUDP(network, l.Addr, s.UDPThreads)
 		if err != nil {
 			return err
 		}
-		srv.tcpSockets = append(srv.tcpSockets, tcpSocket{listener: l, ln: tcp})
+		for _, conn := range conns {
+			cfg.PacketConnConfigs = append(cfg.PacketConnConfigs, turn.PacketConnConfig{
+				PacketConn:            &screenedConn{PacketConn: conn, events: srv.events, reader: srv.restart.Gate().Reader()},
+				RelayAddressGenerator: gen, PermissionHandler: permit,
+			})
+			table.udpListeners[addrPort(conn.LocalAddr())] = true
+		}
+	case "tcp", "tls":
+		tcp, err := srv.restart.ListenTCP(l.Scheme, network, l.Addr)
+		if err != nil {
+			return err
+		}
 		var ln net.Listener = tcp
 		if l.Scheme == "tls" {
 			cert, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
@@ -251,7 +232,7 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		}
 		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{
-			Listener: &screenedListener{Listener: ln, events: srv.events, gate: srv.gate}, RelayAddressGenerator: gen, PermissionHandler: permit})
+			Listener: &screenedListener{Listener: ln, events: srv.events, gate: srv.restart.Gate()}, RelayAddressGenerator: gen, PermissionHandler: permit})
 	case "dtls":
 		cert, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
 		if err != nil {
@@ -261,7 +242,7 @@ func (srv *Server) addListener(cfg *turn.ServerConfig, l Listener, gen *relayGen
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", l.Scheme+"://"+addr, err)
 		}
-		srv.dtlsListeners = append(srv.dtlsListeners, ln)
+		srv.restart.AddDTLS(ln)
 		cfg.ListenerConfigs = append(cfg.ListenerConfigs, turn.ListenerConfig{
 			Listener: &screenedListener{Listener: ln, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit})
 	}
@@ -292,14 +273,14 @@ func (srv *Server) addAFXDPListener(cfg *turn.ServerConfig, network, addr string
 	cfg.PacketConnConfigs = append(cfg.PacketConnConfigs, turn.PacketConnConfig{
 		PacketConn: &screenedConn{PacketConn: conn, events: srv.events}, RelayAddressGenerator: gen, PermissionHandler: permit,
 	})
-	srv.udpSockets = append(srv.udpSockets, udpSocket{listener: Listener{Scheme: "udp", Addr: addrPort(conn.LocalAddr())}})
+	srv.restart.AddAFXDP(addrPort(conn.LocalAddr()))
 	table.udpListeners[addrPort(conn.LocalAddr())] = true
 	return nil
 }
 
 func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 	s := srv.settings
-	engine, err := srv.loadEngine()
+	engine, err := srv.restart.LoadEngine()
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +301,7 @@ func (srv *Server) startOffload(table *channelTable) (*offload.Engine, error) {
 		srv.Attached = append(srv.Attached, a)
 		srv.log.Infof("fast path on %s: %s (%s)", name, a.Hooks(), a.Reason)
 	}
-	srv.settlePins(engine)
+	srv.restart.SettlePins(engine)
 	return engine, nil
 }
 
@@ -343,27 +324,6 @@ func (s *Settings) offloadConfig(pinDir string) (offload.Config, error) {
 	}
 	return offload.Config{ListenPorts: ports, RelayPortMin: uint16(s.MinPort), RelayPortMax: uint16(s.MaxPort),
 		RelayIPs: s.RelayIPs, RateLimit: s.RateLimit, PinDir: pinDir}, nil
-}
-
-// loadEngine loads the fast path: the one loaded ahead of a hand-over, with
-// the pinned channels read now that the predecessor is held, or a new one.
-func (srv *Server) loadEngine() (*offload.Engine, error) {
-	if e := srv.preloaded; e != nil {
-		srv.preloaded = nil
-		if e.PinDir() == srv.pinDirToLoad() {
-			if err := e.Restore(); err != nil {
-				e.Close()
-				return nil, err
-			}
-			return e, nil
-		}
-		e.Close()
-	}
-	cfg, err := srv.settings.offloadConfig(srv.pinDirToLoad())
-	if err != nil {
-		return nil, err
-	}
-	return offload.Load(cfg)
 }
 
 // defaultOffloadIfaces are the interfaces carrying the relay addresses and
@@ -509,13 +469,18 @@ func (srv *Server) watchAttachments(stop <-chan struct{}) {
 	}
 }
 
+// Upgrade hands everything to a new process of the binary at path (the
+// same command line): on success this server has stopped serving and only
+// Close is left; on failure it serves on.
+func (srv *Server) Upgrade(path string, args []string, stdout, stderr io.Writer) error {
+	return srv.restart.Upgrade(path, args, stdout, stderr)
+}
+
 // Close stops serving, detaches the fast path and closes every allocation.
 func (srv *Server) Close() error {
 	var errs []error
-	if srv.settings.KeepOffload && !srv.handedOver && srv.turn != nil && srv.engine != nil {
-		if err := srv.closeKeepingOffload(); err != nil {
-			errs = append(errs, err, srv.engine.Unpin())
-		}
+	if srv.turn != nil { // keep-offload saves pion's allocations first
+		errs = append(errs, srv.restart.Stop())
 	}
 	if srv.stop != nil {
 		close(srv.stop)
@@ -533,9 +498,7 @@ func (srv *Server) Close() error {
 	if srv.engine != nil {
 		errs = append(errs, srv.engine.Close())
 	}
-	if srv.preloaded != nil { // pinned: its predecessor's fast path stays
-		errs = append(errs, srv.preloaded.Close())
-	}
+	errs = append(errs, srv.restart.Close())
 	for _, c := range srv.afxdpConns {
 		if err := c.Close(); !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)

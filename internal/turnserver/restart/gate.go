@@ -1,4 +1,4 @@
-package turnserver
+package restart
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// readGate stops the server's UDP readers (listeners and relay sockets)
+// Gate stops the server's UDP readers (listeners and relay sockets)
 // between two datagrams, and its TCP listeners between two connections,
 // for a hand-over: once held, no datagram is being handled, so pion's
 // state is still, and what arrives waits in the socket buffers for whoever
@@ -19,7 +19,7 @@ import (
 //
 // Every datagram passes it: while open it costs two atomic operations and
 // no lock; only a held gate parks readers on the mutex.
-type readGate struct {
+type Gate struct {
 	held atomic.Bool
 	busy atomic.Int64 // readers inside a read or handling a datagram
 
@@ -27,8 +27,8 @@ type readGate struct {
 	cond *sync.Cond
 }
 
-func newReadGate() *readGate {
-	g := &readGate{}
+func newGate() *Gate {
+	g := &Gate{}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -37,15 +37,18 @@ func newReadGate() *readGate {
 // blocked reader, the zero time clears it.
 type wakeFunc func(time.Time) error
 
-// gatedReader is one socket's place at the gate.
-type gatedReader struct {
-	gate     *readGate
+// Reader is one socket's place at the gate; the zero Reader has none.
+type Reader struct {
+	gate     *Gate
 	handling bool // the last read returned a datagram
 }
 
-// read reads c through the gate (directly without one). Nobody else sets
-// deadlines on gated sockets, so an expired one is the gate's doing.
-func (r *gatedReader) read(c net.PacketConn, p []byte) (int, net.Addr, error) {
+// Reader is a place at g for one socket (at a nil g: none).
+func (g *Gate) Reader() Reader { return Reader{gate: g} }
+
+// Read reads c through the gate (directly without one). Nobody else
+// sets deadlines on gated sockets, so an expired one is the gate's doing.
+func (r *Reader) Read(c net.PacketConn, p []byte) (int, net.Addr, error) {
 	g := r.gate
 	if g == nil {
 		return c.ReadFrom(p)
@@ -71,7 +74,7 @@ func (r *gatedReader) read(c net.PacketConn, p []byte) (int, net.Addr, error) {
 // enter counts a reader busy once the gate is open. Busy first, held
 // checked after (hold does the opposite), so hold either sees the reader
 // or the reader sees the gate closed.
-func (g *readGate) enter() {
+func (g *Gate) enter() {
 	for {
 		g.waitOpen()
 		g.busy.Add(1)
@@ -82,8 +85,8 @@ func (g *readGate) enter() {
 	}
 }
 
-// accept accepts on l through the gate (directly without one).
-func (g *readGate) accept(l net.Listener) (net.Conn, error) {
+// Accept accepts on l through the gate (directly at a nil g).
+func (g *Gate) Accept(l net.Listener) (net.Conn, error) {
 	for {
 		if g != nil {
 			g.waitOpen()
@@ -95,7 +98,7 @@ func (g *readGate) accept(l net.Listener) (net.Conn, error) {
 	}
 }
 
-func (g *readGate) waitOpen() {
+func (g *Gate) waitOpen() {
 	if !g.held.Load() {
 		return
 	}
@@ -109,7 +112,7 @@ func (g *readGate) waitOpen() {
 // hold stops the readers and waits until none is busy, at most timeout.
 // sockets are asked for after the gate closes, so one opened meanwhile is
 // in the list or finds the gate closed.
-func (g *readGate) hold(sockets func() []wakeFunc, timeout time.Duration) error {
+func (g *Gate) hold(sockets func() []wakeFunc, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	g.held.Store(true)
 	for _, wake := range sockets() {
@@ -126,7 +129,7 @@ func (g *readGate) hold(sockets func() []wakeFunc, timeout time.Duration) error 
 }
 
 // release lets the readers go on.
-func (g *readGate) release(sockets []wakeFunc) {
+func (g *Gate) release(sockets []wakeFunc) {
 	// Deadlines first: a reader let through must not find one expired.
 	for _, wake := range sockets {
 		_ = wake(time.Time{})
