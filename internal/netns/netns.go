@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,8 +76,36 @@ func ownerPID(name, prefix string) (int, bool) {
 	return n, err == nil && n > 0
 }
 
-// Delete removes the namespace; the kernel removes its interfaces with it.
-func (n *NS) Delete() error { return IP("netns", "delete", n.Name) }
+// Delete kills the processes in the namespace, then removes it; the
+// kernel removes its interfaces with it. (A browser a script launched in
+// its own session, as puppeteer launches Firefox, outlives the script
+// killed at a test's failure: it went on taking a CPU from the tests
+// after it.)
+func (n *NS) Delete() error {
+	n.killProcesses()
+	return IP("netns", "delete", n.Name)
+}
+
+// killProcesses sends SIGKILL to every process in the namespace but this
+// one, and waits (up to a second) until they are gone.
+func (n *NS) killProcesses() {
+	for range 20 {
+		out, err := exec.Command("ip", "netns", "pids", n.Name).Output()
+		if err != nil {
+			return
+		}
+		left := 0
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() && unix.Kill(pid, unix.SIGKILL) == nil {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 // IP runs `ip -n NAME args...`.
 func (n *NS) IP(args ...string) error { return IP(append([]string{"-n", n.Name}, args...)...) }
