@@ -963,11 +963,13 @@ int sfu_ingress(struct __sk_buff *skb)
 	}
 	if (hdr >= 0) {
 		m->seq = h.rtp.seq;
+		/* A duplicate's transport-wide number is an arrival too: one left
+		 * out of the feedback reads as lost to the sender's estimate. */
+		if (s->twcc_ext && !twcc_find(skb, m, h.rtp.vpxcc, hdr, s->twcc_ext))
+			twcc_arrived(s->arrivals, m->len, bpf_ntohs(m->twcc));
 		if (s->history && history_seen_or_keep(skb, s->slot, bpf_ntohs(h.rtp.seq), bpf_ntohl(h.rtp.ts),
 						       m->l4_off + sizeof(struct udphdr), m->len, bpf_ktime_get_ns()))
 			return outcome(SFU_DUPLICATE, m->len), TC_ACT_SHOT;
-		if (s->twcc_ext && !twcc_find(skb, m, h.rtp.vpxcc, hdr, s->twcc_ext))
-			twcc_arrived(s->arrivals, m->len, bpf_ntohs(m->twcc));
 		if (s->level_ext && !s->video)
 			audio_level_count(skb, m, s, h.rtp.vpxcc, hdr);
 		m->frame_end = s->video && (h.rtp.mpt & 0x80);

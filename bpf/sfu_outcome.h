@@ -30,6 +30,8 @@ enum sfu_outcome {
 	SFU_DTLS,           /* a DTLS record: to the agent, for its connection's handshake */
 	SFU_UNPROTECTED,    /* RTP/RTCP from or to an address whose connection has no SRTP keys: dropped */
 	SFU_UNAUTHENTIC,    /* SRTP/SRTCP that fails authentication, is replayed or truncated: dropped */
+	/* User space only (this program hands such a datagram up as SFU_UNKNOWN_SENDER): */
+	SFU_PROBE,          /* a sender's bandwidth probe: padding on SSRC 0 or its RTX SSRC, its transport-wide number logged */
 	SFU_OUTCOME_MAX,
 };
 

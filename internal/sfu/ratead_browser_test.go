@@ -61,11 +61,21 @@ type rateBed struct {
 	p3Addr    netip.Addr // P3's address there
 	p3Link    string     // the server's end of P3's veth
 	senders   *testbed.Participants
+	ids       [3]string           // P1's, P2's and P3's, once every one decodes every other
 	admin     string              // the SFU's admin endpoint
 	acks      *ratecontrol.AckLog // EBRTC_SFU_ACK_LOG's, nil without
 	scheme    string              // the page's: http, or https with encrypted media
 	p1Query   string              // more of P1's page's query (&simulcast=2...)
 	p1Browser string              // P1's browser: chromium (""), or firefox
+}
+
+// p1Latest is P1's newest sample (zero before the first).
+func (b *rateBed) p1Latest() testbed.PageSample {
+	s := b.senders.Snapshot()
+	if len(s) == 0 || len(s[len(s)-1].Pages) == 0 {
+		return testbed.PageSample{}
+	}
+	return s[len(s)-1].Pages[0]
 }
 
 // setMode switches P1's (page 0) or P2's (page 1) video encoder to a
@@ -457,6 +467,9 @@ func (b *rateBed) run(t *testing.T, phases []ratePhase) *rateSeries {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("every participant decodes every sender after %v", time.Since(joinStart).Round(time.Millisecond))
+	for p, page := range latest() {
+		b.ids[p] = page.ID
+	}
 
 	var done []phaseSeries
 	var bounds [][2]time.Time

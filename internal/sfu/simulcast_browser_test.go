@@ -59,15 +59,16 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 	)
 	var unshape func() error
 	res := bed.run(t, []ratePhase{
-		{Name: "unshaped", Duration: unshaped},
 		// (Until P1's high encoding has ramped up well apart from its low
-		// one.)
-		{Name: "ramp", Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
-			note, err := encodingsApart(b, done[0].ids(), 20*time.Second)
+		// one: the baseline below is then a sender in its steady state,
+		// not its start, when an encoding comes late or ramps up.)
+		{Name: "ramp", Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
+			note, err := encodingsApart(b, b.ids, 20*time.Second)
 			return note, func() error { return nil }, err
 		}},
-		{Name: "shaped", Duration: shaped, Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
-			kbit, why, err := lowEncodingShaper(b, done[0].ids())
+		{Name: "unshaped", Duration: unshaped},
+		{Name: "shaped", Duration: shaped, Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
+			kbit, why, err := lowEncodingShaper(b, b.ids)
 			if err != nil {
 				return "", nil, err
 			}
@@ -80,7 +81,7 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 	if kernel, ok := bed.plane.(*dataplane.DataPlane); ok {
 		kernelForwarded(t, kernel)
 	}
-	before, during, after := res.Phases[0], res.Phases[2], res.Phases[3]
+	before, during, after := res.Phases[1], res.Phases[2], res.Phases[3]
 	judged := during.after(settle)
 	p1 := res.IDs[0]
 	top := before.Outbound(0)
@@ -135,18 +136,23 @@ func kernelForwarded(t *testing.T, d *dataplane.DataPlane) {
 	}
 }
 
-// encodingsApart waits (up to within) until the SFU's status has P1's
-// high encoding at 1.6 times its low one or more.
+// encodingsApart waits (up to within) until P1 sends its high encoding
+// whole (640 wide: its uplink estimate has room for it) and the SFU's
+// status has it at 1.6 times the low one or more: the sender's steady
+// state, not its start.
 func encodingsApart(b *rateBed, ids [3]string, within time.Duration) (string, error) {
 	start := time.Now()
 	for {
 		p1, _, _, err := simulcastRates(b, ids)
-		if err == nil && len(p1) >= 2 && p1[len(p1)-1] >= 1.6*p1[len(p1)-2] {
+		out := b.p1Latest()
+		wide := out.Outbound["video"].FrameWidth == 640
+		if err == nil && wide && len(p1) >= 2 && p1[len(p1)-1] >= 1.6*p1[len(p1)-2] {
 			return fmt.Sprintf("P1's encodings %.0f and %.0f kbit/s after %v", p1[len(p1)-2]/1000, p1[len(p1)-1]/1000,
 				time.Since(start).Round(100*time.Millisecond)), nil
 		}
 		if time.Since(start) > within {
-			return "", fmt.Errorf("P1's encodings %v bit/s (%v) after %v: not apart", p1, err, within)
+			return "", fmt.Errorf("after %v, P1's encodings %v bit/s (%v), its top one %v wide, its uplink estimate %.0f kbit/s: not its steady state",
+				within, p1, err, out.Outbound["video"].FrameWidth, out.Pub.AvailableOutgoingBitrate/1000)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

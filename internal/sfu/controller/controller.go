@@ -484,6 +484,7 @@ func (c *Controller) bindPublisher(pb *publication) error {
 				if c.cfg.Adapt { // Chromium sends the descriptor with AV1, VP8 and VP9
 					src.DDExt = m.ExtensionID(signaling.DependencyDescriptorURI)
 				}
+				src.RTX = publisherRTX(m)
 			}
 			cfg.Sources = append(cfg.Sources, src)
 		}
@@ -494,6 +495,18 @@ func (c *Controller) bindPublisher(pb *publication) error {
 	}
 	pb.sender = s
 	return c.updateLegs(pb)
+}
+
+// publisherRTX is the retransmission stream m's answer took, if any.
+func publisherRTX(m *signaling.Media) *dataplane.RTX {
+	if !m.PublisherRTX {
+		return nil
+	}
+	rtx := &dataplane.RTX{PT: uint8(m.RTXPayloadType), MediaPT: uint8(m.PayloadType), SSRC: m.RTXSSRC}
+	if len(m.RIDs) > 0 {
+		rtx.SSRC, rtx.RRIDExt = 0, m.ExtensionID(signaling.RRIDURI)
+	}
+	return rtx
 }
 
 // updateLegs makes pb's stream go to every receiver bound now.

@@ -158,10 +158,17 @@ func TestNewReceiverGetsAKeyFrameRequested(t *testing.T) {
 	pubAddr := pubSock.LocalAddr().(*net.UDPAddr).AddrPort()
 	w.check(t, a.last(t, "answer").SDP, "WBQv", pubAddr)
 	w.check(t, b.last(t, "offer").SDP, "bbbb", netip.MustParseAddrPort("127.0.0.1:9"))
-	video := pa.pubs[Camera].publish.Media[1].SSRCs[0]
-	want := []dataplane.Source{{SSRC: pa.pubs[Camera].publish.Media[0].SSRCs[0], TWCCExt: 3, LevelExt: 1}, {SSRC: video, Video: dataplane.AV1, TWCCExt: 3, History: true}}
-	if got := w.plane.ssrcs[pubAddr]; !slices.Equal(got, want) {
-		t.Errorf("sources %v, want %v (video gated as AV1 with a history, audio not, its levels read)", got, want)
+	vm := pa.pubs[Camera].publish.Media[1]
+	video := vm.SSRCs[0]
+	rtx := dataplane.RTX{PT: uint8(vm.RTXPayloadType), MediaPT: uint8(vm.PayloadType), SSRC: vm.RTXSSRC}
+	want := []dataplane.Source{{SSRC: pa.pubs[Camera].publish.Media[0].SSRCs[0], TWCCExt: 3, LevelExt: 1}, {SSRC: video, Video: dataplane.AV1, TWCCExt: 3, History: true, RTX: &rtx}}
+	got := w.plane.ssrcs[pubAddr]
+	if !slices.EqualFunc(got, want, func(a, b dataplane.Source) bool {
+		same := (a.RTX == nil) == (b.RTX == nil) && (a.RTX == nil || *a.RTX == *b.RTX)
+		a.RTX, b.RTX = nil, nil
+		return same && a == b
+	}) || !vm.PublisherRTX {
+		t.Errorf("sources %+v, want %+v (video gated as AV1 with a history and the publisher's RTX, audio not, its levels read)", got, want)
 	}
 	expectPLI(t, pubSock, sfuSock, video, 2*time.Second)
 	second := func() {

@@ -145,13 +145,16 @@ type replicaBatch struct {
 	plain    []byte
 	overhead int
 	sealed   [][]byte
+	// repaired is the packet a retransmission carries (rtx.go).
+	repaired []byte
 	// rxAt is when the kernel received the input datagram (CLOCK_MONOTONIC,
 	// from its socket's SO_TIMESTAMPNS; 0: unknown, now).
 	rxAt time.Duration
 }
 
 func newReplicaBatch(encrypted bool) *replicaBatch {
-	b := &replicaBatch{replicas: make([]afxdp.Message, 0, MaxFanout), bufs: make([][]byte, MaxFanout), sent: make([]bool, MaxFanout)}
+	b := &replicaBatch{replicas: make([]afxdp.Message, 0, MaxFanout), bufs: make([][]byte, MaxFanout), sent: make([]bool, MaxFanout),
+		repaired: make([]byte, 0, maxDatagram)}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, 0, 1500)
 	}
@@ -194,17 +197,19 @@ func (f *forwarder) forward(s streamState, p []byte, cl Classified, b *replicaBa
 	pi := packetInfo{p: p, size: len(p) + b.overhead, now: coarseNow()}
 	if cl.Payload != nil {
 		hdr := len(p) - len(cl.Payload)
+		// (A duplicate's transport-wide number is an arrival too: one left
+		// out of the feedback reads as lost to the sender's estimate.)
+		if src.TWCCExt != 0 {
+			if pi.twccOff = twccOffset(p, hdr, src.TWCCExt); pi.twccOff > 0 {
+				s.arrived(binary.BigEndian.Uint16(p[pi.twccOff:]), pi.size, b.rxAt)
+			}
+		}
 		if src.History && s.seenOrKeep(src, binary.BigEndian.Uint16(p[2:]), binary.BigEndian.Uint32(p[4:]), p) {
 			f.count(Duplicate, pi.size)
 			return
 		}
 		pi.gate = gateOf(src.Video, cl)
 		pi.frameEnd = src.Video != NoVideo && p[1]&0x80 != 0
-		if src.TWCCExt != 0 {
-			if pi.twccOff = twccOffset(p, hdr, src.TWCCExt); pi.twccOff > 0 {
-				s.arrived(binary.BigEndian.Uint16(p[pi.twccOff:]), pi.size, b.rxAt)
-			}
-		}
 		hearLevel(s, src, p)
 		if src.Video != NoVideo && src.DDExt != 0 {
 			pi.adapt, pi.frame = true, s.frame(p, hdr, src, pi.size)

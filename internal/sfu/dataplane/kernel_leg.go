@@ -165,10 +165,18 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 	d.mu.Lock()
 	s := d.streams[from]
 	var st *slowStream
+	why := UnknownSender
 	if s != nil {
 		_, ok := s.source(cl.SSRC)
 		if !ok && cl.Payload != nil && s.sim != nil {
 			ok = d.learnEncoding(from, s, cl.SSRC, p, len(p)-len(cl.Payload))
+		}
+		if !ok {
+			var q []byte
+			var qcl Classified
+			if q, qcl, ok = repairedPacket(s.sources, p, cl, b.repaired); ok {
+				p, cl = q, qcl
+			}
 		}
 		if ok {
 			st = &slowStream{stream: s, d: d, views: s.views}
@@ -177,11 +185,12 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 			}
 		} else {
 			arrivedUnknown(s.sources, p, cl, len(p), b.rxAt, (&slowStream{stream: s, d: d}).arrived)
+			why = unknownOutcome(s.sources, p, cl)
 		}
 	}
 	d.mu.Unlock()
 	if st == nil {
-		d.slow[UnknownSender].add(len(p))
+		d.slow[why].add(len(p))
 		return
 	}
 	d.fwd.forward(st, p, cl, b)
@@ -204,7 +213,7 @@ type encodingSlot struct {
 
 func (s *stream) source(ssrc uint32) (Source, bool) {
 	for _, src := range s.sources {
-		if src.SSRC == ssrc {
+		if src.SSRC == ssrc && ssrc != 0 { // (0: a simulcast video's stand-in, no SSRC; libwebrtc's first probes)
 			return src, true
 		}
 	}

@@ -38,6 +38,10 @@ const (
 	DTLS
 	Unprotected
 	Unauthentic
+	// Probe: a sender's bandwidth probe, padding on SSRC 0 or on its RTX
+	// SSRC, its transport-wide number logged, nothing forwarded (counted
+	// in user space: the eBPF program hands it up as unknown_sender).
+	Probe
 	outcomeMax
 )
 
@@ -47,6 +51,7 @@ var outcomeNames = [...]string{
 	"gated", "layer_dropped", "padding_upcall", "event_lost", "layer_busy", "duplicate",
 	"other_encoding",
 	"dtls", "unprotected", "unauthentic",
+	"probe",
 }
 
 func (o Outcome) String() string {

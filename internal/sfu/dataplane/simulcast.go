@@ -47,9 +47,10 @@ func withLearnt(sources, old []Source) []Source {
 		return sources
 	}
 	out := slices.Clone(sources)
+	standIn := sources[slices.IndexFunc(sources, func(s Source) bool { return s.Simulcast == sim })]
 	for _, src := range old {
 		if src.Simulcast != nil && src.SSRC != 0 && !hasSSRC(out, src.SSRC) {
-			src.Simulcast = sim
+			src.Simulcast, src.RTX = sim, standIn.RTX
 			out = append(out, src)
 		}
 	}

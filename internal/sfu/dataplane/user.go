@@ -95,6 +95,7 @@ type User struct {
 	senders map[userKey]*userStream
 	streams map[netip.AddrPort]*userStream
 
+	early   earlyArrivals // datagrams before their address's keys or stream (early.go)
 	counts  [outcomeMax]counter
 	readers []*mediaConn // each read by a goroutine: the conns, each followed by its workers
 	wg      sync.WaitGroup
@@ -371,6 +372,7 @@ func (u *User) RemoveStream(from netip.AddrPort) error {
 
 // Outcomes are the counters, as the eBPF data plane keeps them.
 func (u *User) Outcomes() (map[Outcome]Counter, error) {
+	u.countExpired(u.early.expire(monoNow())) // (held ones are counted when they are judged)
 	out := map[Outcome]Counter{}
 	for o := range outcomeMax {
 		out[o] = u.counts[o].load()
@@ -470,12 +472,62 @@ func serve(c *mediaConn, encrypted bool, handle func(c *mediaConn, p []byte, fro
 
 // handle judges one datagram and replicates it where the eBPF data plane would.
 func (u *User) handle(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch) {
+	if u.early.pending() && u.hasStream(from) {
+		// (By the worker that reads from's datagrams: its state keeps one
+		// writer.)
+		for _, d := range u.early.take(from) {
+			u.handleEarly(from, d)
+		}
+	}
 	if u.fwd.keys != nil {
+		if u.fwd.keys.of(from) == nil && isRTPOrRTCP(p) && !u.hasStream(from) { // (keys and stream to come)
+			u.holdEarly(from, earlyDatagram{c: c, p: p, rxAt: b.rxAt, why: Unprotected})
+			return
+		}
 		var ok bool
 		if p, ok = u.open(c, p, from, b); !ok {
 			return
 		}
 	}
+	u.handleOpen(c, p, from, b)
+}
+
+func (u *User) hasStream(from netip.AddrPort) bool {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return u.streams[from] != nil
+}
+
+// holdEarly keeps d (early.go), or counts it if it is not kept. A held
+// datagram is counted when it is handled, or dropped unhandled.
+func (u *User) holdEarly(from netip.AddrPort, d earlyDatagram) {
+	kept, expired := u.early.hold(from, d, monoNow())
+	if !kept {
+		u.count(d.why, len(d.p))
+	}
+	u.countExpired(expired)
+}
+
+func (u *User) countExpired(expired []earlyDatagram) {
+	for _, x := range expired {
+		u.count(x.why, len(x.p))
+	}
+}
+
+// handleEarly handles a datagram held until its stream was installed.
+func (u *User) handleEarly(from netip.AddrPort, d earlyDatagram) {
+	b := newReplicaBatch(u.fwd.keys != nil)
+	b.rxAt = d.rxAt
+	if d.opened {
+		b.overhead = d.overhead
+		u.handleOpen(d.c, d.p, from, b)
+		return
+	}
+	u.handle(d.c, d.p, from, b)
+}
+
+// handleOpen is handle's for an opened datagram (plain RTP or RTCP).
+func (u *User) handleOpen(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch) {
 	cl := Classify(p)
 	if !cl.Replicate {
 		u.count(cl.Outcome, len(p))
@@ -491,22 +543,45 @@ func (u *User) handle(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBat
 		s = u.learnEncoding(from, cl.SSRC, p, len(p)-len(cl.Payload))
 	}
 	if s == nil {
-		u.mu.RLock()
-		if st := u.streams[from]; st != nil {
-			arrivedUnknown(st.sources, p, cl, len(p)+b.overhead, b.rxAt, st.arrived)
+		var ok bool
+		if s, p, cl, ok = u.undescribed(c, p, cl, from, b); !ok {
+			return
 		}
-		u.mu.RUnlock()
-		u.count(UnknownSender, len(p))
-		return
 	}
 	u.fwd.forward(s, p, cl, b)
+}
+
+// undescribed takes a packet from `from` on an SSRC none of its sources
+// is: held until its stream comes (encrypted media, early.go), turned into
+// the packet it repairs (rtx.go), or counted, its transport-wide number
+// logged (a probe's, say).
+func (u *User) undescribed(c *mediaConn, p []byte, cl Classified, from netip.AddrPort, b *replicaBatch) (*userStream, []byte, Classified, bool) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	st := u.streams[from]
+	switch {
+	case st == nil && u.fwd.keys != nil: // (keys, but the stream is not installed yet)
+		u.holdEarly(from, earlyDatagram{c: c, p: p, opened: true, overhead: b.overhead, rxAt: b.rxAt, why: UnknownSender})
+		return nil, nil, cl, false
+	case st == nil:
+		u.count(UnknownSender, len(p))
+		return nil, nil, cl, false
+	}
+	if q, qcl, ok := repairedPacket(st.sources, p, cl, b.repaired); ok {
+		if s := u.senders[userKey{from, qcl.SSRC}]; s != nil {
+			return s, q, qcl, true
+		}
+	}
+	arrivedUnknown(st.sources, p, cl, len(p)+b.overhead, b.rxAt, st.arrived)
+	u.count(unknownOutcome(st.sources, p, cl), len(p))
+	return nil, nil, cl, false
 }
 
 // The user plane's state, as forwarding takes it.
 
 func (s *userStream) source(ssrc uint32) (Source, bool) {
 	for _, src := range s.sources {
-		if src.SSRC == ssrc {
+		if src.SSRC == ssrc && ssrc != 0 { // (0: a simulcast video's stand-in, no SSRC; libwebrtc's first probes)
 			return src, true
 		}
 	}

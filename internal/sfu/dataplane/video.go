@@ -68,6 +68,9 @@ type Source struct {
 	// is a learnt source's place in Simulcast.RIDs.
 	Simulcast *Simulcast
 	Encoding  uint8
+	// RTX is the sender's retransmission stream of this (video) source,
+	// if it sends one (nil: it was not asked for one).
+	RTX *RTX
 }
 
 // Simulcast is how a sender's encodings of one video are told apart and
@@ -80,7 +83,13 @@ type Simulcast struct {
 
 // encodingOf is the encoding an RTP packet's stream id names, if any.
 func (s *Simulcast) encodingOf(p []byte, hdr int) (uint8, bool) {
-	off, n := rtpExtensionAt(p, hdr, s.RIDExt)
+	return s.encodingNamed(p, hdr, s.RIDExt)
+}
+
+// encodingNamed is the encoding a stream id in header extension ext
+// names (the stream id, or a retransmission's repaired stream id), if any.
+func (s *Simulcast) encodingNamed(p []byte, hdr int, ext uint8) (uint8, bool) {
+	off, n := rtpExtensionAt(p, hdr, ext)
 	if off <= 0 || n == 0 {
 		return 0, false
 	}

@@ -218,6 +218,7 @@ func (s *Sender) KeyFrame() { s.requestKeyFrame(s.cfg.VideoSSRC) }
 func (s *Sender) requestKeyFrame(ssrc uint32) {
 	for _, ssrc := range s.keyFrameSSRCs(ssrc) {
 		if ssrc != 0 && s.firstPLI(ssrc) {
+			s.t.cfg.Log.Debug("key frame asked", "room", s.cfg.Room, "sender", s.cfg.ID, "ssrc", ssrc)
 			s.sendRTCP(&rtcp.PictureLossIndication{SenderSSRC: sfuSSRC, MediaSSRC: ssrc})
 		}
 	}

@@ -44,7 +44,8 @@ type ICE struct {
 
 // Publish is a participant's send-only description, reduced to what the
 // SFU forwards: one codec per section, its feedback and header extensions
-// but none the data plane cannot honour (rtx, red, ulpfec, flexfec). The
+// but none the data plane cannot honour (red, ulpfec, flexfec); rtx for
+// video, which the data planes turn back into the packets it repairs. The
 // transport-wide sequence number and its feedback stay: the SFU sends the
 // publisher feedback on its uplink, each receiver's leg rewrites the
 // number in its replicas, and the publisher's rate follows the SFU's REMB
@@ -69,10 +70,16 @@ type Media struct {
 	// RTXPayloadType and RTXSSRC are the retransmission stream the SFU
 	// offers receivers of video (RFC 4588): the publisher's own payload
 	// type for it (else one free), and the SSRC its offer paired with the
-	// media's (else a new one). The publisher is not asked for RTX: the
-	// SFU answers receivers' NACKs from its history.
+	// media's (else a new one). The SFU answers receivers' NACKs from its
+	// history.
 	RTXPayloadType int
 	RTXSSRC        uint32
+	// PublisherRTX: the publisher offered RTX for the codec, and the answer
+	// takes it (RTXPayloadType, and RTXSSRC unless simulcast: each
+	// encoding's RTX is named by its repaired stream id). libwebrtc probes
+	// its uplink with RTX padding; without it, its first probes often fail
+	// (dataplane/rtx.go).
+	PublisherRTX bool
 	// RIDs are a simulcast video's encodings (RFC 8853), lowest first as
 	// the offer lists them (none: one encoding). Their SSRCs are learnt
 	// from the stream id extension as media arrives; SSRCs holds the
@@ -121,10 +128,19 @@ const TransportCCURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide
 // simulcast video's encodings apart.
 const RIDURI = "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id"
 
-// Stripped header extensions: repaired stream ids (the publisher is not
-// asked for RTX), and layers are the dependency descriptor's; the stream
-// id stays for simulcast only.
-var strippedExtensions = []string{"repaired-rtp-stream-id", "video-layers-allocation"}
+// Stripped header extensions: layers are the dependency descriptor's.
+// The stream id and the repaired stream id stay for simulcast only, and
+// only in the answer to the publisher (a receiver gets one stream).
+var strippedExtensions = []string{"video-layers-allocation"}
+
+// RRIDURI names the repaired stream id extension (RFC 8852), which tells
+// which encoding a simulcast video's retransmission repairs.
+const RRIDURI = "urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id"
+
+// streamIDs: the extension is one of the stream ids.
+func streamIDs(extmap string) bool {
+	return strings.Contains(extmap, RIDURI) || strings.Contains(extmap, RRIDURI)
+}
 
 // MaxEncodings is how many simulcast encodings a video may offer
 // (layers.MaxEncodings).
@@ -220,7 +236,7 @@ func parseMedia(md *sdp.MediaDescription, codecs Codecs) (*Media, error) {
 				m.Codec = append(m.Codec, a)
 			}
 		case "extmap":
-			if !containsAny(a.Value, strippedExtensions) && (m.Kind == "video" || !strings.Contains(a.Value, RIDURI)) {
+			if !containsAny(a.Value, strippedExtensions) && (m.Kind == "video" || !streamIDs(a.Value)) {
 				m.ExtMaps = append(m.ExtMaps, a)
 			}
 		case "msid":
@@ -237,13 +253,18 @@ func parseMedia(md *sdp.MediaDescription, codecs Codecs) (*Media, error) {
 		}
 		m.simulcastSSRC()
 	} else {
-		m.ExtMaps = slices.DeleteFunc(m.ExtMaps, func(a sdp.Attribute) bool { return strings.Contains(a.Value, RIDURI) })
+		m.ExtMaps = slices.DeleteFunc(m.ExtMaps, func(a sdp.Attribute) bool { return streamIDs(a.Value) })
 		if err := m.parseSSRCs(md); err != nil {
 			return nil, err
 		}
 	}
 	if m.Kind == "video" {
-		m.RTXPayloadType = rtxPayloadType(md, m.PayloadType)
+		m.RTXPayloadType, m.PublisherRTX = rtxPayloadType(md, m.PayloadType)
+		// (Not an RTX stream nothing names: the offer's SSRC, or each
+		// encoding's repaired stream id.)
+		if len(m.RIDs) == 0 && m.RTXSSRC == 0 || len(m.RIDs) > 0 && m.ExtensionID(RRIDURI) == 0 {
+			m.PublisherRTX = false
+		}
 		if m.RTXSSRC == 0 {
 			m.RTXSSRC = randomSSRC()
 		}
@@ -252,8 +273,9 @@ func parseMedia(md *sdp.MediaDescription, codecs Codecs) (*Media, error) {
 }
 
 // rtxPayloadType is the offer's retransmission payload type for pt (an
-// rtx rtpmap whose fmtp's apt is pt), or else one the offer leaves free.
-func rtxPayloadType(md *sdp.MediaDescription, pt int) int {
+// rtx rtpmap whose fmtp's apt is pt: offered), or else one the offer
+// leaves free.
+func rtxPayloadType(md *sdp.MediaDescription, pt int) (int, bool) {
 	rtx := map[string]bool{}
 	used := map[int]bool{}
 	for _, a := range md.Attributes {
@@ -271,15 +293,15 @@ func rtxPayloadType(md *sdp.MediaDescription, pt int) int {
 		n, params, _ := strings.Cut(a.Value, " ")
 		if a.Key == "fmtp" && rtx[n] && params == "apt="+strconv.Itoa(pt) {
 			v, _ := strconv.Atoi(n)
-			return v
+			return v, slices.Contains(md.MediaName.Formats, n)
 		}
 	}
 	for v := 96; v < 128; v++ {
 		if !used[v] {
-			return v
+			return v, false
 		}
 	}
-	return 127
+	return 127, false
 }
 
 func randomSSRC() uint32 {
@@ -448,7 +470,8 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 	s.WithPropertyAttribute("ice-lite")
 	for _, m := range p.Media {
 		formats := []string{strconv.Itoa(m.PayloadType)}
-		rtx := withSSRCs && m.RTXPayloadType > 0 && m.RTXSSRC != 0
+		// Receivers are offered the SFU's RTX; the publisher's is answered.
+		rtx := m.RTXPayloadType > 0 && (withSSRCs && m.RTXSSRC != 0 || !withSSRCs && m.PublisherRTX)
 		if rtx {
 			formats = append(formats, strconv.Itoa(m.RTXPayloadType))
 		}
@@ -465,7 +488,7 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 			switch {
 			case !withSSRCs: // the answer: what the publisher sends, the SFU receives
 				md.Attributes = append(md.Attributes, sdp.Attribute{Key: a.Key, Value: answeredDirection(a.Value)})
-			case !strings.Contains(a.Value, RIDURI): // a receiver gets one stream
+			case !streamIDs(a.Value): // a receiver gets one stream
 				md.Attributes = append(md.Attributes, a)
 			}
 		}

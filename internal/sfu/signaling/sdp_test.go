@@ -68,9 +68,10 @@ func TestParsePublishKeepsWhatTheDataPlaneHonours(t *testing.T) {
 }
 
 // The answer and a receiver's offer: ICE-lite, the SFU's candidates, the
-// publisher's mids and payload types, receive-only and send-only, and the
-// publisher's SSRCs only in the receiver's offer, with the video's RTX
-// (payload type and SSRC) and transport-cc feedback.
+// publisher's mids and payload types, receive-only and send-only, the
+// video's RTX payload type in both (the publisher's RTX answered, the
+// SFU's offered), and the publisher's SSRCs only in the receiver's offer,
+// with the RTX SSRC; transport-cc feedback.
 func TestDescriptionsTheSFUSends(t *testing.T) {
 	p, err := ParsePublish(chromiumOffer(t), DefaultCodecs)
 	if err != nil {
@@ -105,8 +106,11 @@ func TestDescriptionsTheSFUSends(t *testing.T) {
 				}
 			}
 			formats := []string{itoa(m.PayloadType)}
-			if c.ssrcs && m.Kind == "video" {
+			if m.Kind == "video" {
 				formats = append(formats, itoa(m.RTXPayloadType))
+				if !m.PublisherRTX {
+					t.Errorf("the publisher's RTX (%d) not taken", m.RTXPayloadType)
+				}
 			}
 			fb := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool { return a.Value == itoa(m.PayloadType)+" transport-cc" })
 			group := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool { return a.Key == "ssrc-group" })

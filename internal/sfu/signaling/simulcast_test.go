@@ -1,6 +1,7 @@
 package signaling
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -130,6 +131,19 @@ func TestBrowsersSimulcastOffers(t *testing.T) {
 		}
 		if strings.Contains(answer, "/sendonly "+RIDURI) || (c.rid == 9 && !strings.Contains(answer, "a=extmap:9/recvonly "+RIDURI)) {
 			t.Errorf("%s: the answer's stream id extension is not the SFU's to receive:\n%s", c.file, answer)
+		}
+		// The encodings' RTX is taken (libwebrtc probes with it), each
+		// named by its repaired stream id; a receiver gets neither id.
+		rtx := fmt.Sprintf("a=fmtp:%d apt=%d", video.RTXPayloadType, video.PayloadType)
+		if !video.PublisherRTX || !strings.Contains(answer, rtx) || video.ExtensionID(RRIDURI) == 0 || !strings.Contains(answer, RRIDURI) {
+			t.Errorf("%s: the answer does not take the encodings' RTX (%s) and repaired stream id:\n%s", c.file, rtx, answer)
+		}
+		offer, err := p.ReceiverOffer(sfuICE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(offer, RIDURI) || strings.Contains(offer, RRIDURI) {
+			t.Errorf("%s: a receiver is offered a stream id:\n%s", c.file, offer)
 		}
 	}
 }
