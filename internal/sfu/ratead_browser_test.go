@@ -259,109 +259,13 @@ type rateSeries struct {
 	VideoSSRC [2]uint32
 }
 
-// phaseSeries is one phase: its samples of P1, P2 and P3 (Samples[0..2],
-// taken in [Start, End)), the last sample of each before it (Before; zero
-// if none), and the REMBs seen during it.
+// phaseSeries is one phase of P1, P2 and P3 (the Phase's participants 0,
+// 1 and 2), with what Apply and Report said and the REMBs seen during it.
 type phaseSeries struct {
-	Name       string
-	Note       string // what Apply did
-	Report     string // what Report said
-	Start, End time.Time
-	Samples    [3][]testbed.PageSample
-	Before     [3]testbed.PageSample
-	REMB       []rembSample
-}
-
-// inboundPhase is one inbound stream over a phase: rates from the counters'
-// change since the sample before the phase, Chromium's framesPerSecond's
-// mean and minimum over the phase's samples.
-type inboundPhase struct {
-	FPS, MeanFPS, MinFPS, Kbps               float64
-	Freezes, FreezeSeconds, Nacks, Plis      float64
-	Pauses, PauseSeconds                     float64 // no frame for 5 s or more (not a freeze)
-	PacketsLost, PacketsReceived, FrameWidth float64
-}
-
-// Inbound is participant p's (0: P1, 1: P2, 2: P3) video from publisher from.
-func (ph phaseSeries) Inbound(p int, from string) inboundPhase {
-	s := ph.Samples[p]
-	if len(s) == 0 {
-		return inboundPhase{}
-	}
-	first, last := ph.Before[p], s[len(s)-1]
-	if first.T == 0 {
-		first = s[0]
-	}
-	a, z := first.Inbound[from].Video, last.Inbound[from].Video
-	dt := float64(last.T-first.T) / 1000
-	r := inboundPhase{Freezes: z.FreezeCount - a.FreezeCount, FreezeSeconds: z.TotalFreezesDuration - a.TotalFreezesDuration,
-		Nacks: z.NackCount - a.NackCount, Plis: z.PliCount - a.PliCount, PacketsLost: z.PacketsLost - a.PacketsLost,
-		Pauses: z.PauseCount - a.PauseCount, PauseSeconds: z.TotalPausesDuration - a.TotalPausesDuration,
-		PacketsReceived: z.PacketsReceived - a.PacketsReceived, FrameWidth: z.FrameWidth, MinFPS: -1}
-	if dt > 0 {
-		r.FPS = (z.FramesDecoded - a.FramesDecoded) / dt
-		r.Kbps = (z.BytesReceived - a.BytesReceived) * 8 / 1000 / dt
-	}
-	for _, x := range s {
-		fps := x.Inbound[from].Video.FramesPerSecond
-		r.MeanFPS += fps / float64(len(s))
-		if r.MinFPS < 0 || fps < r.MinFPS {
-			r.MinFPS = fps
-		}
-	}
-	return r
-}
-
-// outboundPhase is a participant's video as sent over a phase.
-type outboundPhase struct {
-	VideoKbps, FPS                                float64 // from the counters' change
-	MeanTargetKbps, MinTargetKbps, LastTargetKbps float64
-	Nacks, Plis, Retransmitted, AvailableOutKbps  float64 // AvailableOutKbps: the last sample's
-	ScalabilityMode, QualityLimitationReason      string  // the last sample's
-}
-
-// Outbound is participant p's video as sent during the phase.
-func (ph phaseSeries) Outbound(p int) outboundPhase {
-	s := ph.Samples[p]
-	if len(s) == 0 {
-		return outboundPhase{}
-	}
-	first, last := ph.Before[p], s[len(s)-1]
-	if first.T == 0 {
-		first = s[0]
-	}
-	a, z := first.Outbound["video"], last.Outbound["video"]
-	dt := float64(last.T-first.T) / 1000
-	r := outboundPhase{Nacks: z.NackCount - a.NackCount, Plis: z.PliCount - a.PliCount,
-		Retransmitted: z.RetransmittedPacketsSent - a.RetransmittedPacketsSent, LastTargetKbps: z.TargetBitrate / 1000,
-		AvailableOutKbps: last.Pub.AvailableOutgoingBitrate / 1000, ScalabilityMode: z.ScalabilityMode,
-		QualityLimitationReason: z.QualityLimitationReason, MinTargetKbps: -1}
-	if dt > 0 {
-		r.VideoKbps = (z.BytesSent - a.BytesSent) * 8 / 1000 / dt
-		r.FPS = (z.FramesEncoded - a.FramesEncoded) / dt
-	}
-	for _, x := range s {
-		k := x.Outbound["video"].TargetBitrate / 1000
-		r.MeanTargetKbps += k / float64(len(s))
-		if r.MinTargetKbps < 0 || k < r.MinTargetKbps {
-			r.MinTargetKbps = k
-		}
-	}
-	return r
-}
-
-// RecentVideoKbps is participant p's video rate over the phase's last n
-// samples (the senders' rates ramp up over the first seconds).
-func (ph phaseSeries) RecentVideoKbps(p, n int) float64 {
-	s := ph.Samples[p]
-	if len(s) <= n {
-		return ph.Outbound(p).VideoKbps
-	}
-	a, z := s[len(s)-1-n], s[len(s)-1]
-	if z.T <= a.T {
-		return 0
-	}
-	return (z.Outbound["video"].BytesSent - a.Outbound["video"].BytesSent) * 8 / float64(z.T-a.T)
+	testbed.Phase
+	Note   string // what Apply did
+	Report string // what Report said
+	REMB   []rembSample
 }
 
 // REMBFor is the phase's REMBs seen at where (rembSample.Where) about ssrc.
@@ -556,17 +460,7 @@ func (b *rateBed) series(bounds [][2]time.Time, notes, reports []string, phases 
 	sort.SliceStable(remb, func(i, j int) bool { return remb[i].T.Before(remb[j].T) })
 	res.REMB = remb
 	for i, bd := range bounds {
-		ph := phaseSeries{Name: phases[i].Name, Note: notes[i], Report: reports[i], Start: bd[0], End: bd[1]}
-		for p := range 3 {
-			for _, s := range all[p] {
-				at := time.UnixMilli(s.T)
-				if at.Before(ph.Start) {
-					ph.Before[p] = s
-				} else if at.Before(ph.End) {
-					ph.Samples[p] = append(ph.Samples[p], s)
-				}
-			}
-		}
+		ph := phaseSeries{Phase: testbed.NewPhase(phases[i].Name, bd[0], bd[1], all[:]), Note: notes[i], Report: reports[i]}
 		for _, r := range remb {
 			if !r.T.Before(ph.Start) && r.T.Before(ph.End) {
 				ph.REMB = append(ph.REMB, r)

@@ -147,11 +147,11 @@ func judgeShaped(t *testing.T, at string, ids [3]string, unshaped, shaped, lifte
 	window := judged.End.Sub(judged.Start).Seconds()
 	for s := range 2 { // P3 from P1, P2
 		full := unshaped.Outbound(s).FPS
-		play := judged.playing(2, ids[s])
+		play := judged.Playing(2, ids[s])
 		nacks := judged.Inbound(2, ids[s]).Nacks
-		if play.seconds > 0 && (play.slowerThan(3) || play.longestFreeze > 1) || play.pauses > 0 || nacks >= window {
+		if play.Seconds > 0 && (play.SlowerThan(3) || play.LongestFreeze > 1) || play.Pauses > 0 || nacks >= window {
 			t.Errorf("shaped %s: P3 decoded P%d at %.1f fps (want 3 or more) over the %.0f s it played, longest freeze %.2f s (at most 1), %v pauses unannounced, %v NACKs in %.0f s",
-				at, s+1, play.fps, play.seconds, play.longestFreeze, play.pauses, nacks, window)
+				at, s+1, play.FPS, play.Seconds, play.LongestFreeze, play.Pauses, nacks, window)
 		}
 		if audio := judged.InboundAudio(2, ids[s]); audio.PacketsReceived < 0.9*45*window || audio.PacketsLost > 0.02*audio.PacketsReceived {
 			t.Errorf("shaped %s: P3's audio from P%d: %v packets in %.0f s, %v lost", at, s+1, audio.PacketsReceived, window, audio.PacketsLost)
@@ -163,7 +163,7 @@ func judgeShaped(t *testing.T, at string, ids [3]string, unshaped, shaped, lifte
 	fit.mu.Lock()
 	t.Logf("%s, while P1 sent L1T2 (to %v after its switch back) it carries %d: %s %v", at, restructuredGrace, fit.restructured, fit.restructuredWhy, fit.restructuredError)
 	fit.mu.Unlock()
-	if share := judged.playingAsCarried(2, ids[:2], shaped.Start, fit.need); share < 0.8 {
+	if share := judged.PlayingAsCarried(2, ids[:2], shaped.Start, fit.need); share < 0.8 {
 		t.Errorf("shaped %s: P3 played the streams the link carries (%d lowest layers, %d while P1 sent L1T2) %.0f%% of the judged window, want 80%%",
 			at, fit.streams, fit.restructured, 100*share)
 	}
@@ -183,8 +183,8 @@ func judgeShaped(t *testing.T, at string, ids [3]string, unshaped, shaped, lifte
 			// A freeze counts where the network shows with it; one with
 			// every packet there is the machine's (logged), and a delay
 			// the SFU added shows in the jitter buffer.
-			withLoss, onTime := shaped.freezesWithLoss(p, ids[q])
-			jb, jbBefore := shaped.jitterBufferMs(p, ids[q]), unshaped.jitterBufferMs(p, ids[q])
+			withLoss, onTime := shaped.FreezesWithLoss(p, ids[q])
+			jb, jbBefore := shaped.JitterBufferMs(p, ids[q]), unshaped.JitterBufferMs(p, ids[q])
 			if fps < 0.9*fpsBefore || withLoss > 0 || during.Pauses > 0 || kbps < 0.8*kbpsBefore || kbps > 1.25*kbpsBefore || jb > jbBefore+jitterAllowanceMs {
 				t.Errorf("shaped %s: P%d from P%d at %.1f fps, %.0f kbit/s of the %.1f and %.0f sent, %v freezes with loss or NACKs, jitter buffer %.0f ms; before %.1f fps, %.0f kbit/s of %.1f and %.0f, jitter buffer %.0f ms",
 					at, p+1, q+1, during.FPS, during.Kbps, sent.FPS, sent.VideoKbps, withLoss, jb, before.FPS, before.Kbps, sentBefore.FPS, sentBefore.VideoKbps, jbBefore)
@@ -196,7 +196,7 @@ func judgeShaped(t *testing.T, at string, ids [3]string, unshaped, shaped, lifte
 		// to 208 of 250 kbit/s for about 3 s from when the command reaches
 		// the page (the encoder's own doing: the SFU sent P1 no REMB):
 		// judged outside 4 s.
-		if before, low := unshaped.Outbound(p), shaped.minTarget(p, switchAt[:], 4*time.Second); low < 0.9*before.LastTargetKbps {
+		if before, low := unshaped.Outbound(p), shaped.MinTarget(p, switchAt[:], 4*time.Second); low < 0.9*before.LastTargetKbps {
 			t.Errorf("shaped %s: P%d's target fell to %.0f kbit/s from %.0f", at, p+1, low, before.LastTargetKbps)
 		}
 	}
@@ -325,18 +325,18 @@ func shapedPhase(name string, share float64, fit *fitting) ratePhase {
 	return ratePhase{Name: name, Duration: shapedTime, Apply: func(b *rateBed, done []phaseSeries) (string, func() error, error) {
 		got := done[0].RecentInboundKbps(2, 10)
 		kbit := max(int(share*got), 50)
-		if err := fit.fits(b, done[0].ids(), kbit); err != nil {
+		ids := [3]string(done[0].IDs())
+		if err := fit.fits(b, ids, kbit); err != nil {
 			return "", nil, err
 		}
 		unshape, err := testbed.ShapeWith(b.tb.Server, b.p3Link, testbed.Shaper{Kbit: kbit, Burst: "8kb", Latency: "200ms"})
-		b.acks.Mark(dataplane.MonoNow(), fmt.Sprintf("shaped %d %s", 1000*kbit, done[0].ids()[2]))
+		b.acks.Mark(dataplane.MonoNow(), fmt.Sprintf("shaped %d %s", 1000*kbit, ids[2]))
 		for i, mode := range []string{"L1T2", "L1T3"} {
 			time.AfterFunc(switchAt[i], func() { b.setMode(0, mode) })
 		}
 		fit.mu.Lock()
 		fit.restructured = -1
 		fit.mu.Unlock()
-		ids := done[0].ids()
 		time.AfterFunc(switchAt[0]+4*time.Second, func() { fit.fitsRestructured(b, ids, kbit) })
 		return fmt.Sprintf("tbf %d kbit/s burst 8kb latency 200ms on %s (%.0f%% of P3's %.0f kbit/s, audio included); P1 to L1T2 at %v, L1T3 at %v",
 				kbit, b.p3Link, 100*share, got, switchAt[0], switchAt[1]), func() error {
@@ -369,224 +369,17 @@ func legsReport(b *rateBed) string {
 	return "legs: " + strings.Join(out, "; ")
 }
 
-// ids are the participants' ids as the phase's last samples say.
-func (ph phaseSeries) ids() [3]string {
-	var out [3]string
-	for p := range 3 {
-		if n := len(ph.Samples[p]); n > 0 {
-			out[p] = ph.Samples[p][n-1].ID
-		}
-	}
-	return out
-}
-
-// after is the phase from d into it on.
+// after is the phase from d into it on (testbed.Phase.After), its REMBs
+// kept.
 func (ph phaseSeries) after(d time.Duration) phaseSeries {
-	out := phaseSeries{Name: ph.Name + " (judged)", Start: ph.Start.Add(d), End: ph.End, REMB: ph.REMB}
-	for p := range 3 {
-		out.Before[p] = ph.Before[p]
-		for _, s := range ph.Samples[p] {
-			if time.UnixMilli(s.T).Before(out.Start) {
-				out.Before[p] = s
-			} else {
-				out.Samples[p] = append(out.Samples[p], s)
-			}
-		}
-	}
-	return out
+	return phaseSeries{Phase: ph.Phase.After(d), REMB: ph.REMB}
 }
 
-// playback is how one stream played over a phase, leaving out the
-// seconds its video was announced paused and, after each resumption, the
-// samples until its first frame (the key frame follows a gap Chromium
-// counts as a freeze, or as a pause if it was 5 s or more, when that
-// frame comes), for at most resumeWithin.
-type playback struct {
-	seconds, frames, fps, longestFreeze float64
-	pauses                              float64 // Chromium's pauses (5 s without a frame) while not announced
-}
-
-// resumeWithin: a resumed stream's first frame comes within this long
-// (the page told, the key frame asked of the sender, sent and decoded),
-// or the samples after count.
-const resumeWithin = 3 * time.Second
-
-// playing is how participant p's stream from `from` played over the phase.
-func (ph phaseSeries) playing(p int, from string) playback {
-	var pb playback
-	var frames float64
-	prev := ph.Before[p]
-	var resumed int64 // the sample (ms) its resumption was seen at; 0: none awaited
-	for _, s := range ph.Samples[p] {
-		a, z := prev.Inbound[from].Video, s.Inbound[from].Video
-		if prev.Paused[from] && !s.Paused[from] {
-			resumed = s.T
-		}
-		if resumed != 0 {
-			first := z.FramesDecoded > a.FramesDecoded
-			if first || s.T-resumed > resumeWithin.Milliseconds() {
-				resumed = 0
-			}
-			if first { // (the first frame's interval is the gap's)
-				prev = s
-				continue
-			}
-		}
-		counted := prev.T != 0 && !s.Paused[from] && !prev.Paused[from] && resumed == 0
-		if counted {
-			dt := float64(s.T-prev.T) / 1000
-			pb.seconds += dt
-			frames += z.FramesDecoded - a.FramesDecoded
-			pb.pauses += z.PauseCount - a.PauseCount
-			if n := z.FreezeCount - a.FreezeCount; n > 0 {
-				pb.longestFreeze = max(pb.longestFreeze, (z.TotalFreezesDuration-a.TotalFreezesDuration)/n)
-			} else if d := z.TotalFreezesDuration - a.TotalFreezesDuration; d > 0 {
-				pb.longestFreeze = max(pb.longestFreeze, d)
-			}
-		}
-		prev = s
-	}
-	if pb.seconds > 0 {
-		pb.frames, pb.fps = frames, frames/pb.seconds
-	}
-	return pb
-}
-
-// freezesWithLoss splits participant p's freezes of the stream from
-// `from` over the phase by what came with them: a packet lost or a NACK
-// sent in the same sample interval or the one before (the network, so
-// maybe the SFU), or every packet there and none asked again (a decoder or
-// encoder short of CPU on this 2-core VM: the SFU reaches a receiver only
-// through the packets it sends).
-func (ph phaseSeries) freezesWithLoss(p int, from string) (withLoss, onTime float64) {
-	s := append([]testbed.PageSample{ph.Before[p]}, ph.Samples[p]...)
-	for i := 1; i < len(s); i++ {
-		a, z := s[i-1].Inbound[from].Video, s[i].Inbound[from].Video
-		n := z.FreezeCount - a.FreezeCount
-		if n <= 0 || s[i-1].T == 0 {
-			continue
-		}
-		since := s[max(i-2, 0)].Inbound[from].Video
-		if z.PacketsLost > since.PacketsLost || z.NackCount > since.NackCount {
-			withLoss += n
-		} else {
-			onTime += n
-		}
-	}
-	return withLoss, onTime
-}
-
-// jitterBufferMs is the mean time participant p's frames from `from`
-// waited in the jitter buffer over the phase (ms): what arrival jitter,
-// the SFU's included, costs.
-func (ph phaseSeries) jitterBufferMs(p int, from string) float64 {
-	s := ph.Samples[p]
-	if len(s) == 0 {
-		return 0
-	}
-	a, z := ph.Before[p].Inbound[from].Video, s[len(s)-1].Inbound[from].Video
-	if n := z.JitterBufferEmittedCount - a.JitterBufferEmittedCount; n > 0 {
-		return 1000 * (z.JitterBufferDelay - a.JitterBufferDelay) / n
-	}
-	return 0
-}
-
-// slowerThan says whether the stream played slower than fps, by a frame
-// or more: counted over whole samples, a stream at 3.75 fps shows 3 frames
-// in some seconds, and one resumed a second before the window ended was
-// rated 2.99 fps.
-func (pb playback) slowerThan(fps float64) bool { return pb.frames+1 < fps*pb.seconds }
-
-// playingAsCarried is the share of the phase's samples in which
-// participant p's page had at least need(offset from start) of the
-// streams from `from` playing (not announced paused).
-func (ph phaseSeries) playingAsCarried(p int, from []string, start time.Time, need func(time.Duration) int) float64 {
-	ok := 0
-	for _, s := range ph.Samples[p] {
-		n := need(time.UnixMilli(s.T).Sub(start))
-		playing := 0
-		for _, f := range from {
-			if !s.Paused[f] {
-				playing++
-			}
-		}
-		if playing >= n {
-			ok++
-		}
-	}
-	if len(ph.Samples[p]) == 0 {
-		return 0
-	}
-	return float64(ok) / float64(len(ph.Samples[p]))
-}
-
-// minTarget is participant p's lowest video target over the phase
-// (kbit/s), leaving out the samples within hold after each of the phase
-// offsets in skip.
-func (ph phaseSeries) minTarget(p int, skip []time.Duration, hold time.Duration) float64 {
-	low := -1.0
-	for _, s := range ph.Samples[p] {
-		at := time.UnixMilli(s.T).Sub(ph.Start)
-		if slices.ContainsFunc(skip, func(d time.Duration) bool { return at >= d && at < d+hold }) {
-			continue
-		}
-		if k := s.Outbound["video"].TargetBitrate / 1000; low < 0 || k < low {
-			low = k
-		}
-	}
-	return low
-}
-
-// InboundAudio is participant p's audio from `from` over the phase: its
-// counters' change since the sample before it.
-func (ph phaseSeries) InboundAudio(p int, from string) testbed.InStats {
-	s := ph.Samples[p]
-	if len(s) == 0 {
-		return testbed.InStats{}
-	}
-	a, z := ph.Before[p].Inbound[from].Audio, s[len(s)-1].Inbound[from].Audio
-	return testbed.InStats{PacketsReceived: z.PacketsReceived - a.PacketsReceived, PacketsLost: z.PacketsLost - a.PacketsLost}
-}
-
-// RecentInboundKbps is what participant p received (audio and video of
-// every sender, RTP payload bytes) over the phase's last n samples.
-func (ph phaseSeries) RecentInboundKbps(p, n int) float64 {
-	s := ph.Samples[p]
-	if len(s) <= n {
-		n = len(s) - 1
-	}
-	if n <= 0 {
-		return 0
-	}
-	a, z := s[len(s)-1-n], s[len(s)-1]
-	var bytes float64
-	for from, in := range z.Inbound {
-		bytes += in.Video.BytesReceived + in.Audio.BytesReceived - a.Inbound[from].Video.BytesReceived - a.Inbound[from].Audio.BytesReceived
-	}
-	return bytes * 8 / float64(z.T-a.T)
-}
-
-// duplicates says where participant p's packetsLost of from's audio or
-// video fell between two samples over the run ("": never): a receiver
-// counts a packet it got twice as one more received, so lost falls.
+// duplicates is testbed.Duplicates over the run's phases.
 func (r *rateSeries) duplicates(p int, from string) string {
-	var out []string
-	var prev *testbed.PageSample
-	for _, ph := range r.Phases {
-		for i := range ph.Samples[p] {
-			s := &ph.Samples[p][i]
-			if prev != nil {
-				for kind, pair := range map[string][2]testbed.InStats{
-					"video": {prev.Inbound[from].Video, s.Inbound[from].Video},
-					"audio": {prev.Inbound[from].Audio, s.Inbound[from].Audio},
-				} {
-					if pair[1].PacketsLost < pair[0].PacketsLost {
-						out = append(out, fmt.Sprintf("%s %s %v -> %v", ph.Name, kind, pair[0].PacketsLost, pair[1].PacketsLost))
-					}
-				}
-			}
-			prev = s
-		}
+	phases := make([]testbed.Phase, len(r.Phases))
+	for i, ph := range r.Phases {
+		phases[i] = ph.Phase
 	}
-	return strings.Join(out, "; ")
+	return testbed.Duplicates(phases, p, from)
 }

@@ -93,10 +93,10 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 			t.Errorf("unshaped: P%d got P1 %v wide at %.1f fps (want the high encoding, 640, at %.1f)", p+1, in.FrameWidth, in.FPS, top.FPS)
 		}
 	}
-	play := judged.playing(2, p1)
-	if in := judged.Inbound(2, p1); in.FrameWidth != 320 || play.slowerThan(3) || play.longestFreeze > 1 || play.pauses > 0 {
+	play := judged.Playing(2, p1)
+	if in := judged.Inbound(2, p1); in.FrameWidth != 320 || play.SlowerThan(3) || play.LongestFreeze > 1 || play.Pauses > 0 {
 		t.Errorf("shaped: P3 got P1 %v wide (want the low encoding, 320) at %.1f fps (want 3 or more), longest freeze %.2f s, %v pauses",
-			in.FrameWidth, play.fps, play.longestFreeze, play.pauses)
+			in.FrameWidth, play.FPS, play.LongestFreeze, play.Pauses)
 	}
 	// Nobody else notices: P2 keeps the high encoding, and its share of
 	// what P1 sends of it, as before (against P1's own output over the
@@ -106,7 +106,7 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 	sentBefore, sent := before.Outbound(0), during.Outbound(0)
 	fps, kbps := now.FPS/max(sent.FPS, 1), now.Kbps/max(sent.VideoKbps, 1)
 	fpsBefore, kbpsBefore := was.FPS/max(sentBefore.FPS, 1), was.Kbps/max(sentBefore.VideoKbps, 1)
-	withLoss, _ := during.freezesWithLoss(1, p1)
+	withLoss, _ := during.FreezesWithLoss(1, p1)
 	if now.FrameWidth != 640 || fps < 0.9*fpsBefore || kbps < 0.8*kbpsBefore || kbps > 1.25*kbpsBefore || withLoss > 0 || now.Pauses > 0 {
 		t.Errorf("shaped: P2 got P1 %v wide at %.1f fps, %.0f kbit/s of the %.1f and %.0f sent, %v freezes with loss, %v pauses; before %.1f fps, %.0f kbit/s of %.1f and %.0f",
 			now.FrameWidth, now.FPS, now.Kbps, sent.FPS, sent.VideoKbps, withLoss, now.Pauses, was.FPS, was.Kbps, sentBefore.FPS, sentBefore.VideoKbps)
