@@ -160,20 +160,6 @@ func (ph Phase) Outbound(p int) OutboundPhase {
 	return r
 }
 
-// RecentVideoKbps is participant p's video rate over the phase's last n
-// samples (the senders' rates ramp up over the first seconds).
-func (ph Phase) RecentVideoKbps(p, n int) float64 {
-	s := ph.samples(p)
-	if len(s) <= n {
-		return ph.Outbound(p).VideoKbps
-	}
-	a, z := s[len(s)-1-n], s[len(s)-1]
-	if z.T <= a.T {
-		return 0
-	}
-	return (z.Outbound["video"].BytesSent - a.Outbound["video"].BytesSent) * 8 / float64(z.T-a.T)
-}
-
 // Playback is how one stream played over a phase, leaving out the
 // seconds its video was announced paused and, after each resumption, the
 // samples until its first frame (the key frame follows a gap Chromium
