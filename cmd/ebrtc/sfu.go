@@ -46,6 +46,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	dataplane := fs.String("dataplane", "", "user (recvmmsg/sendmmsg, or AF_XDP with --rx afxdp; the default, and the only one for encrypted media) or ebpf (TC ingress; plain RTP: the default with --unencrypted-media)")
 	workers := fs.Int("workers", 0, "sockets per media address on the user data plane's kernel receive (one SO_REUSEPORT group), each read by a worker of its own: 0 for one per CPU the process may use, up to 8; at most 64 (--dataplane ebpf and --rx afxdp take 1)")
 	rx := fs.String("rx", "kernel", "how the user data plane receives: kernel (recvmmsg) or afxdp (AF_XDP sockets fed by an XDP classifier; --dataplane user only)")
+	startKbps := fs.Int("publisher-start-kbps", sfu.DefaultPublisherStartKbps, "the uplink estimate a publisher's Chromium starts from (x-google-start-bitrate; -1: the browser's own, 300)")
 	lastN := fs.Int("last-n", 0, "give each receiver video from its N most recent speakers only, the others paused, audio always (0: everyone's video)")
 	noRA := fs.Bool("no-rate-adaptation", false, "send every receiver every layer (default: each receiver's temporal layers follow its link's estimate, and its video pauses when even the lowest does not fit)")
 	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")
@@ -77,7 +78,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebrtc sfu: %v (with --turn-url)\n", err)
 		return 2
 	}
-	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, Unencrypted: *unencrypted, RX: *rx, Workers: *workers, NoRateAdaptation: *noRA, LastN: *lastN, MetricsListen: *metricsListen, MetricsLabels: *metricsLabels, AdminListen: *adminListen,
+	cfg := sfu.Config{Ready: func(net.Addr, sfudataplane.Plane) { fmt.Fprintln(stdout, "ready") }, Listen: *listen, Ifaces: ifaces, Dataplane: *dataplane, Unencrypted: *unencrypted, RX: *rx, Workers: *workers, NoRateAdaptation: *noRA, PublisherStartKbps: *startKbps, LastN: *lastN, MetricsListen: *metricsListen, MetricsLabels: *metricsLabels, AdminListen: *adminListen,
 		Codecs: signaling.Codecs{Audio: *audio, Video: *video}, Log: logger,
 		Access:         access.Config{Secret: key, Open: *openRooms, JoinRate: *joinRate, JoinBurst: *joinBurst},
 		AllowedOrigins: origins, MaxRooms: *maxRooms, MaxParticipants: *maxParticipants,

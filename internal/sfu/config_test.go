@@ -28,6 +28,8 @@ func TestConfigRefusedNamingTheField(t *testing.T) {
 		{Config{Media: media, Workers: 65}, "workers"},
 		{Config{Media: media, RX: "afxdp", Workers: 2}, "workers"},
 		{Config{Media: media, Unencrypted: true, Ifaces: []string{"eth0"}, Workers: 2}, "workers"},
+		{Config{Media: media, PublisherStartKbps: 50}, "publisher-start-kbps"},
+		{Config{Media: media, PublisherStartKbps: -2}, "publisher-start-kbps"},
 	} {
 		err := tc.cfg.validate()
 		if err == nil || !strings.HasPrefix(err.Error(), "sfu: "+tc.field+":") {
@@ -39,10 +41,14 @@ func TestConfigRefusedNamingTheField(t *testing.T) {
 		{Media: media, RX: "afxdp", Ifaces: []string{"eth0", "eth1"}}, // AF_XDP on both
 		{Media: media, Unencrypted: true, Ifaces: []string{"eth0"}},
 		{Media: media, Workers: 4},
+		{Media: media, PublisherStartKbps: -1},
 	} {
 		if err := ok.validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)
 		}
+	}
+	if c := (Config{Media: media}); c.validate() != nil || c.PublisherStartKbps != DefaultPublisherStartKbps {
+		t.Errorf("publisher-start-kbps by default %d, want %d", c.PublisherStartKbps, DefaultPublisherStartKbps)
 	}
 }
 

@@ -80,6 +80,9 @@ type Config struct {
 	// Adapt: the data plane reads each stream's dependency descriptor, so
 	// that receivers' layers can follow their links.
 	Adapt bool
+	// PublisherStartKbps, if set, is the uplink estimate publishers are
+	// told to start from (signaling.Publish.StartKbps).
+	PublisherStartKbps int
 	// Security, if set, makes media encrypted (DTLS-SRTP on every
 	// connection, secure.go); nil: plain RTP (--unencrypted-media).
 	Security *Security
@@ -261,6 +264,7 @@ func (c *Controller) Publish(p *Participant, source, offer string) error {
 	pb := &publication{id: streamID(p.ID, source), source: source, owner: p, publish: pub}
 	pb.conn = c.newConn(p, pb)
 	pb.conn.ice.RemoteUfrag = pub.RemoteUfrag
+	pub.StartKbps = c.cfg.PublisherStartKbps
 	answer, err := pub.Answer(c.ice(pb.conn))
 	if err == nil {
 		err = c.secure(pb.conn, pub.Security)

@@ -51,6 +51,11 @@ type ICE struct {
 // number in its replicas, and the publisher's rate follows the SFU's REMB
 // (its best downlink's estimate) as well.
 type Publish struct {
+	// StartKbps, if set, is the uplink estimate the answer tells the
+	// publisher to start from (Chromium's x-google-start-bitrate on the
+	// video codec; Firefox ignores it).
+	StartKbps int
+
 	RemoteUfrag, RemotePwd string
 	Security               Security // its DTLS-SRTP, if it asked for it
 	AllowMixed             bool     // a=extmap-allow-mixed: two-byte extensions (the AV1 DD needs them)
@@ -498,7 +503,11 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 		}
 		md.WithPropertyAttribute("rtcp-mux")
 		md.WithPropertyAttribute("rtcp-rsize")
-		md.Attributes = append(md.Attributes, m.Codec...)
+		codec := m.Codec
+		if !withSSRCs && m.Kind == "video" && p.StartKbps > 0 {
+			codec = withFmtp(codec, m.PayloadType, "x-google-start-bitrate="+strconv.Itoa(p.StartKbps))
+		}
+		md.Attributes = append(md.Attributes, codec...)
 		if m.ExtensionID(TransportCCURI) != 0 {
 			// Each leg is a transport of its own: the SFU sends the
 			// publisher feedback on what arrived (its uplink), and
@@ -533,6 +542,20 @@ func (p *Publish) describe(ice ICE, direction string, withSSRCs bool) (string, e
 		return "", fmt.Errorf("signaling: marshal: %w", err)
 	}
 	return string(b), nil
+}
+
+// withFmtp is codec's attributes with param added to payload type pt's
+// fmtp (one made if it has none).
+func withFmtp(codec []sdp.Attribute, pt int, param string) []sdp.Attribute {
+	out := slices.Clone(codec)
+	prefix := strconv.Itoa(pt) + " "
+	for i, a := range out {
+		if a.Key == "fmtp" && strings.HasPrefix(a.Value, prefix) {
+			out[i].Value += ";" + param
+			return out
+		}
+	}
+	return append(out, sdp.Attribute{Key: "fmtp", Value: prefix + param})
 }
 
 // answeredDirection is an offer's extmap value as its answer says it:

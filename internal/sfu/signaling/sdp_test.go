@@ -77,6 +77,7 @@ func TestDescriptionsTheSFUSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.StartKbps = 800
 	for _, c := range []struct {
 		name      string
 		build     func(ICE) (string, error)
@@ -113,6 +114,13 @@ func TestDescriptionsTheSFUSends(t *testing.T) {
 				}
 			}
 			fb := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool { return a.Value == itoa(m.PayloadType)+" transport-cc" })
+			// The publisher is told its start estimate (the answer's video fmtp only).
+			start := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool {
+				return a.Key == "fmtp" && strings.HasPrefix(a.Value, itoa(m.PayloadType)+" ") && strings.HasSuffix(a.Value, ";x-google-start-bitrate=800")
+			})
+			if start != (!c.ssrcs && m.Kind == "video") {
+				t.Errorf("%s, section %d: x-google-start-bitrate %v", c.name, i, start)
+			}
 			group := slices.ContainsFunc(md.Attributes, func(a sdp.Attribute) bool { return a.Key == "ssrc-group" })
 			if mid != m.Mid || !dirOK || hasSSRC != c.ssrcs || cands != 2 || !slices.Equal(md.MediaName.Formats, formats) ||
 				!fb || group != (c.ssrcs && m.Kind == "video") {
