@@ -16,6 +16,11 @@ import (
 func TestRxTimesAreTheKernels(t *testing.T) {
 	c, sender := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	testenv.Must(t, enableRxTimes(c))
+	// (The kernel turns receive stamping on for the first socket that asks
+	// from a work queue, net_enable_timestamp: a datagram that comes before
+	// that is stamped when it is read. The SFU's first packets come after
+	// its ICE and DTLS exchanges.)
+	time.Sleep(100 * time.Millisecond)
 	send := func() {
 		if _, err := sender.WriteTo([]byte("x"), c.LocalAddr()); err != nil {
 			t.Fatal(err)
