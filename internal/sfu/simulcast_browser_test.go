@@ -151,8 +151,9 @@ func encodingsApart(b *rateBed, ids [3]string, within time.Duration) (string, er
 				time.Since(start).Round(100*time.Millisecond)), nil
 		}
 		if time.Since(start) > within {
-			return "", fmt.Errorf("after %v, P1's encodings %v bit/s (%v), its top one %v wide, its uplink estimate %.0f kbit/s: not its steady state",
-				within, p1, err, out.Outbound["video"].FrameWidth, out.Pub.AvailableOutgoingBitrate/1000)
+			v := out.Outbound["video"]
+			return "", fmt.Errorf("after %v, P1's encodings %v bit/s (%v), its top one %v wide (limited by %q), its uplink estimate %.0f kbit/s: not its steady state",
+				within, p1, err, v.FrameWidth, v.QualityLimitationReason, out.Pub.AvailableOutgoingBitrate/1000)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
