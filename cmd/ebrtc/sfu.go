@@ -46,7 +46,7 @@ func runSFU(args []string, stdout, stderr io.Writer) int {
 	dataplane := fs.String("dataplane", "", "user (recvmmsg/sendmmsg, or AF_XDP with --rx afxdp; the default, and the only one for encrypted media) or ebpf (TC ingress; plain RTP: the default with --unencrypted-media)")
 	workers := fs.Int("workers", 0, "sockets per media address on the user data plane's kernel receive (one SO_REUSEPORT group), each read by a worker of its own: 0 for one per CPU the process may use, up to 8; at most 64 (--dataplane ebpf and --rx afxdp take 1)")
 	rx := fs.String("rx", "kernel", "how the user data plane receives: kernel (recvmmsg) or afxdp (AF_XDP sockets fed by an XDP classifier; --dataplane user only)")
-	startKbps := fs.Int("publisher-start-kbps", sfu.DefaultPublisherStartKbps, "the uplink estimate a publisher's Chromium starts from (x-google-start-bitrate; -1: the browser's own, 300)")
+	startKbps := fs.Int("publisher-start-kbps", 0, "the uplink estimate a publisher's Chromium starts from, 100-10000 (x-google-start-bitrate; 0: the browser's own, 300)")
 	lastN := fs.Int("last-n", 0, "give each receiver video from its N most recent speakers only, the others paused, audio always (0: everyone's video)")
 	noRA := fs.Bool("no-rate-adaptation", false, "send every receiver every layer (default: each receiver's temporal layers follow its link's estimate, and its video pauses when even the lowest does not fit)")
 	video := fs.String("video-codec", signaling.DefaultCodecs.Video, "the one video codec negotiated: AV1, VP8, VP9 or H264 (the data plane finds their key frames)")

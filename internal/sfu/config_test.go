@@ -29,7 +29,7 @@ func TestConfigRefusedNamingTheField(t *testing.T) {
 		{Config{Media: media, RX: "afxdp", Workers: 2}, "workers"},
 		{Config{Media: media, Unencrypted: true, Ifaces: []string{"eth0"}, Workers: 2}, "workers"},
 		{Config{Media: media, PublisherStartKbps: 50}, "publisher-start-kbps"},
-		{Config{Media: media, PublisherStartKbps: -2}, "publisher-start-kbps"},
+		{Config{Media: media, PublisherStartKbps: -1}, "publisher-start-kbps"},
 	} {
 		err := tc.cfg.validate()
 		if err == nil || !strings.HasPrefix(err.Error(), "sfu: "+tc.field+":") {
@@ -41,14 +41,14 @@ func TestConfigRefusedNamingTheField(t *testing.T) {
 		{Media: media, RX: "afxdp", Ifaces: []string{"eth0", "eth1"}}, // AF_XDP on both
 		{Media: media, Unencrypted: true, Ifaces: []string{"eth0"}},
 		{Media: media, Workers: 4},
-		{Media: media, PublisherStartKbps: -1},
+		{Media: media, PublisherStartKbps: 800},
 	} {
 		if err := ok.validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)
 		}
 	}
-	if c := (Config{Media: media}); c.validate() != nil || c.PublisherStartKbps != DefaultPublisherStartKbps {
-		t.Errorf("publisher-start-kbps by default %d, want %d", c.PublisherStartKbps, DefaultPublisherStartKbps)
+	if c := (Config{Media: media}); c.validate() != nil || c.PublisherStartKbps != 0 {
+		t.Errorf("publisher-start-kbps by default %d, want 0 (the browser's own)", c.PublisherStartKbps)
 	}
 }
 

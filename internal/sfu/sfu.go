@@ -30,11 +30,6 @@ import (
 )
 
 // Config of an SFU.
-// DefaultPublisherStartKbps is the uplink estimate publishers start from
-// (Config.PublisherStartKbps): room for a camera's simulcast encodings, and
-// what a narrower uplink's loss and delay bring down within a second.
-const DefaultPublisherStartKbps = 800
-
 type Config struct {
 	Listen string           // the web server (page and signaling)
 	Web    web.TLS          // HTTPS (a certificate given, or self-signed: the default) or plain HTTP
@@ -61,14 +56,13 @@ type Config struct {
 	// NoRateAdaptation: every receiver gets every layer of every stream
 	// (by default each receiver's AV1 temporal layers follow its estimate).
 	NoRateAdaptation bool
-	// PublisherStartKbps is the uplink estimate a publisher's Chromium is
-	// told to start from (x-google-start-bitrate in the answer): 0, the
-	// default, DefaultPublisherStartKbps; -1 the browser's own (300 kbit/s).
-	// An application-limited encoder's estimate stays where its first
-	// probes put it, and where they fail, at its start: a simulcast
-	// publisher at 300 kbit/s sends its top encoding scaled down four times
-	// for the whole meeting (docs/sfu.md, "A simulcast publisher whose
-	// uplink estimate never moved").
+	// PublisherStartKbps, if set, is the uplink estimate a publisher's
+	// Chromium is told to start from (x-google-start-bitrate in the
+	// answer); 0, the default, leaves the browser's own (300 kbit/s).
+	// (An application-limited encoder's estimate stays where its first
+	// probes put it. Set to 800 by default for a stop, it made simulcast
+	// publishers worse on a loaded machine, not better: docs/sfu.md, "A
+	// simulcast publisher whose uplink estimate never moved".)
 	PublisherStartKbps int
 	// LastN, if set, gives each receiver video from its LastN most recent
 	// speakers only (the others paused, audio always): a room of n costs
@@ -120,11 +114,8 @@ func (c *Config) validate() error {
 	if err := c.TURN.validate(); err != nil {
 		return err
 	}
-	switch {
-	case c.PublisherStartKbps == 0:
-		c.PublisherStartKbps = DefaultPublisherStartKbps
-	case c.PublisherStartKbps != -1 && (c.PublisherStartKbps < 100 || c.PublisherStartKbps > 10000):
-		return fmt.Errorf("sfu: publisher-start-kbps: %d kbit/s: want 100 to 10000, or -1 (the browser's own)", c.PublisherStartKbps)
+	if c.PublisherStartKbps != 0 && (c.PublisherStartKbps < 100 || c.PublisherStartKbps > 10000) {
+		return fmt.Errorf("sfu: publisher-start-kbps: %d kbit/s: want 100 to 10000, or 0 (the browser's own)", c.PublisherStartKbps)
 	}
 	if c.LastN < 0 {
 		return fmt.Errorf("sfu: last-n %d: want 0 (every speaker's video) or more", c.LastN)
@@ -240,7 +231,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ctrlCfg := controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs, Adapt: !cfg.NoRateAdaptation, PublisherStartKbps: max(cfg.PublisherStartKbps, 0),
+	ctrlCfg := controller.Config{Codecs: cfg.Codecs, Media: cfg.Media, ICE: ice, Legs: legs, Adapt: !cfg.NoRateAdaptation, PublisherStartKbps: cfg.PublisherStartKbps,
 		MaxRooms: cfg.MaxRooms, MaxParticipants: cfg.MaxParticipants, ICEServers: cfg.TURN.servers, Simulcast: !cfg.NoRateAdaptation}
 	if id != nil {
 		ctrlCfg.Security = &controller.Security{Identity: id, Transports: transports, Protect: plane.(*dataplane.User).Protect, Unprotect: plane.(*dataplane.User).Unprotect, Send: plane.Send,
