@@ -174,8 +174,8 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 		if !ok {
 			var q []byte
 			var qcl Classified
-			if q, qcl, ok = repairedPacket(s.sources, p, cl, b.repaired); ok {
-				p, cl = q, qcl
+			if q, qcl, why = repairedPacket(s.sources, p, cl, b.repaired); why == Replicated {
+				p, cl, ok = q, qcl, true
 			}
 		}
 		if ok {
@@ -185,7 +185,6 @@ func (d *DataPlane) handle(c *mediaConn, p []byte, from netip.AddrPort, b *repli
 			}
 		} else {
 			arrivedUnknown(s.sources, p, cl, len(p), b.rxAt, (&slowStream{stream: s, d: d}).arrived)
-			why = unknownOutcome(s.sources, p, cl)
 		}
 	}
 	d.mu.Unlock()

@@ -127,7 +127,7 @@ func (u *User) Unprotect(remote netip.AddrPort, p Protection) {
 // open is the plain packet of an encrypted plane's datagram (in b's
 // scratch), or false when it is dropped or was the agent's (DTLS). STUN
 // and anything else pass as they are, for Classify to judge.
-func (u *User) open(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch) ([]byte, bool) {
+func (u *User) open(c *mediaConn, p []byte, from netip.AddrPort, pr Protection, b *replicaBatch) ([]byte, bool) {
 	switch {
 	case isDTLS(p):
 		u.count(DTLS, len(p))
@@ -138,7 +138,6 @@ func (u *User) open(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBatch
 	case !isRTPOrRTCP(p):
 		return p, true
 	}
-	pr := u.fwd.keys.of(from)
 	if pr == nil {
 		u.count(Unprotected, len(p))
 		return nil, false

@@ -28,27 +28,31 @@ type RTX struct {
 
 // repairedPacket is the packet p (an RTP packet from the sender of
 // sources, on an SSRC none of them is) carries as a retransmission, in buf,
-// and its classification; false if p is no retransmission of theirs or
-// carries none (padding).
-func repairedPacket(sources []Source, p []byte, cl Classified, buf []byte) ([]byte, Classified, bool) {
+// and its classification, with Replicated; or, carrying none, what p
+// counts as: a probe (padding on SSRC 0 or on one of their RTX SSRCs), or
+// an unknown sender's.
+func repairedPacket(sources []Source, p []byte, cl Classified, buf []byte) ([]byte, Classified, Outcome) {
 	if cl.Payload == nil {
-		return nil, Classified{}, false
+		return nil, Classified{}, UnknownSender
 	}
 	hdr := len(p) - len(cl.Payload)
 	src, ok := repairedSource(sources, p, hdr, cl.SSRC)
 	if !ok {
-		return nil, Classified{}, false
+		if cl.SSRC == 0 && p[0]&0x20 != 0 {
+			return nil, Classified{}, Probe
+		}
+		return nil, Classified{}, UnknownSender
 	}
 	payload := cl.Payload
 	if p[0]&0x20 != 0 { // (its last byte counts the padding, itself included)
 		n := int(payload[len(payload)-1])
 		if n == 0 || n > len(payload) {
-			return nil, Classified{}, false
+			return nil, Classified{}, Probe
 		}
 		payload = payload[:len(payload)-n]
 	}
 	if len(payload) < 2 { // padding: a probe's
-		return nil, Classified{}, false
+		return nil, Classified{}, Probe
 	}
 	buf = append(buf[:0], p[:hdr]...)
 	buf[0] &^= 0x20
@@ -56,7 +60,7 @@ func repairedPacket(sources []Source, p []byte, cl Classified, buf []byte) ([]by
 	copy(buf[2:4], payload[:2]) // the original sequence number
 	binary.BigEndian.PutUint32(buf[8:], src.SSRC)
 	buf = append(buf, payload[2:]...)
-	return buf, Classify(buf), true
+	return buf, Classify(buf), Replicated
 }
 
 // repairedSource is the source whose RTX stream an RTP packet (its header
@@ -81,18 +85,4 @@ func repairedSource(sources []Source, p []byte, hdr int, ssrc uint32) (Source, b
 		}
 	}
 	return Source{}, false
-}
-
-// unknownOutcome is what a packet from the sender of sources on an SSRC
-// none of them is, and no retransmission of theirs carries media, counts
-// as: a probe (padding on SSRC 0 or on one of their RTX SSRCs), or an
-// unknown sender's.
-func unknownOutcome(sources []Source, p []byte, cl Classified) Outcome {
-	if cl.Payload == nil {
-		return UnknownSender
-	}
-	if _, rtx := repairedSource(sources, p, len(p)-len(cl.Payload), cl.SSRC); rtx || cl.SSRC == 0 && p[0]&0x20 != 0 {
-		return Probe
-	}
-	return UnknownSender
 }

@@ -77,7 +77,8 @@ func TestRepairedPacket(t *testing.T) {
 		{"an encoding not learnt", simulcast[:2], rtxTestPacket(t, rtxPT, 0x9999, 6, false, [][2][]byte{twcc, ext(rridExt, []byte("f"))}, append(osn, payload...), 0), nil},
 		{"no repaired stream id", simulcast, rtxTestPacket(t, rtxPT, 0x9999, 7, false, [][2][]byte{twcc}, append(osn, payload...), 0), nil},
 	} {
-		got, cl, ok := repairedPacket(c.sources, c.in, Classify(c.in), nil)
+		got, cl, why := repairedPacket(c.sources, c.in, Classify(c.in), nil)
+		ok := why == Replicated
 		if ok != (c.want != nil) || !bytes.Equal(got, c.want) {
 			t.Errorf("%s: repaired %v\n got %x\nwant %x", c.name, ok, got, c.want)
 			continue
@@ -88,7 +89,7 @@ func TestRepairedPacket(t *testing.T) {
 	}
 	bad := rtxTestPacket(t, rtxPT, rtxSSRC, 81, false, nil, append(osn, payload...), 4)
 	bad[len(bad)-1] = byte(len(payload) + 10) // more padding than payload
-	if _, _, ok := repairedPacket(camera, bad, Classify(bad), nil); ok {
+	if _, _, why := repairedPacket(camera, bad, Classify(bad), nil); why == Replicated {
 		t.Error("a padding length past the payload repaired a packet")
 	}
 }

@@ -480,12 +480,13 @@ func (u *User) handle(c *mediaConn, p []byte, from netip.AddrPort, b *replicaBat
 		}
 	}
 	if u.fwd.keys != nil {
-		if u.fwd.keys.of(from) == nil && isRTPOrRTCP(p) && !u.hasStream(from) { // (keys and stream to come)
+		pr := u.fwd.keys.of(from)
+		if pr == nil && isRTPOrRTCP(p) && !u.hasStream(from) { // (keys and stream to come)
 			u.holdEarly(from, earlyDatagram{c: c, p: p, rxAt: b.rxAt, why: Unprotected})
 			return
 		}
 		var ok bool
-		if p, ok = u.open(c, p, from, b); !ok {
+		if p, ok = u.open(c, p, from, pr, b); !ok {
 			return
 		}
 	}
@@ -567,13 +568,14 @@ func (u *User) undescribed(c *mediaConn, p []byte, cl Classified, from netip.Add
 		u.count(UnknownSender, len(p))
 		return nil, nil, cl, false
 	}
-	if q, qcl, ok := repairedPacket(st.sources, p, cl, b.repaired); ok {
+	q, qcl, why := repairedPacket(st.sources, p, cl, b.repaired)
+	if why == Replicated {
 		if s := u.senders[userKey{from, qcl.SSRC}]; s != nil {
 			return s, q, qcl, true
 		}
 	}
 	arrivedUnknown(st.sources, p, cl, len(p)+b.overhead, b.rxAt, st.arrived)
-	u.count(unknownOutcome(st.sources, p, cl), len(p))
+	u.count(why, len(p))
 	return nil, nil, cl, false
 }
 
