@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "rewrite.h"
+#include "video.h"
 
 #define LAYERS_ALL 0xff      /* a target or current decode target: every layer, no renumbering */
 #define LAYERS_NONE 0xfe     /* a target or current decode target: no video (paused), audio goes on */
@@ -40,15 +41,17 @@ struct frame_info {
 	__u16 dtis;
 	__u8 flags;   /* FRAME_KNOWN, FRAME_KEY */
 	__u8 targets; /* decode targets of the structure */
+	struct vp8_pictures vp8; /* a VP8 payload's (a simulcast encoding's: rewritten) */
 };
 
 /* The fields a simulcast receiver's packets are rewritten in
  * (layers.Numbers): RTP sequence number and timestamp, the dependency
- * descriptor's frame number. */
+ * descriptor's frame number, a VP8 descriptor's picture numbering. */
 struct sim_numbers {
 	__u32 ts;
 	__u16 seq;
 	__u16 frame;
+	struct vp8_pictures vp8; /* none in a padding verdict's */
 };
 
 /* A receiver's place among a simulcast sender's encodings

@@ -61,6 +61,9 @@ struct media {
 	__u8 top;       /* the highest encoding live */
 	__u8 report;    /* a sender report */
 	__u16 dd_off;   /* the dependency descriptor's offset in the frame; 0: none */
+	__u16 vp8_off;  /* a VP8 payload descriptor's with a picture numbering; 0: none */
+	__be16 vp8_picture; /* its bytes at VP8_PICTURE_OFF as they arrived */
+	__be16 vp8_tail;    /* at VP8_TAIL_OFF */
 	__be32 sim_ssrc; /* the SSRC receivers get; 0: not simulcast */
 	__u32 ts;       /* the RTP timestamp as it arrived */
 	__be32 ssrc;    /* as it arrived */
@@ -97,6 +100,8 @@ struct addressing {
 	__be32 ts;    /* simulcast: the RTP timestamp (a report's) */
 	__be32 ssrc;  /* simulcast */
 	__be16 frame; /* simulcast: the dependency descriptor's frame number */
+	__be16 vp8_picture; /* simulcast: the VP8 descriptor's bytes at VP8_PICTURE_OFF */
+	__be16 vp8_tail;    /* and at VP8_TAIL_OFF */
 	__u8 ttl;
 	__u8 macs_set;
 };
@@ -509,24 +514,38 @@ INLINE int rewrite_word(struct __sk_buff *skb, const struct media *m, __u32 off,
 #define SR_SSRC_OFF 4
 #define SR_TS_OFF 16
 
-/* A simulcast replica's SSRC, timestamp and frame number (its sequence
- * number: renumber). */
+/* A 16-bit field of the frame at at, by difference in the UDP checksum
+ * (at either parity); *now is what it holds. */
+INLINE int rewrite_half(struct __sk_buff *skb, const struct media *m, __u32 at, __be16 *now, __be16 to)
+{
+	int odd = (at - m->l4_off) & 1;
+
+	if (*now == to)
+		return 0;
+	if (bpf_skb_store_bytes(skb, at, &to, sizeof(to), 0) ||
+	    bpf_l4_csum_replace(skb, m->l4_off + offsetof(struct udphdr, check), twcc_csum_word(*now, odd),
+				twcc_csum_word(to, odd), BPF_F_MARK_MANGLED_0 | sizeof(to)))
+		return -1;
+	*now = to;
+	return 0;
+}
+
+/* A simulcast replica's SSRC, timestamp, frame number and VP8 picture
+ * numbering (its sequence number: renumber). */
 INLINE int sim_rewrite(struct __sk_buff *skb, const struct media *m, struct addressing *cur, const struct sim_numbers *n)
 {
-	__u32 odd = (m->dd_off + 1 - m->l4_off) & 1;
-	__be16 frame = bpf_htons(n->frame);
 	__u32 ssrc_at = m->report ? SR_SSRC_OFF : offsetof(struct rtp_fixed, ssrc);
 	__u32 ts_at = m->report ? SR_TS_OFF : offsetof(struct rtp_fixed, ts);
 
 	if (rewrite_word(skb, m, ssrc_at, &cur->ssrc, m->sim_ssrc) || rewrite_word(skb, m, ts_at, &cur->ts, bpf_htonl(n->ts)))
 		return -1;
-	if (!m->dd_off || frame == cur->frame)
-		return 0;
-	if (bpf_skb_store_bytes(skb, m->dd_off + 1, &frame, sizeof(frame), 0) ||
-	    bpf_l4_csum_replace(skb, m->l4_off + offsetof(struct udphdr, check), twcc_csum_word(cur->frame, odd),
-				twcc_csum_word(frame, odd), BPF_F_MARK_MANGLED_0 | sizeof(frame)))
+	if (m->dd_off && rewrite_half(skb, m, m->dd_off + 1, &cur->frame, bpf_htons(n->frame)))
 		return -1;
-	cur->frame = frame;
+	if (!m->vp8_off || !(n->vp8.fields & VP8_PICTURE))
+		return 0;
+	if (rewrite_half(skb, m, m->vp8_off + VP8_PICTURE_OFF, &cur->vp8_picture, bpf_htons(0x8000 | n->vp8.picture)) ||
+	    rewrite_half(skb, m, m->vp8_off + VP8_TAIL_OFF, &cur->vp8_tail, vp8_tail(cur->vp8_tail, &n->vp8)))
+		return -1;
 	return 0;
 }
 
@@ -675,7 +694,8 @@ INLINE int replicate(struct __sk_buff *skb, struct media *m, const struct sender
 {
 	struct addressing cur = { .saddr = m->ip.saddr, .daddr = m->ip.daddr, .sport = m->udp.sport,
 				  .dport = m->udp.dport, .seq = m->seq, .twcc = m->twcc, .ts = bpf_htonl(m->ts),
-				  .ssrc = m->ssrc, .frame = bpf_htons(m->frame.p.frame) };
+				  .ssrc = m->ssrc, .frame = bpf_htons(m->frame.p.frame),
+				  .vp8_picture = m->vp8_picture, .vp8_tail = m->vp8_tail };
 	struct fan c = { .skb = skb, .m = m, .cur = &cur };
 	const struct replica *last;
 	__u32 id = s->id, slot = s->slot, o;
@@ -844,6 +864,24 @@ INLINE void simulcast_packet(struct media *m, const struct sender *s)
 	f->flags = key_start ? FRAME_KEY : 0;
 }
 
+/* A simulcast encoding's VP8 payload descriptor (after simulcast_packet):
+ * its picture numbering, where it is and its bytes as they arrived. */
+INLINE void vp8_read(struct __sk_buff *skb, struct media *m, int hdr)
+{
+	__u32 off = m->l4_off + sizeof(struct udphdr) + hdr;
+	__u8 d[VP8_DESCRIPTOR];
+
+	if (hdr < 0 || (__u32)hdr > m->len || m->len - (__u32)hdr < VP8_DESCRIPTOR ||
+	    bpf_skb_load_bytes(skb, off, d, sizeof(d)))
+		return;
+	vp8_pictures_of(d, &m->frame.vp8);
+	if (!(m->frame.vp8.fields & VP8_PICTURE))
+		return;
+	m->vp8_off = off;
+	__builtin_memcpy(&m->vp8_picture, d + VP8_PICTURE_OFF, 2);
+	__builtin_memcpy(&m->vp8_tail, d + VP8_TAIL_OFF, 2);
+}
+
 /* A simulcast encoding's sender report: only its receivers get it, under
  * their SSRC and timestamps. -1: too short to hold its RTP timestamp. */
 INLINE int sim_report(struct __sk_buff *skb, struct media *m, const struct sender *s)
@@ -979,8 +1017,11 @@ int sfu_ingress(struct __sk_buff *skb)
 		m->gate = video_gate(skb, m, s->video, hdr, h.peek);
 		if (m->adapt && m->gate == GATE_OPEN)
 			m->frame.flags |= FRAME_KEY;
-		if (s->sim_ssrc) /* (h holds the payload's first bytes now) */
+		if (s->sim_ssrc) { /* (h holds the payload's first bytes now) */
 			simulcast_packet(m, s);
+			if (s->video == VIDEO_VP8 && !m->padding)
+				vp8_read(skb, m, hdr);
+		}
 	} else if (s->sim_ssrc && sim_report(skb, m, s)) {
 		return outcome(SFU_MALFORMED, m->len), TC_ACT_UNSPEC;
 	}

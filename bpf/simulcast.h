@@ -53,6 +53,39 @@ INLINE __u32 video_ticks(__u64 then, __u64 now)
 	return t < 1 ? 1 : (__u32)t;
 }
 
+/* v with shift added to each field v carries (layers.VP8.Shifted). */
+INLINE void vp8_shifted(const struct vp8_pictures *v, const struct vp8_pictures *shift, struct vp8_pictures *out)
+{
+	out->fields = v->fields;
+	out->picture = (v->fields & VP8_PICTURE) ? (v->picture + shift->picture) & 0x7fff : 0;
+	out->tl0 = (v->fields & VP8_TL0) ? v->tl0 + shift->tl0 : 0;
+	out->keyidx = (v->fields & VP8_KEYIDX) ? (v->keyidx + shift->keyidx) & 0x1f : 0;
+}
+
+/* last once sent went out: a field sent takes its value. */
+INLINE void vp8_after(struct vp8_pictures *last, const struct vp8_pictures *sent)
+{
+	if (sent->fields & VP8_PICTURE)
+		last->picture = sent->picture;
+	if (sent->fields & VP8_TL0)
+		last->tl0 = sent->tl0;
+	if (sent->fields & VP8_KEYIDX)
+		last->keyidx = sent->keyidx;
+	last->fields |= sent->fields;
+}
+
+/* The shift that makes next (a key frame's first packet of the encoding
+ * moved to) follow last: each field both carry one up. */
+INLINE void vp8_continuing(const struct vp8_pictures *last, const struct vp8_pictures *next, struct vp8_pictures *s)
+{
+	__u8 both = last->fields & next->fields;
+
+	s->picture = (both & VP8_PICTURE) ? (last->picture + 1 - next->picture) & 0x7fff : 0;
+	s->tl0 = (both & VP8_TL0) ? last->tl0 + 1 - next->tl0 : 0;
+	s->keyidx = (both & VP8_KEYIDX) ? (last->keyidx + 1 - next->keyidx) & 0x1f : 0;
+	s->fields = 0;
+}
+
 /* Moves the receiver to encoding enc at f, the first packet of one of its
  * key frames: its numbers continue where the last packet sent left off,
  * its timestamps by the time since then. */
@@ -68,6 +101,7 @@ INLINE void sim_switch(struct replica_layers *l, __u8 enc, const struct frame_in
 	l->sim.shift.seq = l->sim.last.seq + 1 - f->p.seq;
 	l->sim.shift.ts = l->sim.last.ts + video_ticks(l->sim.last_at, now) - ts;
 	l->sim.shift.frame = l->sim.last.frame + 1 - f->p.frame;
+	vp8_continuing(&l->sim.last.vp8, &f->vp8, &l->sim.shift.vp8);
 }
 
 /* The layer in force at a frame no descriptor describes (an encoding that
@@ -128,8 +162,13 @@ INLINE enum layer_verdict sim_decide(struct replica_layers *l, const struct fram
 	out->seq = n + l->sim.shift.seq;
 	out->ts = ts + l->sim.shift.ts;
 	out->frame = f->p.frame + l->sim.shift.frame;
+	if (v == LAYER_SEND)
+		vp8_shifted(&f->vp8, &l->sim.shift.vp8, &out->vp8);
 	if (!l->sim.sent || (__s16)(out->seq - l->sim.last.seq) > 0) {
-		l->sim.last = *out;
+		l->sim.last.seq = out->seq;
+		l->sim.last.ts = out->ts;
+		l->sim.last.frame = out->frame;
+		vp8_after(&l->sim.last.vp8, &out->vp8);
 		l->sim.last_at = now;
 		l->sim.sent = 1;
 	}

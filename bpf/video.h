@@ -51,6 +51,65 @@ INLINE int vp8_keyframe_start(const __u8 *p)
 	return off < VIDEO_PEEK && !(p[off & (VIDEO_PEEK - 1)] & 0x01);
 }
 
+/* The picture numbering of a VP8 payload descriptor (RFC 7741 4.2), which
+ * a simulcast receiver's packets are rewritten in: each encoding numbers
+ * its pictures from a start of its own (layers.VP8). */
+#define VP8_PICTURE 0x01 /* a 15-bit PictureID */
+#define VP8_TL0 0x02     /* TL0PICIDX */
+#define VP8_KEYIDX 0x04
+
+struct vp8_pictures {
+	__u16 picture; /* 15 bits */
+	__u8 tl0;
+	__u8 keyidx; /* 5 bits */
+	__u8 fields; /* which the packet carries: VP8_PICTURE, VP8_TL0, VP8_KEYIDX */
+	__u8 pad[3];
+};
+
+/* The descriptor's bytes the numbering can take: the first, the extension
+ * byte, a 15-bit PictureID, TL0PICIDX, TID/Y/KEYIDX. */
+#define VP8_DESCRIPTOR 6
+#define VP8_PICTURE_OFF 2 /* with the M bit: 0x8000 | picture */
+#define VP8_TAIL_OFF 4    /* TL0PICIDX and TID/Y/KEYIDX, or TID/Y/KEYIDX and the payload's */
+
+/* What p, a VP8 payload's first VP8_DESCRIPTOR bytes, numbers: only a
+ * descriptor with a 15-bit PictureID (what browsers send) is read. */
+INLINE void vp8_pictures_of(const __u8 *p, struct vp8_pictures *v)
+{
+	__u8 x = p[1];
+
+	if (!(p[0] & 0x80) || !(x & 0x80) || !(p[2] & 0x80))
+		return;
+	v->picture = (__u16)(p[2] & 0x7f) << 8 | p[3];
+	v->fields = VP8_PICTURE;
+	if (x & 0x40) {
+		v->tl0 = p[4];
+		v->fields |= VP8_TL0;
+	}
+	if (x & 0x10) {
+		v->keyidx = p[(x & 0x40) ? 5 : 4] & 0x1f;
+		v->fields |= VP8_KEYIDX;
+	}
+}
+
+/* The descriptor's two bytes at VP8_TAIL_OFF (as they are: tail) with v's
+ * TL0PICIDX and KEYIDX in them, in network order. */
+INLINE __be16 vp8_tail(__be16 tail, const struct vp8_pictures *v)
+{
+	__u8 b[2];
+
+	__builtin_memcpy(b, &tail, 2);
+	if (v->fields & VP8_TL0) {
+		b[0] = v->tl0;
+		if (v->fields & VP8_KEYIDX)
+			b[1] = (b[1] & 0xe0) | v->keyidx;
+	} else if (v->fields & VP8_KEYIDX) {
+		b[0] = (b[0] & 0xe0) | v->keyidx;
+	}
+	__builtin_memcpy(&tail, b, 2);
+	return tail;
+}
+
 /* VP9 (RFC 9628 4.2): the beginning (B) of a frame that is not
  * inter-picture predicted (P clear), in the lowest spatial layer. */
 INLINE int vp9_keyframe_start(const __u8 *p)

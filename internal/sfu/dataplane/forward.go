@@ -183,7 +183,7 @@ type packetInfo struct {
 	sim    *Simulcast
 	enc    uint8
 	ts     uint32
-	ddOff  int
+	at     rewriteAt
 	top    uint8
 	report bool
 }
@@ -336,7 +336,7 @@ func (f *forwarder) adaptedEncoding(r replicaState, pi *packetInfo, buf []byte) 
 		return nil, v, false
 	}
 	out := append(buf, pi.p...)
-	rewriteEncoding(out, pi.sim, n, pi.ddOff)
+	rewriteEncoding(out, pi.sim, n, pi.at)
 	return out, v, true
 }
 
@@ -349,17 +349,17 @@ func simulcastPacket(s streamState, src Source, cl Classified, pi *packetInfo) {
 	padding, desc := paddingOnly(p, cl.Payload), undescribed
 	if src.DDExt != 0 && !padding { // (a probe's descriptor, if any, says nothing: left as is)
 		if off, n := rtpExtensionAt(p, len(p)-len(cl.Payload), src.DDExt); n >= 3 {
-			pi.ddOff = off
+			pi.at.dd = off
 		}
 	}
 	switch {
 	case padding:
 		desc = paddingPacket
-	case pi.ddOff > 0:
+	case pi.at.dd > 0:
 		desc = withDescriptor
 	}
 	pi.top = s.encodingSent(src, pi.size, desc, pi.now)
-	if pi.ddOff == 0 && !padding { // (negotiated, and not sent: Firefox's VP8)
+	if pi.at.dd == 0 && !padding { // (negotiated, and not sent: Firefox's VP8)
 		key := pi.gate == gateOpen
 		pi.adapt = true
 		pi.frame = layers.Frame{Packet: rewrite.Packet{Seq: binary.BigEndian.Uint16(p[2:]), Start: key, End: pi.frameEnd}, Key: key}
@@ -367,6 +367,9 @@ func simulcastPacket(s streamState, src Source, cl Classified, pi *packetInfo) {
 	if !pi.adapt { // a padding packet of an encoding without descriptors
 		pi.adapt = true
 		pi.frame = layers.Frame{Packet: rewrite.Packet{Seq: binary.BigEndian.Uint16(p[2:]), Padding: true}}
+	}
+	if src.Video == VP8 && !padding {
+		pi.at.vp8, pi.frame.VP8 = len(p)-len(cl.Payload), VP8PicturesOf(cl.Payload)
 	}
 }
 

@@ -107,12 +107,12 @@ func (l *kernelLeg) Original(number uint16) (uint16, bool) {
 	return r.Original(number, sim != nil)
 }
 
-// video is the leg's stream's simulcast video (nil: none) and its
-// dependency descriptor's extension id.
-func (l *kernelLeg) video() (*Simulcast, uint8) {
+// video is the leg's stream's simulcast video (nil: none) and what its
+// packets are rewritten in.
+func (l *kernelLeg) video() (*Simulcast, encodingFormat) {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
-	return l.stream.sim, ddExtOf(l.stream.sources)
+	return l.stream.sim, formatOf(l.stream.sources)
 }
 
 func (l *kernelLeg) FrameSent(frame uint16) (sent, known bool) {
@@ -258,7 +258,7 @@ func (l *kernelLeg) Packet(number uint16) ([]byte, bool) {
 	if l.removed.Load() || err != nil {
 		return nil, false
 	}
-	sim, ddExt := l.video()
+	sim, format := l.video()
 	seq, ok := r.Original(number, sim != nil)
 	enc := r.Sim.Encoding
 	if sim == nil {
@@ -269,7 +269,7 @@ func (l *kernelLeg) Packet(number uint16) ([]byte, bool) {
 	}
 	p, ok := l.encodingPacket(enc, seq)
 	if ok && sim != nil && len(p) >= 12 {
-		asReceived(p, sim, ddExt, seq, r.Sim.Shift)
+		asReceived(p, sim, format, seq, r.Sim.Shift)
 	}
 	return p, ok
 }

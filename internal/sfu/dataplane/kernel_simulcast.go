@@ -232,11 +232,13 @@ func storeReplica(st *sfuReplicaLayers, r *layers.Replica) {
 }
 
 func numbersFrom(n sfuSimNumbers) layers.Numbers {
-	return layers.Numbers{Seq: n.Seq, TS: n.Ts, Frame: n.Frame}
+	return layers.Numbers{Seq: n.Seq, TS: n.Ts, Frame: n.Frame,
+		VP8: layers.VP8{Picture: n.Vp8.Picture, TL0: n.Vp8.Tl0, KeyIdx: n.Vp8.Keyidx, Fields: n.Vp8.Fields}}
 }
 
 func kernelNumbers(n layers.Numbers) sfuSimNumbers {
-	return sfuSimNumbers{Seq: n.Seq, Ts: n.TS, Frame: n.Frame}
+	return sfuSimNumbers{Seq: n.Seq, Ts: n.TS, Frame: n.Frame,
+		Vp8: sfuVp8Pictures{Picture: n.VP8.Picture, Tl0: n.VP8.TL0, Keyidx: n.VP8.KeyIdx, Fields: n.VP8.Fields}}
 }
 
 // target is the receiver's target in the program's map.

@@ -112,25 +112,27 @@ type sfuMedia struct {
 		Dtis    uint16
 		Flags   uint8
 		Targets uint8
+		Vp8     sfuVp8Pictures
 	}
-	_        [2]byte
-	TwccOff  uint32
-	Twcc     uint16
-	Seq      uint16
-	Gate     uint8
-	Adapt    uint8
-	FrameEnd uint8
-	Padding  uint8
-	Enc      uint8
-	Top      uint8
-	Report   uint8
-	_        [1]byte
-	DdOff    uint16
-	_        [2]byte
-	SimSsrc  uint32
-	Ts       uint32
-	Ssrc     uint32
-	_        [4]byte
+	_          [2]byte
+	TwccOff    uint32
+	Twcc       uint16
+	Seq        uint16
+	Gate       uint8
+	Adapt      uint8
+	FrameEnd   uint8
+	Padding    uint8
+	Enc        uint8
+	Top        uint8
+	Report     uint8
+	_          [1]byte
+	DdOff      uint16
+	Vp8Off     uint16
+	Vp8Picture uint16
+	Vp8Tail    uint16
+	SimSsrc    uint32
+	Ts         uint32
+	Ssrc       uint32
 }
 
 type sfuReplica struct {
@@ -253,6 +255,7 @@ type sfuSimNumbers struct {
 	Ts    uint32
 	Seq   uint16
 	Frame uint16
+	Vp8   sfuVp8Pictures
 }
 
 type sfuSimState struct {
@@ -276,6 +279,15 @@ type sfuVideoEvent struct {
 	Len    uint16
 	Rtp    [12]uint8
 	Dd     [256]uint8
+}
+
+type sfuVp8Pictures struct {
+	_       structs.HostLayout
+	Picture uint16
+	Tl0     uint8
+	Keyidx  uint8
+	Fields  uint8
+	Pad     [3]uint8
 }
 
 // Names of all BPF objects in the ELF.

@@ -285,25 +285,37 @@ func (v *userVideo) top(now uint64) uint8 {
 }
 
 // asReceived makes p, an encoding's packet from its history, the packet
-// a simulcast receiver on it was sent (its SSRC, timestamp and frame
-// number) but for its sequence number, which stays seq.
-func asReceived(p []byte, sim *Simulcast, ddExt uint8, seq uint16, shift layers.Numbers) {
-	ddOff, n := ExtensionOffset(p, ddExt)
-	if n < 3 {
-		ddOff = 0
+// a simulcast receiver on it was sent (its SSRC, timestamp, frame number
+// and VP8 picture numbering) but for its sequence number, which stays seq.
+func asReceived(p []byte, sim *Simulcast, format encodingFormat, seq uint16, shift layers.Numbers) {
+	at := rewriteAt{}
+	if off, n := ExtensionOffset(p, format.ddExt); n >= 3 {
+		at.dd = off
 	}
-	rewriteEncoding(p, sim, layers.Numbers{Seq: seq, TS: binary.BigEndian.Uint32(p[4:]) + shift.TS,
-		Frame: frameNumber(p, ddOff) + shift.Frame}, ddOff)
+	n := layers.Numbers{Seq: seq, TS: binary.BigEndian.Uint32(p[4:]) + shift.TS, Frame: frameNumber(p, at.dd) + shift.Frame}
+	if cl := Classify(p); format.codec == VP8 && cl.Payload != nil && !paddingOnly(p, cl.Payload) {
+		at.vp8 = len(p) - len(cl.Payload)
+		n.VP8 = VP8PicturesOf(cl.Payload).Shifted(shift.VP8)
+	}
+	rewriteEncoding(p, sim, n, at)
 }
+
+// rewriteAt is where a simulcast packet holds what rewriteEncoding
+// rewrites beyond its RTP header: its dependency descriptor, its VP8
+// payload descriptor (0: none).
+type rewriteAt struct{ dd, vp8 int }
 
 // rewriteEncoding makes out (a copy of the input packet) the receiver's:
 // the SFU's SSRC, and its numbers.
-func rewriteEncoding(out []byte, sim *Simulcast, n layers.Numbers, ddOff int) {
+func rewriteEncoding(out []byte, sim *Simulcast, n layers.Numbers, at rewriteAt) {
 	binary.BigEndian.PutUint16(out[2:], n.Seq)
 	binary.BigEndian.PutUint32(out[4:], n.TS)
 	binary.BigEndian.PutUint32(out[8:], sim.SSRC)
-	if ddOff > 0 && ddOff+3 <= len(out) {
-		binary.BigEndian.PutUint16(out[ddOff+1:], n.Frame)
+	if at.dd > 0 && at.dd+3 <= len(out) {
+		binary.BigEndian.PutUint16(out[at.dd+1:], n.Frame)
+	}
+	if at.vp8 > 0 && at.vp8 < len(out) {
+		putVP8Pictures(out[at.vp8:], n.VP8)
 	}
 }
 
@@ -319,15 +331,22 @@ func simulcastChanged(a, b *Simulcast) bool {
 	return (a == nil) != (b == nil) || (a != nil && !sameSimulcast(a, b))
 }
 
-// ddExtOf is the dependency descriptor's extension id of the stream's
-// video (0: none).
-func ddExtOf(sources []Source) uint8 {
+// encodingFormat is what a receiver's rewrite reads in a simulcast
+// video's packets: its dependency descriptor's extension id (0: none),
+// and its codec (VP8: its picture numbering too).
+type encodingFormat struct {
+	ddExt uint8
+	codec Codec
+}
+
+// formatOf is the stream's video's encodingFormat.
+func formatOf(sources []Source) encodingFormat {
 	for _, src := range sources {
 		if src.Video != NoVideo {
-			return src.DDExt
+			return encodingFormat{ddExt: src.DDExt, codec: src.Video}
 		}
 	}
-	return 0
+	return encodingFormat{}
 }
 
 // frameNumber is the frame number of the dependency descriptor at off (0:

@@ -29,6 +29,12 @@ type simulcastEncoding struct {
 	keyEvery int
 	frames   int
 	noDD     bool // no dependency descriptor (Firefox's VP8): one layer
+	// vp8: VP8 payloads, whose descriptor numbers pictures (PictureID,
+	// TL0PICIDX, KEYIDX) from the encoding's own start; else AV1.
+	vp8     bool
+	picture uint16
+	tl0     uint8
+	keyIdx  uint8
 }
 
 var simulcastL1T3 = &dd.Structure{DecodeTargets: 3, Chains: 1, ProtectedBy: []int{0, 0, 0}, Templates: []dd.Template{
@@ -64,7 +70,10 @@ func (e *simulcastEncoding) nextFrame(t testing.TB) [][]byte {
 		testenv.Must(t, h.SetExtension(ridExt, []byte(e.rid)))
 		payload := make([]byte, 60+40*int(e.index))
 		payload[1] = e.index
-		if key && i == 0 {
+		switch {
+		case e.vp8:
+			e.vp8Descriptor(payload, key, i == 0, simulcastL1T3.Templates[tmpl].TemporalID)
+		case key && i == 0:
 			payload[0] = 0x08 // AV1's N: a key frame
 		}
 		p, err := (&rtp.Packet{Header: h, Payload: payload}).Marshal()
@@ -75,7 +84,32 @@ func (e *simulcastEncoding) nextFrame(t testing.TB) [][]byte {
 		e.seq++
 	}
 	e.frame, e.ts, e.frames = e.frame+1, e.ts+6000, e.frames+1
+	e.picture = (e.picture + 1) & 0x7fff
 	return out
+}
+
+// vp8Descriptor writes a VP8 payload descriptor (RFC 7741 4.2: X, I with
+// a 15-bit PictureID, L, T and K) and payload header into payload, a
+// packet of the frame of temporal layer tid; start: its first packet.
+func (e *simulcastEncoding) vp8Descriptor(payload []byte, key, start bool, tid int) {
+	if start && tid == 0 {
+		e.tl0++
+	}
+	if start && key {
+		e.keyIdx = (e.keyIdx + 1) & 0x1f
+	}
+	payload[0] = 0x80 // X, partition 0
+	if start {
+		payload[0] |= 0x10 // S
+	}
+	payload[1] = 0xf0 // I, L, T, K
+	payload[2], payload[3] = 0x80|byte(e.picture>>8), byte(e.picture)
+	payload[4] = e.tl0
+	payload[5] = byte(tid)<<6 | 0x20 | e.keyIdx // (Y set)
+	payload[6] = 0x01                           // the payload header's P: an inter frame
+	if key {
+		payload[6] = 0x00
+	}
 }
 
 // probe is a padding-only packet of the encoding (a bandwidth probe).

@@ -182,8 +182,8 @@ type userReceiver struct {
 	target  atomic.Uint32 // layers.AllTargets, layers.NoVideo, or a decode target
 	tw      *legTWCC      // nil: no transport-wide numbers
 	removed atomic.Bool
-	asked   atomic.Int32 // a simulcast receiver's target as SetTarget had it (flat)
-	ddExt   uint8        // its stream's simulcast dependency descriptor id
+	asked   atomic.Int32   // a simulcast receiver's target as SetTarget had it (flat)
+	format  encodingFormat // what its stream's simulcast packets are rewritten in
 
 	mu    sync.Mutex
 	adapt layers.Replica
@@ -320,7 +320,7 @@ func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Rece
 			have = old.receiver(r)
 		}
 		if have == nil || have.Receiver != r || simulcastChanged(have.sim, sim) { // (read while forwarding, unlocked)
-			have = newUserReceiver(r, s.video, sim, ddExtOf(sources))
+			have = newUserReceiver(r, s.video, sim, formatOf(sources))
 		}
 		s.receivers = append(s.receivers, have)
 		s.views = append(s.views, have)
@@ -340,8 +340,8 @@ func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Rece
 	u.streams[from] = s
 }
 
-func newUserReceiver(r Receiver, video *userVideo, sim *Simulcast, ddExt uint8) *userReceiver {
-	have := &userReceiver{Receiver: r, video: video, sim: sim, ddExt: ddExt, adapt: layers.NewReplica()}
+func newUserReceiver(r Receiver, video *userVideo, sim *Simulcast, format encodingFormat) *userReceiver {
+	have := &userReceiver{Receiver: r, video: video, sim: sim, format: format, adapt: layers.NewReplica()}
 	have.asked.Store(EveryLayer)
 	have.waited.Store(true)
 	have.target.Store(layers.AllTargets)
@@ -797,7 +797,7 @@ func (l *userLeg) Packet(number uint16) ([]byte, bool) {
 	}
 	p, _, ok := l.r.video.enc[enc].history.packet(seq)
 	if ok && l.r.sim != nil && len(p) >= 12 {
-		asReceived(p, l.r.sim, l.r.ddExt, seq, shift)
+		asReceived(p, l.r.sim, l.r.format, seq, shift)
 	}
 	return p, ok
 }

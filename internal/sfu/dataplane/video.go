@@ -1,8 +1,11 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
+
+	"github.com/ebrtc/ebrtc/internal/sfu/layers"
 )
 
 // Codec is the video payload format of one of a sender's SSRCs, by which
@@ -100,6 +103,46 @@ func (s *Simulcast) encodingNamed(p []byte, hdr int, ext uint8) (uint8, bool) {
 		}
 	}
 	return 0, false
+}
+
+// vp8Descriptor is how much of a VP8 payload its picture numbering
+// takes: the descriptor's first byte, its extension byte, a 15-bit
+// PictureID, TL0PICIDX and the TID/Y/KEYIDX byte, at most.
+const vp8Descriptor = 6
+
+// VP8PicturesOf is the picture numbering of a VP8 payload's descriptor
+// (RFC 7741 4.2), as bpf/video.h reads it: only with a 15-bit PictureID
+// (what browsers send); none from a shorter payload.
+func VP8PicturesOf(payload []byte) layers.VP8 {
+	if len(payload) < vp8Descriptor || payload[0]&0x80 == 0 || payload[1]&0x80 == 0 || payload[2]&0x80 == 0 {
+		return layers.VP8{}
+	}
+	p := payload
+	v := layers.VP8{Picture: uint16(p[2]&0x7f)<<8 | uint16(p[3]), Fields: layers.VP8Picture}
+	tk := 4
+	if p[1]&0x40 != 0 {
+		v.TL0, v.Fields, tk = p[4], v.Fields|layers.VP8TL0, 5
+	}
+	if p[1]&0x10 != 0 {
+		v.KeyIdx, v.Fields = p[tk]&0x1f, v.Fields|layers.VP8KeyIdx
+	}
+	return v
+}
+
+// putVP8Pictures writes v into the descriptor of payload, which carries
+// the fields v does (VP8PicturesOf of it).
+func putVP8Pictures(payload []byte, v layers.VP8) {
+	if v.Fields&layers.VP8Picture == 0 || len(payload) < vp8Descriptor {
+		return
+	}
+	binary.BigEndian.PutUint16(payload[2:], 0x8000|v.Picture)
+	tk := 4
+	if v.Fields&layers.VP8TL0 != 0 {
+		payload[4], tk = v.TL0, 5
+	}
+	if v.Fields&layers.VP8KeyIdx != 0 {
+		payload[tk] = payload[tk]&0xe0 | v.KeyIdx
+	}
 }
 
 // videoPeek is how much of the payload the key-frame test reads; shorter

@@ -53,6 +53,7 @@ type Frame struct {
 	Known   bool
 	Key     bool  // a key frame's first packet: where paused video resumes (FRAME_KEY)
 	Targets uint8 // of the structure in force
+	VP8     VP8   // a VP8 payload's picture numbering (a simulcast encoding's: rewritten)
 }
 
 // Verdict is what becomes of a packet for one receiver (enum layer_verdict).

@@ -42,6 +42,7 @@ type Numbers struct {
 	Seq   uint16
 	TS    uint32
 	Frame uint16 // the dependency descriptor's frame number
+	VP8   VP8    // a VP8 payload descriptor's (none in a Padding verdict's)
 }
 
 // Simulcast is one receiver's state across a sender's encodings.
@@ -103,8 +104,13 @@ func (r *Replica) DecideEncoding(f *Frame, enc uint8, ts uint32, target, top uin
 		return Numbers{}, Drop
 	}
 	out := Numbers{Seq: n + r.Sim.Shift.Seq, TS: ts + r.Sim.Shift.TS, Frame: f.Packet.Frame + r.Sim.Shift.Frame}
+	if v == Send {
+		out.VP8 = f.VP8.Shifted(r.Sim.Shift.VP8)
+	}
 	if !r.Sim.Sent || int16(out.Seq-r.Sim.Last.Seq) > 0 {
-		r.Sim.Last, r.Sim.LastAt, r.Sim.Sent = out, now, true
+		last := out
+		last.VP8 = r.Sim.Last.VP8.after(out.VP8)
+		r.Sim.Last, r.Sim.LastAt, r.Sim.Sent = last, now, true
 	}
 	return out, v
 }
@@ -122,6 +128,7 @@ func (r *Replica) switchEncoding(enc uint8, f *Frame, ts uint32, now uint64) {
 		Seq:   r.Sim.Last.Seq + 1 - f.Packet.Seq,
 		TS:    r.Sim.Last.TS + videoTicks(r.Sim.LastAt, now) - ts,
 		Frame: r.Sim.Last.Frame + 1 - f.Packet.Frame,
+		VP8:   continuing(r.Sim.Last.VP8, f.VP8),
 	}
 }
 

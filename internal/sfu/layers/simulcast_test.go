@@ -241,3 +241,79 @@ func TestSimulcastSwitchBehindTheClock(t *testing.T) {
 		t.Errorf("moved to %d (%v) with timestamp %d, want 1 with %d", r.Sim.Encoding, v, out.TS, 5000+1)
 	}
 }
+
+// A receiver moved between two VP8 encodings that number their pictures
+// from starts of their own (Firefox: PictureID and TL0PICIDX random per
+// encoding, the high one's behind the low one's, both wrapping) gets one
+// numbering: each picture one up from the last it got, TL0PICIDX one up
+// at each base layer picture and the same in between, across every
+// switch up and down; packets of one picture share its numbers, and a
+// packet turned to padding carries none.
+func TestSimulcastVP8Pictures(t *testing.T) {
+	type vp8Encoding struct {
+		seq     uint16
+		picture uint16
+		tl0     uint8
+		keyIdx  uint8
+	}
+	encs := [2]*vp8Encoding{{seq: 100, picture: 32760, tl0: 254, keyIdx: 30}, {seq: 5000, picture: 7, tl0: 3, keyIdx: 1}}
+	r := NewReplica()
+	var last VP8
+	pictures, switches := 0, 0
+	for i := range 120 {
+		target := EncodingTarget(1, AllTargets)
+		if (i/25)%2 == 1 {
+			target = EncodingTarget(0, AllTargets)
+		}
+		tid := []uint8{0, 2, 1, 2}[i%4]
+		key := i%8 == 0 // (of temporal layer 0)
+		for enc, e := range encs {
+			if tid == 0 {
+				e.tl0++
+			}
+			if key {
+				e.keyIdx = (e.keyIdx + 1) & 0x1f
+			}
+			for part := range 2 { // two packets a picture
+				f := Frame{Packet: rewrite.Packet{Seq: e.seq, Start: key && part == 0, End: part == 1}, Key: key && part == 0,
+					VP8: VP8{Picture: e.picture, TL0: e.tl0, KeyIdx: e.keyIdx, Fields: VP8Picture | VP8TL0 | VP8KeyIdx}}
+				e.seq++
+				before := r.Sim.Encoding
+				out, v := r.DecideEncoding(&f, uint8(enc), uint32(i)*3000, target, 1, uint64(i+1)*1e8)
+				if v != Send {
+					continue
+				}
+				if r.Sim.Encoding != before && before != NoEncoding {
+					switches++
+				}
+				got := out.VP8
+				switch {
+				case got.Fields != f.VP8.Fields:
+					t.Fatalf("picture %d of %d: fields %#x, want %#x", i, enc, got.Fields, f.VP8.Fields)
+				case pictures == 0:
+				case part == 1 && got != last:
+					t.Fatalf("picture %d of %d: its second packet %+v, its first %+v", i, enc, got, last)
+				case part == 0 && got.Picture != (last.Picture+1)&0x7fff:
+					t.Fatalf("picture %d of %d went as %d after %d", i, enc, got.Picture, last.Picture)
+				case part == 0 && tid == 0 && got.TL0 != last.TL0+1, part == 0 && tid != 0 && got.TL0 != last.TL0:
+					t.Fatalf("picture %d of %d (TID %d): TL0PICIDX %d after %d", i, enc, tid, got.TL0, last.TL0)
+				case part == 0 && key && got.KeyIdx != (last.KeyIdx+1)&0x1f, part == 0 && !key && got.KeyIdx != last.KeyIdx:
+					t.Fatalf("picture %d of %d (key %v): KEYIDX %d after %d", i, enc, key, got.KeyIdx, last.KeyIdx)
+				}
+				if part == 0 {
+					pictures++
+				}
+				last = got
+			}
+			e.picture = (e.picture + 1) & 0x7fff
+		}
+	}
+	if switches < 4 || pictures < 100 {
+		t.Errorf("%d switches, %d pictures: the stream does not exercise switching", switches, pictures)
+	}
+	// A Padding verdict's packet has no payload to carry numbers in.
+	f := Frame{Packet: rewrite.Packet{Seq: 1, Padding: true}, VP8: VP8{Picture: 5, Fields: VP8Picture}}
+	if out, v := r.DecideEncoding(&f, r.Sim.Encoding, 0, AllTargets, 1, 200e8); v == Padding && out.VP8.Fields != 0 {
+		t.Errorf("padding carries VP8 numbers %+v", out.VP8)
+	}
+}
