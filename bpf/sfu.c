@@ -868,13 +868,15 @@ INLINE void simulcast_packet(struct media *m, const struct sender *s)
  * its picture numbering, where it is and its bytes as they arrived. */
 INLINE void vp8_read(struct __sk_buff *skb, struct media *m, int hdr)
 {
-	__u32 off = m->l4_off + sizeof(struct udphdr) + hdr;
-	__u8 d[VP8_DESCRIPTOR];
+	__u32 off = m->l4_off + sizeof(struct udphdr) + hdr, have;
+	__u8 d[VP8_DESCRIPTOR] = {};
 
-	if (hdr < 0 || (__u32)hdr > m->len || m->len - (__u32)hdr < VP8_DESCRIPTOR ||
-	    bpf_skb_load_bytes(skb, off, d, sizeof(d)))
+	if (hdr < 0 || (__u32)hdr > m->len || m->len - (__u32)hdr < VP8_HEAD)
 		return;
-	vp8_pictures_of(d, &m->frame.vp8);
+	have = m->len - (__u32)hdr >= VP8_DESCRIPTOR ? VP8_DESCRIPTOR : VP8_HEAD;
+	if (have == VP8_DESCRIPTOR ? bpf_skb_load_bytes(skb, off, d, VP8_DESCRIPTOR) : bpf_skb_load_bytes(skb, off, d, VP8_HEAD))
+		return;
+	vp8_pictures_of(d, have, &m->frame.vp8);
 	if (!(m->frame.vp8.fields & VP8_PICTURE))
 		return;
 	m->vp8_off = off;

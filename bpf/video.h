@@ -67,18 +67,21 @@ struct vp8_pictures {
 };
 
 /* The descriptor's bytes the numbering can take: the first, the extension
- * byte, a 15-bit PictureID, TL0PICIDX, TID/Y/KEYIDX. */
+ * byte, a 15-bit PictureID (VP8_HEAD), TL0PICIDX, TID/Y/KEYIDX. */
+#define VP8_HEAD 4
 #define VP8_DESCRIPTOR 6
 #define VP8_PICTURE_OFF 2 /* with the M bit: 0x8000 | picture */
 #define VP8_TAIL_OFF 4    /* TL0PICIDX and TID/Y/KEYIDX, or TID/Y/KEYIDX and the payload's */
 
-/* What p, a VP8 payload's first VP8_DESCRIPTOR bytes, numbers: only a
- * descriptor with a 15-bit PictureID (what browsers send) is read. */
-INLINE void vp8_pictures_of(const __u8 *p, struct vp8_pictures *v)
+/* What p, a VP8 payload's first have bytes (VP8_HEAD or VP8_DESCRIPTOR;
+ * the rest zero), numbers: only a descriptor with a 15-bit PictureID (what
+ * browsers send), and only with the word at VP8_TAIL_OFF whole where it
+ * carries TL0PICIDX or TID/KEYIDX (the word is rewritten whole). */
+INLINE void vp8_pictures_of(const __u8 *p, __u32 have, struct vp8_pictures *v)
 {
 	__u8 x = p[1];
 
-	if (!(p[0] & 0x80) || !(x & 0x80) || !(p[2] & 0x80))
+	if (!(p[0] & 0x80) || !(x & 0x80) || !(p[2] & 0x80) || ((x & 0x70) ? VP8_DESCRIPTOR : VP8_HEAD) > have)
 		return;
 	v->picture = (__u16)(p[2] & 0x7f) << 8 | p[3];
 	v->fields = VP8_PICTURE;

@@ -200,26 +200,54 @@ func TestSimulcastAgreesWithBPF(t *testing.T) {
 }
 
 // vp8Received is what a receiver got last of a VP8 stream's numbering:
-// the picture numbers of its latest packet.
+// the sequence number of its latest packet, and each field as the latest
+// packet carrying it had it.
 type vp8Received struct {
 	seq  uint16
 	pics layers.VP8
 	have bool
 }
 
-// check holds p, a replica the receiver got, to the numbering before it:
-// at a switch (the new encoding's key frame), one up from the last.
-func (v *vp8Received) check(p []byte, switched bool) error {
+// check holds p, a replica the receiver got, to the numbering before it,
+// apart from the reference: at a switch (the new encoding's key frame)
+// each field it carries one up from the last the receiver got; else the
+// picture the latest one's or after it, by no more than a late frame
+// leaves (within).
+func (v *vp8Received) check(p []byte, switched bool, within uint16) error {
 	cl := Classify(p)
 	if cl.Payload == nil || paddingOnly(p, cl.Payload) {
 		return nil
 	}
-	pics, seq := VP8PicturesOf(cl.Payload), binary.BigEndian.Uint16(p[2:])
-	if switched && v.have && (pics.Picture != (v.pics.Picture+1)&0x7fff || pics.TL0 != v.pics.TL0+1) {
-		return fmt.Errorf("after a switch: picture %d, TL0PICIDX %d, after %d, %d", pics.Picture, pics.TL0, v.pics.Picture, v.pics.TL0)
+	d := cl.Payload
+	x := d[1]
+	got := layers.VP8{Picture: binary.BigEndian.Uint16(d[2:]) & 0x7fff}
+	tail := d[4:]
+	if x&0x40 != 0 {
+		got.TL0, tail = tail[0], tail[1:]
 	}
-	if !v.have || int16(seq-v.seq) > 0 {
-		*v = vp8Received{seq: seq, pics: pics, have: true}
+	if x&0x10 != 0 {
+		got.KeyIdx = tail[0] & 0x1f
+	}
+	seq, newest := binary.BigEndian.Uint16(p[2:]), !v.have || int16(binary.BigEndian.Uint16(p[2:])-v.seq) > 0
+	switch {
+	case !v.have:
+	case switched && got.Picture != (v.pics.Picture+1)&0x7fff:
+		return fmt.Errorf("after a switch: picture %d after %d", got.Picture, v.pics.Picture)
+	case switched && x&0x40 != 0 && v.pics.Fields&layers.VP8TL0 != 0 && got.TL0 != v.pics.TL0+1:
+		return fmt.Errorf("after a switch: TL0PICIDX %d after %d", got.TL0, v.pics.TL0)
+	case switched && x&0x10 != 0 && v.pics.Fields&layers.VP8KeyIdx != 0 && got.KeyIdx != (v.pics.KeyIdx+1)&0x1f:
+		return fmt.Errorf("after a switch: KEYIDX %d after %d", got.KeyIdx, v.pics.KeyIdx)
+	case !switched && newest && (got.Picture-v.pics.Picture)&0x7fff > within:
+		return fmt.Errorf("picture %d after %d", got.Picture, v.pics.Picture)
+	}
+	if newest {
+		v.seq, v.have, v.pics.Picture = seq, true, got.Picture
+		if x&0x40 != 0 {
+			v.pics.TL0, v.pics.Fields = got.TL0, v.pics.Fields|layers.VP8TL0
+		}
+		if x&0x10 != 0 {
+			v.pics.KeyIdx, v.pics.Fields = got.KeyIdx, v.pics.Fields|layers.VP8KeyIdx
+		}
 	}
 	return nil
 }
@@ -238,9 +266,10 @@ func simulcastAgrees(t *testing.T, noDD, vp8 bool) {
 	codec := map[bool]Codec{false: AV1, true: VP8}[vp8]
 	testenv.Must(t, r.dp.SetStream(from, []Source{{SSRC: 7}, {Video: codec, DDExt: ddExt, History: true, Simulcast: sim}}, rcv))
 	encs := []*simulcastEncoding{
-		{index: 0, rid: "q", ssrc: 1111, seq: 65300, frame: 30000, ts: 5000, keyEvery: 10, noDD: noDD, vp8: vp8, picture: 32700, tl0: 250, keyIdx: 31},
-		{index: 1, rid: "h", ssrc: 2222, seq: 100, frame: 65500, ts: 4e9, keyEvery: 12, noDD: noDD, vp8: vp8, picture: 5, tl0: 3},
-		{index: 2, rid: "f", ssrc: 3333, seq: 40000, frame: 7, ts: 77, keyEvery: 15, noDD: noDD, vp8: vp8, picture: 20000, tl0: 128, keyIdx: 17},
+		// (VP8: I alone as Firefox sends it, I L T as Chromium does, and I T K.)
+		{index: 0, rid: "q", ssrc: 1111, seq: 65300, frame: 30000, ts: 5000, keyEvery: 10, noDD: noDD, vp8: vp8, picture: 32700, tl0: 250, keyIdx: 31, vp8Fields: 0x80},
+		{index: 1, rid: "h", ssrc: 2222, seq: 100, frame: 65500, ts: 4e9, keyEvery: 12, noDD: noDD, vp8: vp8, picture: 5, tl0: 3, vp8Fields: 0xe0},
+		{index: 2, rid: "f", ssrc: 3333, seq: 40000, frame: 7, ts: 77, keyEvery: 15, noDD: noDD, vp8: vp8, picture: 20000, tl0: 128, keyIdx: 17, vp8Fields: 0xb0},
 	}
 	ref := &simReference{sim: sim, codec: codec, replicas: make([]layers.Replica, len(rcv))}
 	received := make([]vp8Received, len(rcv))
@@ -295,7 +324,7 @@ func simulcastAgrees(t *testing.T, noDD, vp8 bool) {
 		for i, w := range want {
 			err := simCompare(w, got[i], pads[i], &delta[i])
 			if err == nil && vp8 && got[i] != nil && !pads[i] {
-				err = received[i].check(got[i], w.switched)
+				err = received[i].check(got[i], w.switched, map[bool]uint16{true: 2, false: 8}[noDD])
 			}
 			if err != nil {
 				if stats.mismatches++; stats.mismatches < 10 {

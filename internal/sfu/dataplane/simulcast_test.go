@@ -35,6 +35,9 @@ type simulcastEncoding struct {
 	picture uint16
 	tl0     uint8
 	keyIdx  uint8
+	// vp8Fields: which optional descriptor bytes it sends (the extension
+	// byte's I, L, T, K); 0: all of them.
+	vp8Fields byte
 }
 
 var simulcastL1T3 = &dd.Structure{DecodeTargets: 3, Chains: 1, ProtectedBy: []int{0, 0, 0}, Templates: []dd.Template{
@@ -89,8 +92,9 @@ func (e *simulcastEncoding) nextFrame(t testing.TB) [][]byte {
 }
 
 // vp8Descriptor writes a VP8 payload descriptor (RFC 7741 4.2: X, I with
-// a 15-bit PictureID, L, T and K) and payload header into payload, a
-// packet of the frame of temporal layer tid; start: its first packet.
+// a 15-bit PictureID, and L, T and K as e.vp8Fields says) and payload
+// header into payload, a packet of the frame of temporal layer tid;
+// start: its first packet.
 func (e *simulcastEncoding) vp8Descriptor(payload []byte, key, start bool, tid int) {
 	if start && tid == 0 {
 		e.tl0++
@@ -98,18 +102,25 @@ func (e *simulcastEncoding) vp8Descriptor(payload []byte, key, start bool, tid i
 	if start && key {
 		e.keyIdx = (e.keyIdx + 1) & 0x1f
 	}
-	payload[0] = 0x80 // X, partition 0
+	x := e.vp8Fields
+	if x == 0 {
+		x = 0xf0
+	}
+	d := []byte{0x80, x | 0x80, 0x80 | byte(e.picture>>8), byte(e.picture)} // X, partition 0; I
 	if start {
-		payload[0] |= 0x10 // S
+		d[0] |= 0x10 // S
 	}
-	payload[1] = 0xf0 // I, L, T, K
-	payload[2], payload[3] = 0x80|byte(e.picture>>8), byte(e.picture)
-	payload[4] = e.tl0
-	payload[5] = byte(tid)<<6 | 0x20 | e.keyIdx // (Y set)
-	payload[6] = 0x01                           // the payload header's P: an inter frame
+	if x&0x40 != 0 {
+		d = append(d, e.tl0)
+	}
+	if x&0x30 != 0 {
+		d = append(d, byte(tid)<<6|0x20|e.keyIdx) // (Y set)
+	}
+	header := byte(0x01) // the payload header's P: an inter frame
 	if key {
-		payload[6] = 0x00
+		header = 0x00
 	}
+	copy(payload, append(d, header))
 }
 
 // probe is a padding-only packet of the encoding (a bandwidth probe).

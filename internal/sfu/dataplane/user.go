@@ -182,8 +182,8 @@ type userReceiver struct {
 	target  atomic.Uint32 // layers.AllTargets, layers.NoVideo, or a decode target
 	tw      *legTWCC      // nil: no transport-wide numbers
 	removed atomic.Bool
-	asked   atomic.Int32   // a simulcast receiver's target as SetTarget had it (flat)
-	format  encodingFormat // what its stream's simulcast packets are rewritten in
+	asked   atomic.Int32                   // a simulcast receiver's target as SetTarget had it (flat)
+	format  atomic.Pointer[encodingFormat] // what its stream's simulcast packets are rewritten in
 
 	mu    sync.Mutex
 	adapt layers.Replica
@@ -307,7 +307,7 @@ func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Rece
 			delete(u.senders, userKey{from, src.SSRC})
 		}
 	}
-	sim := simulcastOf(sources)
+	sim, format := simulcastOf(sources), formatOf(sources)
 	for _, src := range sources {
 		if src.Simulcast != nil && src.SSRC != 0 {
 			e := &s.video.enc[src.Encoding]
@@ -320,8 +320,9 @@ func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Rece
 			have = old.receiver(r)
 		}
 		if have == nil || have.Receiver != r || simulcastChanged(have.sim, sim) { // (read while forwarding, unlocked)
-			have = newUserReceiver(r, s.video, sim, formatOf(sources))
+			have = newUserReceiver(r, s.video, sim, format)
 		}
+		have.format.Store(&format) // (a codec renegotiated: its history answers are rewritten as its packets)
 		s.receivers = append(s.receivers, have)
 		s.views = append(s.views, have)
 	}
@@ -341,7 +342,8 @@ func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Rece
 }
 
 func newUserReceiver(r Receiver, video *userVideo, sim *Simulcast, format encodingFormat) *userReceiver {
-	have := &userReceiver{Receiver: r, video: video, sim: sim, format: format, adapt: layers.NewReplica()}
+	have := &userReceiver{Receiver: r, video: video, sim: sim, adapt: layers.NewReplica()}
+	have.format.Store(&format)
 	have.asked.Store(EveryLayer)
 	have.waited.Store(true)
 	have.target.Store(layers.AllTargets)
@@ -797,7 +799,7 @@ func (l *userLeg) Packet(number uint16) ([]byte, bool) {
 	}
 	p, _, ok := l.r.video.enc[enc].history.packet(seq)
 	if ok && l.r.sim != nil && len(p) >= 12 {
-		asReceived(p, l.r.sim, l.r.format, seq, shift)
+		asReceived(p, l.r.sim, *l.r.format.Load(), seq, shift)
 	}
 	return p, ok
 }

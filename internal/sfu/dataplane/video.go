@@ -105,19 +105,16 @@ func (s *Simulcast) encodingNamed(p []byte, hdr int, ext uint8) (uint8, bool) {
 	return 0, false
 }
 
-// vp8Descriptor is how much of a VP8 payload its picture numbering
-// takes: the descriptor's first byte, its extension byte, a 15-bit
-// PictureID, TL0PICIDX and the TID/Y/KEYIDX byte, at most.
-const vp8Descriptor = 6
-
 // VP8PicturesOf is the picture numbering of a VP8 payload's descriptor
 // (RFC 7741 4.2), as bpf/video.h reads it: only with a 15-bit PictureID
-// (what browsers send); none from a shorter payload.
+// (what browsers send), and only of a payload of 4 bytes or more, 6 where
+// the descriptor carries TL0PICIDX or TID/KEYIDX (the word at offset 4 is
+// rewritten whole; a real payload always has that much).
 func VP8PicturesOf(payload []byte) layers.VP8 {
-	if len(payload) < vp8Descriptor || payload[0]&0x80 == 0 || payload[1]&0x80 == 0 || payload[2]&0x80 == 0 {
+	p := payload
+	if len(p) < 4 || p[0]&0x80 == 0 || p[1]&0x80 == 0 || p[2]&0x80 == 0 || (p[1]&0x70 != 0 && len(p) < 6) {
 		return layers.VP8{}
 	}
-	p := payload
 	v := layers.VP8{Picture: uint16(p[2]&0x7f)<<8 | uint16(p[3]), Fields: layers.VP8Picture}
 	tk := 4
 	if p[1]&0x40 != 0 {
@@ -132,15 +129,16 @@ func VP8PicturesOf(payload []byte) layers.VP8 {
 // putVP8Pictures writes v into the descriptor of payload, which carries
 // the fields v does (VP8PicturesOf of it).
 func putVP8Pictures(payload []byte, v layers.VP8) {
-	if v.Fields&layers.VP8Picture == 0 || len(payload) < vp8Descriptor {
+	if v.Fields&layers.VP8Picture == 0 || len(payload) < 4 {
 		return
 	}
 	binary.BigEndian.PutUint16(payload[2:], 0x8000|v.Picture)
 	tk := 4
-	if v.Fields&layers.VP8TL0 != 0 {
-		payload[4], tk = v.TL0, 5
+	if v.Fields&layers.VP8TL0 != 0 && tk < len(payload) {
+		payload[tk] = v.TL0
+		tk++
 	}
-	if v.Fields&layers.VP8KeyIdx != 0 {
+	if v.Fields&layers.VP8KeyIdx != 0 && tk < len(payload) {
 		payload[tk] = payload[tk]&0xe0 | v.KeyIdx
 	}
 }

@@ -311,9 +311,33 @@ func TestSimulcastVP8Pictures(t *testing.T) {
 	if switches < 4 || pictures < 100 {
 		t.Errorf("%d switches, %d pictures: the stream does not exercise switching", switches, pictures)
 	}
-	// A Padding verdict's packet has no payload to carry numbers in.
-	f := Frame{Packet: rewrite.Packet{Seq: 1, Padding: true}, VP8: VP8{Picture: 5, Fields: VP8Picture}}
-	if out, v := r.DecideEncoding(&f, r.Sim.Encoding, 0, AllTargets, 1, 200e8); v == Padding && out.VP8.Fields != 0 {
-		t.Errorf("padding carries VP8 numbers %+v", out.VP8)
+}
+
+// A late packet a receiver's number was kept for, and which it no longer
+// takes (paused meanwhile), goes to it as padding: with no payload, no
+// VP8 numbers, and the last numbers it got are left as they were.
+func TestSimulcastVP8PaddingCarriesNone(t *testing.T) {
+	r := NewReplica()
+	vp8 := func(picture uint16) VP8 {
+		return VP8{Picture: picture, TL0: uint8(picture), Fields: VP8Picture | VP8TL0}
+	}
+	send := func(seq uint16, key bool, picture uint16, target uint8) (Numbers, Verdict) {
+		f := Frame{Packet: rewrite.Packet{Seq: seq, Frame: seq, Start: true, End: true}, Key: key, VP8: vp8(picture)}
+		return r.DecideEncoding(&f, 0, uint32(seq)*3000, target, 0, uint64(seq)*1e8)
+	}
+	all := EncodingTarget(0, AllTargets)
+	if _, v := send(10, true, 100, all); v != Send {
+		t.Fatalf("the key frame: %v", v)
+	}
+	if _, v := send(12, false, 102, all); v != Send { // (11 late: its number kept)
+		t.Fatalf("the next frame: %v", v)
+	}
+	last := r.Sim.Last
+	out, v := send(11, false, 101, NoVideo)
+	if v != Padding {
+		t.Fatalf("the late packet, paused: %v, want padding", v)
+	}
+	if out.VP8 != (VP8{}) || r.Sim.Last != last {
+		t.Errorf("padding went with VP8 numbers %+v; the last sent %+v became %+v", out.VP8, last, r.Sim.Last)
 	}
 }

@@ -43,7 +43,9 @@ func (v VP8) Shifted(shift VP8) VP8 {
 }
 
 // after is last (the numbering sent so far) once sent went out: a field
-// sent takes its value, the others keep theirs.
+// sent takes its value, the others keep theirs, so a field stays known
+// once sent (an encoding that carries it again, after one that did not,
+// goes on from the last value sent; a browser's encodings share one form).
 func (last VP8) after(sent VP8) VP8 {
 	if sent.Fields&VP8Picture != 0 {
 		last.Picture = sent.Picture
