@@ -84,11 +84,11 @@ func (l *Lifecycle) ListenTCP(scheme, network string, addr netip.AddrPort) (*net
 
 func (l *Lifecycle) listenTCP(scheme, network string, addr netip.AddrPort) (*net.TCPListener, error) {
 	if f := l.inheritedFile(scheme, addr, 0); f != nil {
-		ln, err := net.FileListener(f)
+		ln, err := adoptListener(f, addr)
 		if err != nil {
 			return nil, fmt.Errorf("hand-over: %s://%s: %w", scheme, addr, err)
 		}
-		return ln.(*net.TCPListener), nil
+		return ln, nil
 	}
 	ln, err := net.Listen("tcp"+network, addr.String())
 	if err != nil {
@@ -108,7 +108,7 @@ func (l *Lifecycle) AddDTLS(ln net.Listener) {
 func (l *Lifecycle) adopt(f *os.File, want netip.AddrPort) (net.PacketConn, error) {
 	conn, err := net.FilePacketConn(f)
 	if err == nil {
-		err = checkBound(conn, want)
+		err = checkBound(conn.LocalAddr(), want)
 	}
 	if err == nil {
 		// The predecessor's source guard goes with it: attach ours.
@@ -123,10 +123,30 @@ func (l *Lifecycle) adopt(f *os.File, want netip.AddrPort) (net.PacketConn, erro
 	return conn, nil
 }
 
+// adoptListener makes a listening socket sent along one of this
+// process's, checked as adopt checks the others.
+func adoptListener(f *os.File, want netip.AddrPort) (*net.TCPListener, error) {
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, err
+	}
+	tcp, ok := ln.(*net.TCPListener)
+	if !ok {
+		err = fmt.Errorf("socket sent for %v is not a TCP listener (%v)", want, ln.Addr())
+	} else {
+		err = checkBound(tcp.Addr(), want)
+	}
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return tcp, nil
+}
+
 // checkBound makes sure a socket sent along is bound where the state says:
 // descriptors matched by index must not be taken for another's.
-func checkBound(conn net.PacketConn, want netip.AddrPort) error {
-	if got := addrPort(conn.LocalAddr()); got != want {
+func checkBound(local net.Addr, want netip.AddrPort) error {
+	if got := addrPort(local); got != want {
 		return fmt.Errorf("socket sent for %v is bound at %v", want, got)
 	}
 	return nil
