@@ -55,7 +55,10 @@ type InStats struct {
 type OutStats struct {
 	PacketsSent, BytesSent, RetransmittedPacketsSent, FramesEncoded, KeyFramesEncoded float64
 	FramesPerSecond, TargetBitrate, NackCount, PliCount, FrameWidth, SSRC, Encodings  float64
-	ScalabilityMode, QualityLimitationReason, EncoderImplementation                   string
+	QualityLimitationResolutionChanges, SourceWidth, TrackWidth                       float64 // SourceWidth: the track's frames'; TrackWidth: its settings'
+	QualityLimitationDurations                                                        map[string]float64
+	ScalabilityMode, QualityLimitationReason, EncoderImplementation, Degradation      string
+	EncodingWidths                                                                    string // a simulcast video's, "rid:width " each
 	Remote                                                                            struct{ PacketsLost, FractionLost, RoundTripTime float64 }
 }
 

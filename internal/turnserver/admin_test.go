@@ -54,7 +54,7 @@ func TestAdminAndTop(t *testing.T) {
 		_, _ = testbed.ExchangeAt(c.Relay, peer.LocalAddr(), peer, 3000, 200, 1000)
 	}()
 	time.Sleep(500 * time.Millisecond)
-	out, err := exec.Command(ebrtcBin, "top", "--admin", sock, "--interval", "1s", "--frames", "1").CombinedOutput()
+	out, err := exec.Command(testbed.SharedEbrtc(t), "top", "--admin", sock, "--interval", "1s", "--frames", "1").CombinedOutput()
 	<-done
 	if err != nil {
 		t.Fatalf("ebrtc top: %v\n%s", err, out)

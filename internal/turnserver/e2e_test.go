@@ -2,8 +2,6 @@ package turnserver_test
 
 import (
 	"encoding/json"
-	"flag"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -18,31 +16,9 @@ import (
 	"github.com/ebrtc/ebrtc/internal/testbed"
 )
 
-var ebrtcBin string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if fuzzing() { // fuzz targets need no binary, and every fuzz worker runs TestMain
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "ebrtc-e2e")
-	if err != nil {
-		panic(err)
-	}
-	ebrtcBin, err = testbed.BuildEbrtc(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func fuzzing() bool {
-	f, w := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
-	return (f != nil && f.Value.String() != "") || (w != nil && w.Value.String() == "true")
-}
+// The ebrtc binary the tests run is built once, when a test first needs
+// it (testbed.SharedEbrtc): fuzz targets and their workers build none.
+func TestMain(m *testing.M) { os.Exit(testbed.RunTests(m)) }
 
 const (
 	user = "alice"
@@ -63,7 +39,7 @@ func newTestbedWith(t *testing.T, opts testbed.Options) *testbed.Testbed {
 
 func startRelay(t *testing.T, tb *testbed.Testbed, extra ...string) *testbed.Relay {
 	t.Helper()
-	r, err := tb.StartRelay(ebrtcBin, append(testbed.TURNArgs(user+":"+pass), extra...)...)
+	r, err := tb.StartRelay(testbed.SharedEbrtc(t), append(testbed.TURNArgs(user+":"+pass), extra...)...)
 	return stopAtCleanup(t, r, err)
 }
 

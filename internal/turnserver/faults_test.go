@@ -225,7 +225,7 @@ func withNewTransaction(raw []byte, rng *rand.Rand) []byte {
 // fast path, and a restarted server relays again from scratch.
 func TestKillDuringTraffic(t *testing.T) {
 	tb := newTestbed(t)
-	r, err := tb.StartRelay(ebrtcBin, testbed.TURNArgs(user+":"+pass)...)
+	r, err := tb.StartRelay(testbed.SharedEbrtc(t), testbed.TURNArgs(user+":"+pass)...)
 	testenv.Must(t, err)
 	c, err := testbed.NewTURNClient(tb.Client, testbed.ClientOptions{Server: server4, Local: testbed.ClientIP4,
 		User: user, Pass: pass, Realm: "ebrtc.test"})

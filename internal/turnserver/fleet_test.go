@@ -36,7 +36,7 @@ func startShedding(t *testing.T, tb *testbed.Testbed) *testbed.Relay {
 	t.Helper()
 	args := append(testbed.TURNArgs(), "--auth-secret", fleetSecret, "--shed-above-allocations", "1",
 		"--alternate-server", alternate4.String(), "--alternate-server", alternate6.String())
-	r, err := tb.StartRelay(ebrtcBin, args...)
+	r, err := tb.StartRelay(testbed.SharedEbrtc(t), args...)
 	return stopAtCleanup(t, r, err)
 }
 
@@ -47,7 +47,7 @@ func startSecondServer(t *testing.T, tb *testbed.Testbed) *testbed.Relay {
 	if err != nil {
 		testenv.Missing(t, "second server namespace: %v", err)
 	}
-	r, err := testbed.StartRelayIn(ns, ebrtcBin, append(testbed.Server2TURNArgs(), "--auth-secret", fleetSecret)...)
+	r, err := testbed.StartRelayIn(ns, testbed.SharedEbrtc(t), append(testbed.Server2TURNArgs(), "--auth-secret", fleetSecret)...)
 	return stopAtCleanup(t, r, err)
 }
 

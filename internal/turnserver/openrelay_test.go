@@ -181,7 +181,7 @@ func TestOpenRelayMatrix(t *testing.T) {
 	args := withoutFlag(testbed.TURNArgs(user+":"+pass), "--allow-peer")
 	// The peer is allowed by address, and the relay prefixes by range: a
 	// host address in an allowed range must still be refused.
-	r, err := tb.StartRelay(ebrtcBin, append(args, "--allow-peer", testbed.PeerIP4.String(),
+	r, err := tb.StartRelay(testbed.SharedEbrtc(t), append(args, "--allow-peer", testbed.PeerIP4.String(),
 		"--allow-peer", "fd00:201:2::/64", "--allow-peer", "10.201.2.0/24",
 		"--listen", "tcp://10.201.1.1:3478", "--user-quota", "0")...)
 	if err != nil {

@@ -180,7 +180,7 @@ func keptRelay(t *testing.T) (*testbed.Testbed, []string, *testbed.Relay, *testb
 	t.Helper()
 	tb := newTestbed(t)
 	args := keepOffloadArgs(t)
-	r, err := tb.StartRelay(ebrtcBin, append(testbed.TURNArgs(user+":"+pass), args...)...)
+	r, err := tb.StartRelay(testbed.SharedEbrtc(t), append(testbed.TURNArgs(user+":"+pass), args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestUpgradeToBrokenBinary(t *testing.T) {
 // then replaces, as an upgrade does) with a client's channel in the fast path.
 func relayFromCopy(t *testing.T, bin string) (*testbed.Testbed, *testbed.Relay, *testbed.TURNClient, *net.UDPConn) {
 	t.Helper()
-	copyFile(t, ebrtcBin, bin)
+	copyFile(t, testbed.SharedEbrtc(t), bin)
 	tb := newTestbed(t)
 	r, err := tb.StartRelay(bin, append(testbed.TURNArgs(user+":"+pass), "--offload", "xdp")...)
 	r = stopAtCleanup(t, r, err)
@@ -342,7 +342,7 @@ func waitOutput(t *testing.T, r *testbed.Relay, want string) {
 func TestUpgradeFailingLate(t *testing.T) {
 	dir := t.TempDir()
 	bin, real := filepath.Join(dir, "ebrtc"), filepath.Join(dir, "ebrtc.real")
-	copyFile(t, ebrtcBin, real)
+	copyFile(t, testbed.SharedEbrtc(t), real)
 	tb, r, c, peer := relayFromCopy(t, bin)
 	notDir := filepath.Join(dir, "file")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {

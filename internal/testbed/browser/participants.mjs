@@ -75,7 +75,8 @@ async function collect() {
     'jitterBufferDelay', 'jitterBufferEmittedCount', 'frameWidth', 'frameHeight', 'ssrc'];
   const outKeys = ['packetsSent', 'bytesSent', 'retransmittedPacketsSent', 'framesEncoded', 'framesSent',
     'keyFramesEncoded', 'framesPerSecond', 'targetBitrate', 'scalabilityMode', 'qualityLimitationReason',
-    'nackCount', 'pliCount', 'firCount', 'frameWidth', 'frameHeight', 'encoderImplementation', 'ssrc'];
+    'qualityLimitationResolutionChanges', 'qualityLimitationDurations', 'nackCount', 'pliCount', 'firCount', 'frameWidth', 'frameHeight',
+    'encoderImplementation', 'ssrc'];
   const connStats = (report) => {
     let pair;
     report.forEach((r) => { if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded') pair = r; });
@@ -102,14 +103,25 @@ async function collect() {
       if (r.type === 'outbound-rtp') {
         const o = pick(r, outKeys), have = outbound[r.kind];
         o.encodings = ((have && have.encodings) || 0) + (r.rid || !have ? 1 : 0);
+        o.encodingWidths = `${(have && have.encodingWidths) || ''}${r.rid || '-'}:${r.frameWidth || 0}${r.active === false ? '(off)' : ''} `;
         if (!have || (o.frameWidth || 0) > (have.frameWidth || 0)) outbound[r.kind] = { ...o, remote: have && have.remote };
-        else have.encodings = o.encodings;
+        else { have.encodings = o.encodings; have.encodingWidths = o.encodingWidths; }
       }
       if (r.type === 'remote-inbound-rtp') {
         const o = outbound[r.kind] || (outbound[r.kind] = {});
         o.remote = pick(r, ['packetsLost', 'fractionLost', 'roundTripTime', 'jitter']);
       }
     });
+    // (What the encoder is given: the track's frames as they come.)
+    report.forEach((r) => {
+      if (r.type === 'media-source' && r.kind === 'video' && outbound.video) outbound.video.sourceWidth = r.width;
+    });
+    // (What the track was opened at: the constraints' choice of the camera's formats.)
+    const vs = st.pub.getSenders().find((x) => x.track && x.track.kind === 'video');
+    if (vs && outbound.video) {
+      outbound.video.trackWidth = vs.track.getSettings().width;
+      outbound.video.degradation = vs.getParameters().degradationPreference || '';
+    }
   }
   const status = document.getElementById('status').textContent;
   return { id: st.id || '', status, inbound, outbound, pub, paused: { ...st.paused } };
@@ -130,10 +142,15 @@ function negotiated() {
 // deep inside a library, a signal turned into an exit).
 process.on('exit', (c) => console.error('participants.mjs: exit', c));
 process.on('unhandledRejection', (e) => console.error('participants.mjs: unhandled rejection:', (e && e.stack) || String(e)));
-// BROWSERS (env), comma-separated per page: chromium (the default) or
-// firefox (Firefox ESR over WebDriver BiDi, a `send` page only).
+// BROWSERS (env), comma-separated per page: chromium (the default),
+// chromium-apart (a Chromium of its own, as on a machine of its own: the
+// pages of one Chromium share its fake camera, which runs at the size the
+// first page to open it asked for, so a page asking for another size gets
+// that one; which page is first is a race) or firefox (Firefox ESR over
+// WebDriver BiDi, a `send` page only).
 const kinds = (process.env.BROWSERS || '').split(',');
 const browser = await launchChromium(new URL(urlFor(0)).origin);
+const apart = [];
 let firefox = null;
 let code = 0;
 try {
@@ -149,7 +166,9 @@ try {
       pages.push({ role, page });
       continue;
     }
-    const ctx = await browser.newContext(contextOptions(urlFor(0)));
+    let own = browser;
+    if (kinds[i] === 'chromium-apart') apart.push(own = await launchChromium(new URL(urlFor(0)).origin));
+    const ctx = await own.newContext(contextOptions(urlFor(0)));
     if (role === 'recv') {
       // Join without publishing: the page's publish message never leaves.
       await ctx.addInitScript(() => {
@@ -196,6 +215,7 @@ try {
   code = 1;
 } finally {
   if (firefox) await firefox.close();
+  for (const b of apart) await b.close();
   await browser.close();
   process.exit(code); // the stdin reader would keep node alive
 }
