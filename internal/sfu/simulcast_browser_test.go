@@ -58,11 +58,12 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 		testenv.RequireCommand(t, "firefox-esr")
 	}
 	const (
-		unshaped = 10 * time.Second
-		shaped   = 18 * time.Second
-		settle   = 8 * time.Second // (as TestShapedReceiver's: a Firefox receiver froze 3.2 s once moving down, 6 s in)
-		lifted   = 12 * time.Second
-		within   = 10 * time.Second
+		unshaped   = 10 * time.Second
+		shaped     = 18 * time.Second
+		settle     = 8 * time.Second // (as TestShapedReceiver's: a Firefox receiver froze 3.2 s once moving down, 6 s in)
+		lifted     = 12 * time.Second
+		within     = 10 * time.Second
+		cameraBack = 12 * time.Second // (after its 2 s off)
 	)
 	var unshape func() error
 	res := bed.run(t, []ratePhase{
@@ -83,12 +84,21 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 			return fmt.Sprintf("tbf %d kbit/s on %s: %s", kbit, b.p3Link, why), func() error { return unshape() }, err
 		}, Report: func(b *rateBed) string { return legsReport(b) }},
 		{Name: "lifted", Duration: lifted},
+		// P1's camera off and on again, as its user does: it must come
+		// back at the size its encodings were set for (the page reopened
+		// it at 320x180, which made its top encoding 320 wide).
+		{Name: "camera again", Duration: cameraBack, Apply: func(b *rateBed, _ []phaseSeries) (string, func() error, error) {
+			b.senders.Command("camera 0 off")
+			time.Sleep(2 * time.Second)
+			b.senders.Command("camera 0 on")
+			return "P1's camera off for 2 s, then on", func() error { return nil }, nil
+		}},
 	})
 	res.log(t)
 	if kernel, ok := bed.plane.(*dataplane.DataPlane); ok {
 		kernelForwarded(t, kernel)
 	}
-	before, during, after := res.Phases[1], res.Phases[2], res.Phases[3]
+	before, during, after, again := res.Phases[1], res.Phases[2], res.Phases[3], res.Phases[4]
 	judged := during.after(settle)
 	p1 := res.IDs[0]
 	top := before.Outbound(0)
@@ -126,6 +136,12 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 	}
 	if back := after.after(within).Inbound(2, p1); back.FrameWidth != 640 || back.FPS < 0.8*top.FPS {
 		t.Errorf("lifted: P3 got P1 %v wide at %.1f fps %v after (want 640 at %.1f)", back.FrameWidth, back.FPS, within, 0.8*top.FPS)
+	}
+	last := again.Samples[0][len(again.Samples[0])-1].Outbound["video"]
+	for p := 1; p < 3; p++ {
+		if back := again.Inbound(p, p1); back.FrameWidth != 640 || last.TrackWidth != 640 {
+			t.Errorf("camera on again: P%d got P1 %v wide (want 640); P1's track %v wide, its encodings %q", p+1, back.FrameWidth, last.TrackWidth, last.EncodingWidths)
+		}
 	}
 }
 

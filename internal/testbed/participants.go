@@ -125,7 +125,8 @@ func StartParticipants(t testing.TB, ctx context.Context, ns *netns.NS, url, rol
 }
 
 // Command sends the script a line of its commands (participants.mjs:
-// "mode PAGE MODE" sets a page's scalability mode, "stop").
+// "mode PAGE MODE" sets a page's scalability mode, "camera PAGE on|off"
+// clicks its camera button, "stop").
 func (p *Participants) Command(line string) {
 	_, _ = io.WriteString(p.stdin, line+"\n")
 }

@@ -20,7 +20,8 @@
 // feedback (rtcp-fb) and header extensions negotiated. A line
 // `mode PAGE MODE` on standard input sets page PAGE's (its index here)
 // video encoding's scalabilityMode (setParameters), as an app switching
-// its encoder does. Each page's sample says which senders' video the SFU
+// its encoder does; a line `camera PAGE on|off` clicks its camera button
+// as its user does. Each page's sample says which senders' video the SFU
 // paused for it (`paused`: the page's own record of the SFU's notices).
 //
 // usage: node participants.mjs 'URL...' ROLES SECONDS [INTERVAL_MS]
@@ -52,6 +53,7 @@ createInterface({ input: process.stdin }).on('line', (l) => {
   const f = l.trim().split(/\s+/);
   if (f[0] === 'stop') { stopping = true; wake(); }
   if (f[0] === 'mode' && f.length === 3) commands.push({ page: Number(f[1]), mode: f[2] });
+  if (f[0] === 'camera' && f.length === 3) commands.push({ page: Number(f[1]), camera: f[2] === 'on' });
 });
 
 // Runs in the page: sets its video encoding's scalability mode.
@@ -61,6 +63,14 @@ async function setMode(mode) {
   params.encodings[0].scalabilityMode = mode;
   await sender.setParameters(params);
   return sender.getParameters().encodings[0].scalabilityMode;
+}
+// Turns a page's camera on or off with its button, as its user does; the
+// button's label after (its label names what a click does).
+async function cameraTo(page, on) {
+  const label = () => page.evaluate(() => document.getElementById('camBtn').textContent);
+  if (((await label()) === 'Camera off') !== on) await page.click('#camBtn');
+  for (let i = 0; i < 50 && ((await label()) === 'Camera off') !== on; i++) await new Promise((r) => setTimeout(r, 100));
+  return label();
 }
 const sleep = (ms) => new Promise((r) => { const t = setTimeout(r, ms); wake = () => { clearTimeout(t); r(); }; });
 
@@ -193,6 +203,10 @@ try {
   while (!stopping && Date.now() - start < seconds * 1000) {
     while (commands.length) {
       const c = commands.shift();
+      if (c.camera !== undefined) {
+        console.error('page', c.page, 'camera', await cameraTo(pages[c.page].page, c.camera));
+        continue;
+      }
       const got = await pages[c.page].page.evaluate(setMode, c.mode);
       console.error('page', c.page, 'scalabilityMode', got);
     }
