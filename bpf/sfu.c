@@ -552,17 +552,8 @@ INLINE int sim_rewrite(struct __sk_buff *skb, const struct media *m, struct addr
 /* The RTP sequence number r is sent, by difference in the UDP checksum. */
 INLINE int renumber(struct __sk_buff *skb, const struct media *m, struct addressing *cur, __u16 number)
 {
-	__u32 off = m->l4_off + sizeof(struct udphdr) + offsetof(struct rtp_fixed, seq);
-	__be16 seq = bpf_htons(number);
-
-	if (seq == cur->seq)
-		return 0;
-	if (bpf_skb_store_bytes(skb, off, &seq, sizeof(seq), 0) ||
-	    bpf_l4_csum_replace(skb, m->l4_off + offsetof(struct udphdr, check), cur->seq, seq,
-				BPF_F_MARK_MANGLED_0 | sizeof(seq)))
-		return -1;
-	cur->seq = seq;
-	return 0;
+	return rewrite_half(skb, m, m->l4_off + sizeof(struct udphdr) + offsetof(struct rtp_fixed, seq), &cur->seq,
+			    bpf_htons(number));
 }
 
 /* The leg's own transport-wide sequence number in r's replica (twcc.h),
@@ -571,19 +562,11 @@ INLINE int renumber(struct __sk_buff *skb, const struct media *m, struct address
  * it. */
 INLINE int twcc_stamp(struct __sk_buff *skb, const struct media *m, struct addressing *cur, const struct replica *r)
 {
-	__u32 odd = (m->twcc_off - m->l4_off) & 1;
-	__be16 v;
 	__u16 seq;
 
 	if (!m->twcc_off || twcc_next(r->twcc, m->len, &seq))
 		return 0;
-	v = bpf_htons(seq);
-	if (bpf_skb_store_bytes(skb, m->twcc_off, &v, sizeof(v), 0) ||
-	    bpf_l4_csum_replace(skb, m->l4_off + offsetof(struct udphdr, check), twcc_csum_word(cur->twcc, odd),
-				twcc_csum_word(v, odd), BPF_F_MARK_MANGLED_0 | sizeof(v)))
-		return -1;
-	cur->twcc = v;
-	return 0;
+	return rewrite_half(skb, m, m->twcc_off, &cur->twcc, bpf_htons(seq));
 }
 
 /* ready_replica's answer: what became of the replica, its gate's verdict
@@ -865,17 +848,25 @@ INLINE void simulcast_packet(struct media *m, const struct sender *s)
 }
 
 /* A simulcast encoding's VP8 payload descriptor (after simulcast_packet):
- * its picture numbering, where it is and its bytes as they arrived. */
-INLINE void vp8_read(struct __sk_buff *skb, struct media *m, int hdr)
+ * its picture numbering, where it is and its bytes as they arrived. peek
+ * holds the payload's first VIDEO_PEEK bytes where it has that many
+ * (video_gate read them); a shorter payload's descriptor is read here. */
+INLINE void vp8_read(struct __sk_buff *skb, struct media *m, int hdr, const __u8 peek[VIDEO_PEEK])
 {
 	__u32 off = m->l4_off + sizeof(struct udphdr) + hdr, have;
 	__u8 d[VP8_DESCRIPTOR] = {};
 
 	if (hdr < 0 || (__u32)hdr > m->len || m->len - (__u32)hdr < VP8_HEAD)
 		return;
-	have = m->len - (__u32)hdr >= VP8_DESCRIPTOR ? VP8_DESCRIPTOR : VP8_HEAD;
-	if (have == VP8_DESCRIPTOR ? bpf_skb_load_bytes(skb, off, d, VP8_DESCRIPTOR) : bpf_skb_load_bytes(skb, off, d, VP8_HEAD))
-		return;
+	have = m->len - (__u32)hdr;
+	if (have >= VIDEO_PEEK) { /* (copied, not pointed at: one buffer for the verifier) */
+		__builtin_memcpy(d, peek, VP8_DESCRIPTOR);
+		have = VP8_DESCRIPTOR;
+	} else {
+		have = have >= VP8_DESCRIPTOR ? VP8_DESCRIPTOR : VP8_HEAD;
+		if (have == VP8_DESCRIPTOR ? bpf_skb_load_bytes(skb, off, d, VP8_DESCRIPTOR) : bpf_skb_load_bytes(skb, off, d, VP8_HEAD))
+			return;
+	}
 	vp8_pictures_of(d, have, &m->frame.vp8);
 	if (!(m->frame.vp8.fields & VP8_PICTURE))
 		return;
@@ -1022,7 +1013,7 @@ int sfu_ingress(struct __sk_buff *skb)
 		if (s->sim_ssrc) { /* (h holds the payload's first bytes now) */
 			simulcast_packet(m, s);
 			if (s->video == VIDEO_VP8 && !m->padding)
-				vp8_read(skb, m, hdr);
+				vp8_read(skb, m, hdr, h.peek);
 		}
 	} else if (s->sim_ssrc && sim_report(skb, m, s)) {
 		return outcome(SFU_MALFORMED, m->len), TC_ACT_UNSPEC;

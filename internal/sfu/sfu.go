@@ -60,9 +60,8 @@ type Config struct {
 	// Chromium is told to start from (x-google-start-bitrate in the
 	// answer); 0, the default, leaves the browser's own (300 kbit/s).
 	// (An application-limited encoder's estimate stays where its first
-	// probes put it. Set to 800 by default for a stop, it made simulcast
-	// publishers worse on a loaded machine, not better: docs/sfu.md, "A
-	// simulcast publisher whose uplink estimate never moved".)
+	// probes put it: docs/sfu.md, "A simulcast publisher whose uplink
+	// estimate never moved".)
 	PublisherStartKbps int
 	// LastN, if set, gives each receiver video from its LastN most recent
 	// speakers only (the others paused, audio always): a room of n costs

@@ -46,14 +46,7 @@ func simulcastReceiver(t *testing.T, p1Browser, plane string) {
 	// (Its low encoding capped at a quarter of its high one's 250 kbit/s:
 	// the fake cameras' pictures are so simple that each encoding's rate
 	// is what its content needs, Firefox's 90-130 kbit/s for both.)
-	// (A Chromium P1 in a Chromium of its own: P2's page, in the same one,
-	// asks for the 320x180 camera, and the pages of one Chromium share its
-	// fake camera at the size the first to open it asked for. P1's came
-	// out 320 wide, its top encoding not sent, in about 1 case in 8.)
 	bed.p1Query, bed.p1Browser = "&simulcast=2&video=640x360", p1Browser
-	if p1Browser == "chromium" {
-		bed.p1Browser = "chromium-apart"
-	}
 	if p1Browser == "firefox" {
 		testenv.RequireCommand(t, "firefox-esr")
 	}
@@ -174,14 +167,13 @@ func encodingsApart(b *rateBed, ids [3]string, within time.Duration) (string, er
 		wide := out.Outbound["video"].FrameWidth == 640
 		if err == nil && wide && len(p1) >= 2 && p1[len(p1)-1] >= 1.6*p1[len(p1)-2] {
 			v := out.Outbound["video"]
-			return fmt.Sprintf("P1's encodings %.0f and %.0f kbit/s after %v (%s of a source %v wide, a track %v wide; limited for %v s)", p1[len(p1)-2]/1000, p1[len(p1)-1]/1000,
-				time.Since(start).Round(100*time.Millisecond), v.EncodingWidths, v.SourceWidth, v.TrackWidth, v.QualityLimitationDurations), nil
+			return fmt.Sprintf("P1's encodings %.0f and %.0f kbit/s after %v (%s of a track %v wide; limited for %v s)", p1[len(p1)-2]/1000, p1[len(p1)-1]/1000,
+				time.Since(start).Round(100*time.Millisecond), v.EncodingWidths, v.TrackWidth, v.QualityLimitationDurations), nil
 		}
 		if time.Since(start) > within {
 			v := out.Outbound["video"]
-			return "", fmt.Errorf("after %v, P1's encodings %v bit/s (%v), its top one %v wide of a source %v wide, a track %v wide (encodings %q; limited by %q, %v resolution changes, limited for %v s, degradation %q), its uplink estimate %.0f kbit/s: not its steady state",
-				within, p1, err, v.FrameWidth, v.SourceWidth, v.TrackWidth, v.EncodingWidths, v.QualityLimitationReason, v.QualityLimitationResolutionChanges,
-				v.QualityLimitationDurations, v.Degradation, out.Pub.AvailableOutgoingBitrate/1000)
+			return "", fmt.Errorf("after %v, P1's encodings %v bit/s (%v), its top one %v wide of a track %v wide (encodings %q; limited by %q, for %v s), its uplink estimate %.0f kbit/s: not its steady state",
+				within, p1, err, v.FrameWidth, v.TrackWidth, v.EncodingWidths, v.QualityLimitationReason, v.QualityLimitationDurations, out.Pub.AvailableOutgoingBitrate/1000)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -55,9 +55,9 @@ type InStats struct {
 type OutStats struct {
 	PacketsSent, BytesSent, RetransmittedPacketsSent, FramesEncoded, KeyFramesEncoded float64
 	FramesPerSecond, TargetBitrate, NackCount, PliCount, FrameWidth, SSRC, Encodings  float64
-	QualityLimitationResolutionChanges, SourceWidth, TrackWidth                       float64 // SourceWidth: the track's frames'; TrackWidth: its settings'
+	TrackWidth                                                                        float64 // the camera track's, as opened
 	QualityLimitationDurations                                                        map[string]float64
-	ScalabilityMode, QualityLimitationReason, EncoderImplementation, Degradation      string
+	ScalabilityMode, QualityLimitationReason, EncoderImplementation                   string
 	EncodingWidths                                                                    string // a simulcast video's, "rid:width " each
 	Remote                                                                            struct{ PacketsLost, FractionLost, RoundTripTime float64 }
 }

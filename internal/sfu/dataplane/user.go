@@ -167,7 +167,8 @@ type userStream struct {
 // simulcast), its transport-wide arrivals and its audio's levels (the
 // stream's, kept with its video's state across versions).
 type userVideo struct {
-	mu       sync.Mutex // the encodings' structures and templates
+	mu       sync.Mutex                     // the encodings' structures and templates
+	format   atomic.Pointer[encodingFormat] // what its simulcast packets are rewritten in (a codec renegotiated: anew)
 	enc      [layers.MaxEncodings]userEncoding
 	arrivals legTWCC
 	levels   levelCounter
@@ -182,8 +183,7 @@ type userReceiver struct {
 	target  atomic.Uint32 // layers.AllTargets, layers.NoVideo, or a decode target
 	tw      *legTWCC      // nil: no transport-wide numbers
 	removed atomic.Bool
-	asked   atomic.Int32                   // a simulcast receiver's target as SetTarget had it (flat)
-	format  atomic.Pointer[encodingFormat] // what its stream's simulcast packets are rewritten in
+	asked   atomic.Int32 // a simulcast receiver's target as SetTarget had it (flat)
 
 	mu    sync.Mutex
 	adapt layers.Replica
@@ -308,6 +308,7 @@ func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Rece
 		}
 	}
 	sim, format := simulcastOf(sources), formatOf(sources)
+	s.video.format.Store(&format)
 	for _, src := range sources {
 		if src.Simulcast != nil && src.SSRC != 0 {
 			e := &s.video.enc[src.Encoding]
@@ -320,9 +321,8 @@ func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Rece
 			have = old.receiver(r)
 		}
 		if have == nil || have.Receiver != r || simulcastChanged(have.sim, sim) { // (read while forwarding, unlocked)
-			have = newUserReceiver(r, s.video, sim, format)
+			have = newUserReceiver(r, s.video, sim)
 		}
-		have.format.Store(&format) // (a codec renegotiated: its history answers are rewritten as its packets)
 		s.receivers = append(s.receivers, have)
 		s.views = append(s.views, have)
 	}
@@ -341,9 +341,8 @@ func (u *User) setStream(from netip.AddrPort, sources []Source, receivers []Rece
 	u.streams[from] = s
 }
 
-func newUserReceiver(r Receiver, video *userVideo, sim *Simulcast, format encodingFormat) *userReceiver {
+func newUserReceiver(r Receiver, video *userVideo, sim *Simulcast) *userReceiver {
 	have := &userReceiver{Receiver: r, video: video, sim: sim, adapt: layers.NewReplica()}
-	have.format.Store(&format)
 	have.asked.Store(EveryLayer)
 	have.waited.Store(true)
 	have.target.Store(layers.AllTargets)
@@ -799,7 +798,7 @@ func (l *userLeg) Packet(number uint16) ([]byte, bool) {
 	}
 	p, _, ok := l.r.video.enc[enc].history.packet(seq)
 	if ok && l.r.sim != nil && len(p) >= 12 {
-		asReceived(p, l.r.sim, *l.r.format.Load(), seq, shift)
+		asReceived(p, l.r.sim, *l.r.video.format.Load(), seq, shift)
 	}
 	return p, ok
 }

@@ -85,7 +85,7 @@ async function collect() {
     'jitterBufferDelay', 'jitterBufferEmittedCount', 'frameWidth', 'frameHeight', 'ssrc'];
   const outKeys = ['packetsSent', 'bytesSent', 'retransmittedPacketsSent', 'framesEncoded', 'framesSent',
     'keyFramesEncoded', 'framesPerSecond', 'targetBitrate', 'scalabilityMode', 'qualityLimitationReason',
-    'qualityLimitationResolutionChanges', 'qualityLimitationDurations', 'nackCount', 'pliCount', 'firCount', 'frameWidth', 'frameHeight',
+    'qualityLimitationDurations', 'nackCount', 'pliCount', 'firCount', 'frameWidth', 'frameHeight',
     'encoderImplementation', 'ssrc'];
   const connStats = (report) => {
     let pair;
@@ -122,16 +122,9 @@ async function collect() {
         o.remote = pick(r, ['packetsLost', 'fractionLost', 'roundTripTime', 'jitter']);
       }
     });
-    // (What the encoder is given: the track's frames as they come.)
-    report.forEach((r) => {
-      if (r.type === 'media-source' && r.kind === 'video' && outbound.video) outbound.video.sourceWidth = r.width;
-    });
-    // (What the track was opened at: the constraints' choice of the camera's formats.)
+    // (What the camera track was opened at: the constraints' choice of its formats.)
     const vs = st.pub.getSenders().find((x) => x.track && x.track.kind === 'video');
-    if (vs && outbound.video) {
-      outbound.video.trackWidth = vs.track.getSettings().width;
-      outbound.video.degradation = vs.getParameters().degradationPreference || '';
-    }
+    if (vs && outbound.video) outbound.video.trackWidth = vs.track.getSettings().width;
   }
   const status = document.getElementById('status').textContent;
   return { id: st.id || '', status, inbound, outbound, pub, paused: { ...st.paused } };

@@ -400,6 +400,31 @@ func closeAtEnd[C interface{ Close() error }](t *testing.T, cs ...C) {
 	})
 }
 
+// importsWithTheGateHeld fails t when host imports an allocation while
+// l's read gate is open: a client's datagram would find none.
+func importsWithTheGateHeld(t *testing.T, host *fakeHost, l *Lifecycle) {
+	host.onImport = func(Allocation) {
+		if !l.gate.held.Load() {
+			t.Error("an allocation imported with the gate open: a client's datagram would find none")
+		}
+	}
+}
+
+// inheritAndListen runs l's Inherit and takes its UDP socket at addr,
+// closed at the test's end.
+func inheritAndListen(t *testing.T, l *Lifecycle, addr netip.AddrPort) []*net.UDPConn {
+	t.Helper()
+	if err := l.Inherit(); err != nil {
+		t.Fatal(err)
+	}
+	conns, err := l.ListenUDP("4", addr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, conns...)
+	return conns
+}
+
 // dupFile is a descriptor of c's socket, as a predecessor sends it.
 func dupFile(t *testing.T, c interface{ File() (*os.File, error) }) *os.File {
 	t.Helper()
@@ -777,19 +802,8 @@ func TestHandOver(t *testing.T) {
 
 	host, guard, log := newFakeHost(t), &guardLog{}, &testLog{}
 	l := newSuccessor(t, Config{Log: log, Guard: guard.attach}, host)
-	host.onImport = func(Allocation) {
-		if !l.gate.held.Load() {
-			t.Error("an allocation imported with the gate open: a client's datagram would find none")
-		}
-	}
-	if err := l.Inherit(); err != nil {
-		t.Fatal(err)
-	}
-	conns, err := l.ListenUDP("4", udpAddr, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAtEnd(t, conns...)
+	importsWithTheGateHeld(t, host, l)
+	conns := inheritAndListen(t, l, udpAddr)
 	tcp, err := l.ListenTCP("tcp", "4", tcpAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -988,14 +1002,7 @@ func TestTakeOverLeavesOutWhatItCannotRestore(t *testing.T) {
 		return nil
 	}
 	l := newSuccessor(t, Config{Log: log}, host)
-	if err := l.Inherit(); err != nil {
-		t.Fatal(err)
-	}
-	conns, err := l.ListenUDP("4", udpAddr, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAtEnd(t, conns...)
+	inheritAndListen(t, l, udpAddr)
 	l.TakeOver()
 	var asked []string
 	for _, a := range host.asked {
@@ -1060,19 +1067,8 @@ func TestKeptStateRestoresAllocations(t *testing.T) {
 
 	host, log := newFakeHost(t), &testLog{}
 	l := New(Config{StateFile: path, Log: log}, host)
-	host.onImport = func(Allocation) {
-		if !l.gate.held.Load() {
-			t.Error("an allocation imported with the gate open: a client's datagram would find none")
-		}
-	}
-	if err := l.Inherit(); err != nil {
-		t.Fatal(err)
-	}
-	conns, err := l.ListenUDP("4", udpAddr, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAtEnd(t, conns...)
+	importsWithTheGateHeld(t, host, l)
+	conns := inheritAndListen(t, l, udpAddr)
 	if !l.gate.held.Load() {
 		t.Error("gate open before TakeOver")
 	}
@@ -1139,13 +1135,7 @@ func TestStartWithNothingToTakeOver(t *testing.T) {
 	cfg := Config{KeepOffload: true, PinDir: filepath.Join(dir, "turn"), StateFile: filepath.Join(dir, "state.json"), Log: &testLog{}}
 	host := newFakeHost(t)
 	l := New(cfg, host)
-	if err := l.Inherit(); err != nil {
-		t.Fatal(err)
-	}
-	conns, err := l.ListenUDP("4", unusedUDPAddr(t), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conns := inheritAndListen(t, l, unusedUDPAddr(t))
 	client := testenv.LoopbackUDP(t)
 	reads := readThrough(t, l.Gate(), conns[0])
 	sendTo(t, client, conns[0].LocalAddr(), "before TakeOver")
